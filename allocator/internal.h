@@ -1,0 +1,83 @@
+/*
+ * internal.h -- attribute macros and the archive's cross-file prototypes,
+ * grouped by the file that owns them.  Every .c file of the archive includes
+ * this header first (it includes rename.h, which shifts every global name).
+ */
+#ifndef PINHEAP_INTERNAL_H
+#define PINHEAP_INTERNAL_H
+
+#include "../rename.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- attributes, defined once ------------------------------------------- */
+#define ph_likely(x)     __builtin_expect(!!(x), 1)
+#define ph_unlikely(x)   __builtin_expect(!!(x), 0)
+#define PH_INLINE        static inline __attribute__((always_inline))
+#define PH_NOINLINE      __attribute__((noinline))
+#define PH_COLD          __attribute__((cold, noinline))
+#define PH_NORETURN      __attribute__((noreturn))
+#define PH_EXPORT        __attribute__((visibility("default")))
+#define PH_HIDDEN        __attribute__((visibility("hidden")))
+
+#ifndef PINHEAP_DEBUG
+#define PINHEAP_DEBUG 1  /* 0 none, 1 header checks on free, 2 full check after every call */
+#endif
+
+/* ======================================================================= */
+/*  error.c -- the only output path; never allocates                        */
+/* ======================================================================= */
+
+/** Ends the process: writes "pinheap: <func>(): <what> <ptr>\n" with raw
+ *  write(2), then abort().  ptr may be NULL (then not printed). */
+PH_HIDDEN PH_COLD PH_NORETURN void ph_fatal(const char *func, const char *what, const void *ptr);
+/** Writes "pinheap: warning: " + the pieces (NULL-terminated list) + "\n". */
+PH_HIDDEN PH_COLD void ph_warn(const char *first, ...);
+/** Writes a NUL-terminated string to fd, retrying short writes and EINTR. */
+PH_HIDDEN void ph_write_str(int fd, const char *s);
+/** Formats v as "0x..." / decimal into buf (at least 24 bytes); returns buf. */
+PH_HIDDEN char *ph_fmt_hex(char *buf, uintptr_t v);
+PH_HIDDEN char *ph_fmt_dec(char *buf, uint64_t v);
+
+/* ======================================================================= */
+/*  os.c -- the ONLY caller of mmap/munmap/madvise/mremap                   */
+/* ======================================================================= */
+/*
+ * Contract: sizes are > 0 and multiples of os_page_size(); addresses are
+ * page aligned.  Mapping functions return NULL on ENOMEM; any other kernel
+ * error is a bug and ends the process.  Every release of address space or
+ * of physical backing first calls the release listener with exactly the
+ * range released, then the kernel.  None of these functions changes errno
+ * and none takes a lock: callers drop their heap locks before a release.
+ */
+typedef void os_release_fn(void *addr, size_t len, void *ctx);
+
+PH_HIDDEN size_t os_page_size(void);
+/** Fresh zeroed private anonymous memory, page aligned. */
+PH_HIDDEN void  *os_map(size_t size);
+/** As os_map, aligned to align (a power of two multiple of the page size). */
+PH_HIDDEN void  *os_map_aligned(size_t size, size_t align);
+/** Unmaps [addr, addr+len): listener first, then munmap. */
+PH_HIDDEN void   os_release(void *addr, size_t len);
+/** Drops the physical backing of [addr, addr+len) (MADV_DONTNEED; the range
+ *  stays mapped and reads back as zeros): listener first. */
+PH_HIDDEN void   os_decommit(void *addr, size_t len);
+/** Resizes the mapping at addr in place (never moves).  Shrinking releases
+ *  the tail, listener first.  @return 0 on success, -1 if it cannot. */
+PH_HIDDEN int    os_remap(void *addr, size_t oldlen, size_t newlen);
+/** The one release listener slot (NULL to clear).  The hooks layer fans it
+ *  out to every registered listener. */
+PH_HIDDEN void   os_set_release_listener(os_release_fn *fn, void *ctx);
+
+typedef struct os_stats_s {
+  size_t mapped;          /* bytes currently mapped by pinheap */
+  size_t peak_mapped;     /* high-water mark of mapped */
+  size_t map_calls;       /* mmap + successful mremap growth */
+  size_t release_calls;   /* munmap + mremap shrink */
+  size_t decommit_calls;  /* madvise */
+  size_t released_bytes;  /* total bytes given back (unmap + decommit) */
+} os_stats_t;
+PH_HIDDEN void os_stats_get(os_stats_t *out_p);
+
+#endif /* PINHEAP_INTERNAL_H */

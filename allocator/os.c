@@ -1,0 +1,189 @@
+/*
+ * os.c -- the OS layer: the only code in pinheap that calls mmap, munmap,
+ * madvise or mremap, and the one place every release is reported.
+ *
+ * Memory comes from anonymous private mappings only (brk belongs to glibc).
+ * The kernel is entered with raw syscalls, so that pinheap's own munmap
+ * interposers (hooks/) never see -- and never report twice -- a release
+ * that os_release() has already reported.  Main entry points: os_map(),
+ * os_release().  The contract is written in internal.h.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static size_t os_page;  /* set once by os_page_size(); benign race */
+
+static _Atomic(os_release_fn *) os_listener;
+static void *_Atomic os_listener_ctx;
+
+static _Atomic size_t os_mapped, os_peak_mapped, os_map_calls,
+    os_release_calls, os_decommit_calls, os_released_bytes;
+
+size_t os_page_size(void)
+{
+  if (ph_unlikely(os_page == 0)) {
+    long p = sysconf(_SC_PAGESIZE);
+    os_page = p > 0 ? (size_t)p : 4096;
+  }
+  return os_page;
+}
+
+static void os_count_mapped(size_t size)
+{
+  size_t now = atomic_fetch_add_explicit(&os_mapped, size, memory_order_relaxed) + size;
+  size_t peak = atomic_load_explicit(&os_peak_mapped, memory_order_relaxed);
+
+  while (now > peak &&
+         !atomic_compare_exchange_weak_explicit(&os_peak_mapped, &peak, now,
+                                                memory_order_relaxed, memory_order_relaxed))
+    ;
+  atomic_fetch_add_explicit(&os_map_calls, 1, memory_order_relaxed);
+}
+
+/* Reports [addr, addr+len) to the listener before it leaves the process. */
+static void os_notify(void *addr, size_t len)
+{
+  os_release_fn *fn = atomic_load_explicit(&os_listener, memory_order_acquire);
+
+  if (fn != NULL)
+    fn(addr, len, atomic_load_explicit(&os_listener_ctx, memory_order_relaxed));
+}
+
+static void *os_sys_mmap(void *hint, size_t size)
+{
+  long r = syscall(SYS_mmap, hint, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0L);
+  return r == -1 ? NULL : (void *)r;
+}
+
+static void os_sys_munmap(void *addr, size_t len)
+{
+  if (syscall(SYS_munmap, addr, len) != 0)
+    ph_fatal("munmap", "the kernel refused to unmap a pinheap range at", addr);
+}
+
+void *os_map(size_t size)
+{
+  int saved = errno;
+  void *p = os_sys_mmap(NULL, size);
+
+  if (p == NULL) {
+    if (errno != ENOMEM && errno != EAGAIN)
+      ph_fatal("mmap", "unexpected error mapping memory, size", (void *)size);
+    errno = saved;
+    return NULL;
+  }
+  errno = saved;
+  os_count_mapped(size);
+  return p;
+}
+
+void *os_map_aligned(size_t size, size_t align)
+{
+  int saved = errno;
+  void *p = os_sys_mmap(NULL, size);
+
+  if (p == NULL) {
+    errno = saved;
+    return NULL;
+  }
+  if (((uintptr_t)p & (align - 1)) != 0) {
+    /* Over-map and trim both ends.  The trimmed pieces were never handed
+     * out, but they are releases like any other and are reported. */
+    os_notify(p, size);
+    os_sys_munmap(p, size);
+    p = os_sys_mmap(NULL, size + align);
+    if (p == NULL) {
+      errno = saved;
+      return NULL;
+    }
+    uintptr_t start = (uintptr_t)p;
+    uintptr_t aligned = (start + align - 1) & ~(uintptr_t)(align - 1);
+    size_t head = aligned - start;
+    size_t tail = align - head;
+    if (head != 0) {
+      os_notify(p, head);
+      os_sys_munmap(p, head);
+    }
+    if (tail != 0) {
+      os_notify((void *)(aligned + size), tail);
+      os_sys_munmap((void *)(aligned + size), tail);
+    }
+    p = (void *)aligned;
+  }
+  errno = saved;
+  os_count_mapped(size);
+  return p;
+}
+
+void os_release(void *addr, size_t len)
+{
+  int saved = errno;
+
+  os_notify(addr, len);
+  os_sys_munmap(addr, len);
+  atomic_fetch_sub_explicit(&os_mapped, len, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_release_calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_released_bytes, len, memory_order_relaxed);
+  errno = saved;
+}
+
+void os_decommit(void *addr, size_t len)
+{
+  int saved = errno;
+
+  os_notify(addr, len);
+  if (syscall(SYS_madvise, addr, len, MADV_DONTNEED) != 0)
+    ph_warn("madvise(MADV_DONTNEED) failed on a pinheap range; memory stays committed", NULL);
+  atomic_fetch_add_explicit(&os_decommit_calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_released_bytes, len, memory_order_relaxed);
+  errno = saved;
+}
+
+int os_remap(void *addr, size_t oldlen, size_t newlen)
+{
+  int saved = errno;
+  long r;
+
+  if (newlen == oldlen)
+    return 0;
+  if (newlen < oldlen)
+    os_notify((char *)addr + newlen, oldlen - newlen);
+  r = syscall(SYS_mremap, addr, oldlen, newlen, 0 /* never move */);
+  if (r == -1) {
+    errno = saved;
+    if (newlen < oldlen)  /* shrinking in place cannot fail on a valid range */
+      ph_fatal("mremap", "the kernel refused to shrink a pinheap range at", addr);
+    return -1;
+  }
+  if (newlen > oldlen) {
+    os_count_mapped(newlen - oldlen);
+  } else {
+    atomic_fetch_sub_explicit(&os_mapped, oldlen - newlen, memory_order_relaxed);
+    atomic_fetch_add_explicit(&os_release_calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&os_released_bytes, oldlen - newlen, memory_order_relaxed);
+  }
+  errno = saved;
+  return 0;
+}
+
+void os_set_release_listener(os_release_fn *fn, void *ctx)
+{
+  atomic_store_explicit(&os_listener_ctx, ctx, memory_order_relaxed);
+  atomic_store_explicit(&os_listener, fn, memory_order_release);
+}
+
+void os_stats_get(os_stats_t *out_p)
+{
+  out_p->mapped = atomic_load_explicit(&os_mapped, memory_order_relaxed);
+  out_p->peak_mapped = atomic_load_explicit(&os_peak_mapped, memory_order_relaxed);
+  out_p->map_calls = atomic_load_explicit(&os_map_calls, memory_order_relaxed);
+  out_p->release_calls = atomic_load_explicit(&os_release_calls, memory_order_relaxed);
+  out_p->decommit_calls = atomic_load_explicit(&os_decommit_calls, memory_order_relaxed);
+  out_p->released_bytes = atomic_load_explicit(&os_released_bytes, memory_order_relaxed);
+}
