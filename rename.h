@@ -70,11 +70,25 @@
 #define ph_fmt_hex              PINHEAP_NAME(fmt_hex)
 #define ph_fmt_dec              PINHEAP_NAME(fmt_dec)
 #define owner_map_set           PINHEAP_NAME(owner_map_set)
-#define owner_map_get_slow      PINHEAP_NAME(owner_map_get_slow)
 #define owner_map_root          PINHEAP_NAME(owner_map_root)
+#define ph_lock_slow            PINHEAP_NAME(lock_slow)
+#define heap_default            PINHEAP_NAME(heap_default)
+#define mstate_check            PINHEAP_NAME(mstate_check)
+#define mparams                 PINHEAP_NAME(mparams)
 
 /* ---- 3. hooks/ and config/ names --------------------------------------- */
 /* (decision matrix, parameters, driver probe; kept in this section) */
+#define params_get                  PINHEAP_NAME(params_get)
+#define params_eval                 PINHEAP_NAME(params_eval)
+#define param_desc_get              PINHEAP_NAME(param_desc_get)
+#define param_source_name           PINHEAP_NAME(param_source_name)
+#define param_value_name            PINHEAP_NAME(param_value_name)
+#define probe_run                   PINHEAP_NAME(probe_run)
+#define decision_make               PINHEAP_NAME(decision_make)
+#define decision_needs_probe        PINHEAP_NAME(decision_needs_probe)
+#define decision_inputs_from_params PINHEAP_NAME(decision_inputs_from_params)
+#define decision_run                PINHEAP_NAME(decision_run)
+#define decision_reason_name        PINHEAP_NAME(decision_reason_name)
 
 /* ---- end of section 3 --------------------------------------------------- */
 

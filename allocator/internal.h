@@ -56,8 +56,10 @@ typedef void os_release_fn(void *addr, size_t len, void *ctx);
 PH_HIDDEN size_t os_page_size(void);
 /** Fresh zeroed private anonymous memory, page aligned. */
 PH_HIDDEN void  *os_map(size_t size);
-/** As os_map, aligned to align (a power of two multiple of the page size). */
-PH_HIDDEN void  *os_map_aligned(size_t size, size_t align);
+/** As os_map, aligned to align (a power of two multiple of the page size).
+ *  hint, if not NULL, is where the caller would like the mapping (used to
+ *  extend a heap segment in place); the result may be elsewhere. */
+PH_HIDDEN void  *os_map_aligned(void *hint, size_t size, size_t align);
 /** Unmaps [addr, addr+len): listener first, then munmap. */
 PH_HIDDEN void   os_release(void *addr, size_t len);
 /** Drops the physical backing of [addr, addr+len) (MADV_DONTNEED; the range

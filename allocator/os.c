@@ -83,10 +83,10 @@ void *os_map(size_t size)
   return p;
 }
 
-void *os_map_aligned(size_t size, size_t align)
+void *os_map_aligned(void *hint, size_t size, size_t align)
 {
   int saved = errno;
-  void *p = os_sys_mmap(NULL, size);
+  void *p = os_sys_mmap(hint, size);
 
   if (p == NULL) {
     errno = saved;

@@ -2,7 +2,9 @@
 set(PINHEAP_ALLOCATOR_SOURCES
   allocator/error.c
   allocator/os.c
+  allocator/owner.c
   allocator/malloc.c
+  allocator/check.c
 )
 # hooks/ and config/ sources (decision matrix, parameters, probe, ...).
 set(PINHEAP_HOOKS_SOURCES)

@@ -1,0 +1,243 @@
+/*
+ * heap.h -- the allocator's types, constants and inline chunk arithmetic.
+ *
+ * Glossary
+ *   chunk    A 16-byte aligned block with a boundary tag.  `head` holds the
+ *            chunk's size, its flags and a check byte; `prev_foot` holds the
+ *            size of the previous chunk when that chunk is free.  The user's
+ *            payload starts 16 bytes into the chunk and may run into the next
+ *            chunk's prev_foot, so an in-use chunk costs 8 bytes of overhead.
+ *   bin      A list of free chunks.  Small bins (sizes < 1024) hold one exact
+ *            size each; large bins hold a size range, sorted ascending, so the
+ *            first fit is the best fit.  A bit map says which bins are non-empty.
+ *   top      The free chunk at the end of the newest segment; it is carved
+ *            from when no bin fits and is never in a bin.
+ *   fence    A zero-sized in-use chunk header closing every segment.
+ *   segment  A contiguous stretch of heap: a 64 KiB aligned mapping from the
+ *            OS (or the caller's region for create_mspace_with_base).  Its
+ *            seg_t header sits at its base.
+ *   huge     A chunk at or above the mmap threshold, mapped on its own, with
+ *            a huge_t header at the base of the mapping.
+ *   mstate   One heap: bins, top, segments, huge chunks, a lock.  The malloc
+ *            family uses the static default heap; every mspace is an mstate.
+ *   owner map  Maps each 64 KiB granule of address space to the segment or
+ *            huge chunk of pinheap that holds it (0 = not pinheap's).  It makes
+ *            "is this pointer ours, and whose" exact and cheap (two loads).
+ *   check byte  The top byte of `head`: a hash of the chunk's address, its
+ *            size and flags, and the heap's secret cookie.  A header that was
+ *            overwritten, or a pointer that is not a chunk, fails it.
+ */
+#ifndef PINHEAP_HEAP_H
+#define PINHEAP_HEAP_H
+
+#include "internal.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- sizes -------------------------------------------------------------- */
+#define PH_ALIGN          16u
+#define PH_ALIGN_MASK     (PH_ALIGN - 1)
+#define PH_CHUNK_HDR      16u                   /* prev_foot + head */
+#define PH_CHUNK_OVERHEAD 8u                    /* in-use cost: the head */
+#define PH_MIN_CHUNK      32u
+#define PH_FENCE_SIZE     16u
+#define PH_GRANULE_SHIFT  16
+#define PH_GRANULE        ((size_t)1 << PH_GRANULE_SHIFT)   /* 64 KiB */
+#define PH_SMALL_LIMIT    1024u                 /* sizes below: exact small bins */
+#define PH_NSMALL         64u
+#define PH_NBINS          216u
+#define PH_MAX_REQUEST    ((size_t)PTRDIFF_MAX - 2 * PH_GRANULE)
+
+/* ---- head layout -------------------------------------------------------- */
+#define PH_PINUSE    ((size_t)1)   /* the previous chunk is in use */
+#define PH_CINUSE    ((size_t)2)   /* this chunk is in use */
+#define PH_MMAPPED   ((size_t)4)   /* a huge chunk, mapped on its own */
+#define PH_FLAGS     ((size_t)0xf)
+#define PH_SIZE_MASK ((size_t)0x0000fffffffffff0ULL)
+#define PH_CHECK_SHIFT 56
+
+/* ---- defaults (mallopt) ------------------------------------------------- */
+#define PH_DEFAULT_MMAP_THRESHOLD  ((size_t)128 * 1024)
+#define PH_MAX_MMAP_THRESHOLD      ((size_t)32 * 1024 * 1024)
+#define PH_DEFAULT_TRIM_THRESHOLD  ((size_t)128 * 1024)
+#define PH_DEFAULT_MMAP_MAX        65536
+#define PH_DEFAULT_SEGMENT         ((size_t)1024 * 1024)
+
+typedef struct chunk_s {
+  size_t prev_foot;          /* size of the previous chunk, if it is free */
+  size_t head;               /* size | flags | check byte << 56 */
+  struct chunk_s *fd;        /* free chunks only: bin links */
+  struct chunk_s *bk;
+} chunk_t;
+
+struct mstate_s;
+
+/* At the base of every segment.  sizeof is a multiple of 16. */
+typedef struct seg_s {
+  struct seg_s *next;
+  struct mstate_s *ms;
+  char *base;                /* == (char *)this */
+  size_t size;               /* bytes from base to the end of the fence */
+  size_t chunk_off;          /* offset of the first chunk from base */
+  size_t flags;              /* PH_SEG_* */
+} seg_t;
+#define PH_SEG_EXTERN  1u    /* the caller's region: never grown or released */
+#define PH_SEG_HOLDS_MS 2u   /* the mstate lives in this segment (an mspace) */
+
+/* At the base of every huge mapping.  sizeof is 48: the chunk follows. */
+typedef struct huge_s {
+  struct huge_s *next;
+  struct huge_s *prev;
+  size_t map_size;
+  struct mstate_s *ms;
+  size_t chunk_off;          /* offset of the chunk from the base */
+  size_t pad;
+} huge_t;
+
+typedef struct bin_s {
+  chunk_t *fd;
+  chunk_t *bk;
+} bin_t;
+
+typedef struct ph_lock_s {
+  atomic_int held;
+} ph_lock_t;
+
+typedef struct mstate_s {
+  ph_lock_t lock;
+  unsigned flags;            /* PH_MS_* */
+  size_t cookie;             /* secret mixed into every check byte */
+  chunk_t *top;
+  seg_t *top_seg;
+  seg_t *segs;               /* every segment, newest first */
+  huge_t *huge;              /* every live huge chunk */
+  size_t huge_count;
+  size_t huge_bytes;         /* mapped bytes of huge chunks */
+  size_t footprint;          /* bytes of all segments */
+  size_t max_footprint;
+  size_t seg_grow;           /* size of the next segment (grows) */
+  uint64_t binmap[(PH_NBINS + 63) / 64];
+  bin_t bins[PH_NBINS];
+} mstate_t;
+#define PH_MS_LOCKED  1u     /* take the lock on every call */
+#define PH_MS_FIXED   2u     /* over the caller's region: never touches the OS */
+#define PH_MS_INIT    4u
+
+/* Process-wide tunables (mallopt). */
+typedef struct mparams_s {
+  size_t mmap_threshold;
+  size_t trim_threshold;
+  size_t top_pad;
+  int mmap_max;
+  bool mmap_threshold_set;   /* set by mallopt: stops the dynamic threshold */
+} mparams_t;
+
+/* ---- inline chunk arithmetic -------------------------------------------- */
+PH_INLINE size_t chunk_size(const chunk_t *c) { return c->head & PH_SIZE_MASK; }
+PH_INLINE size_t chunk_flags(const chunk_t *c) { return c->head & PH_FLAGS; }
+PH_INLINE bool chunk_cinuse(const chunk_t *c) { return (c->head & PH_CINUSE) != 0; }
+PH_INLINE bool chunk_pinuse(const chunk_t *c) { return (c->head & PH_PINUSE) != 0; }
+PH_INLINE chunk_t *chunk_at(const void *p, size_t off) { return (chunk_t *)((char *)p + off); }
+PH_INLINE chunk_t *chunk_next(const chunk_t *c) { return chunk_at(c, chunk_size(c)); }
+PH_INLINE void *chunk_mem(const chunk_t *c) { return (char *)c + PH_CHUNK_HDR; }
+PH_INLINE chunk_t *mem_chunk(const void *m) { return (chunk_t *)((char *)m - PH_CHUNK_HDR); }
+
+PH_INLINE size_t head_check(const mstate_t *ms, const chunk_t *c, size_t sizeflags)
+{
+  uint64_t h = ((uintptr_t)c >> 4) ^ sizeflags ^ ms->cookie;
+  return (size_t)((h * 0x9e3779b97f4a7c15ULL) >> 56) << PH_CHECK_SHIFT;
+}
+PH_INLINE void head_set(const mstate_t *ms, chunk_t *c, size_t sizeflags)
+{
+  c->head = sizeflags | head_check(ms, c, sizeflags);
+}
+PH_INLINE bool head_ok(const mstate_t *ms, const chunk_t *c)
+{
+  size_t sf = c->head & ~((size_t)0xff << PH_CHECK_SHIFT);
+  return (c->head & ((size_t)0xff << PH_CHECK_SHIFT)) == head_check(ms, c, sf) &&
+         (sf & ~(PH_SIZE_MASK | PH_FLAGS)) == 0;
+}
+PH_INLINE void head_set_pinuse(const mstate_t *ms, chunk_t *c, bool on)
+{
+  size_t sf = (c->head & (PH_SIZE_MASK | PH_FLAGS) & ~PH_PINUSE) | (on ? PH_PINUSE : 0);
+  head_set(ms, c, sf);
+}
+
+/* Chunk size for a request of n bytes (n <= PH_MAX_REQUEST). */
+PH_INLINE size_t request_to_size(size_t n)
+{
+  size_t s = (n + PH_CHUNK_OVERHEAD + PH_ALIGN_MASK) & ~(size_t)PH_ALIGN_MASK;
+  return s < PH_MIN_CHUNK ? PH_MIN_CHUNK : s;
+}
+
+PH_INLINE size_t align_up(size_t v, size_t a) { return (v + a - 1) & ~(a - 1); }
+PH_INLINE size_t align_down(size_t v, size_t a) { return v & ~(a - 1); }
+
+/* Bin of a free chunk of size s (a multiple of 16, >= PH_MIN_CHUNK). */
+PH_INLINE unsigned bin_index(size_t s)
+{
+  if (s < PH_SMALL_LIMIT)
+    return (unsigned)(s >> 4);
+  unsigned b = 63u - (unsigned)__builtin_clzll(s);     /* 10 .. 47 */
+  return PH_NSMALL + (b - 10u) * 4u + (unsigned)((s >> (b - 2u)) & 3u);
+}
+
+PH_INLINE chunk_t *bin_at(mstate_t *ms, unsigned i)
+{
+  return (chunk_t *)((char *)&ms->bins[i] - offsetof(chunk_t, fd));
+}
+
+/* ---- malloc.c / check.c ------------------------------------------------- */
+extern PH_HIDDEN mparams_t mparams;
+/** The heap behind the malloc family (initialized on first use). */
+PH_HIDDEN mstate_t *heap_default(void);
+/** Validates every invariant of ms; ms must be locked by the caller.
+ *  @return the number of problems (each written to stderr). */
+PH_HIDDEN int mstate_check(mstate_t *ms);
+
+/* ---- the owner map (allocator/owner.c) ---------------------------------- */
+/*
+ * Two levels over the 47-bit user address space: a static root of 2^15
+ * leaf pointers (bits 32..46), leaves of 2^16 granule entries (bits 16..31)
+ * mapped on first use and never freed.  An entry is a seg_t * (heap
+ * segment), or an mstate_t * | 1 (huge chunk owned by that heap), or 0.
+ */
+#define PH_OWNER_ROOT_BITS 15
+#define PH_OWNER_LEAF_BITS 16
+#define PH_OWNER_HUGE_TAG  ((uintptr_t)1)
+extern PH_HIDDEN _Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
+
+PH_INLINE uintptr_t owner_map_get(const void *p)
+{
+  uintptr_t a = (uintptr_t)p;
+  uintptr_t *leaf;
+
+  if (ph_unlikely(a >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS + PH_OWNER_ROOT_BITS)))
+    return 0;
+  leaf = atomic_load_explicit(&owner_map_root[a >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS)],
+                              memory_order_acquire);
+  if (ph_unlikely(leaf == NULL))
+    return 0;
+  return __atomic_load_n(&leaf[(a >> PH_GRANULE_SHIFT) & (((uintptr_t)1 << PH_OWNER_LEAF_BITS) - 1)],
+                         __ATOMIC_RELAXED);
+}
+/** Sets the entry of every granule of [base, base+len) (both granule
+ *  aligned) to value.  @return false if a leaf could not be mapped. */
+PH_HIDDEN bool owner_map_set(const void *base, size_t len, uintptr_t value);
+
+/* ---- locks --------------------------------------------------------------- */
+PH_HIDDEN void ph_lock_slow(ph_lock_t *l);
+PH_INLINE void ph_lock(ph_lock_t *l)
+{
+  int expected = 0;
+  if (ph_likely(atomic_compare_exchange_weak_explicit(&l->held, &expected, 1,
+                                                      memory_order_acquire, memory_order_relaxed)))
+    return;
+  ph_lock_slow(l);
+}
+PH_INLINE void ph_unlock(ph_lock_t *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
+
+#endif /* PINHEAP_HEAP_H */

@@ -1,0 +1,1289 @@
+/*
+ * malloc.c -- the allocator: chunks, bins, top, segments, huge chunks,
+ * mspaces, and the name-shifted malloc family on top of them.
+ *
+ * Written in the dlmalloc/ptmalloc lineage (see heap.h for the glossary).
+ * One lock per heap.  Every call that gives memory back to the OS works out
+ * what to release while locked and calls the OS layer after unlocking, so a
+ * release listener may itself call malloc.  Main entry points: ms_malloc()
+ * and ms_free_mem(); the public functions at the end are thin wrappers.
+ */
+#include "heap.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include "pinheap.h"
+
+mparams_t mparams = {
+  .mmap_threshold = PH_DEFAULT_MMAP_THRESHOLD,
+  .trim_threshold = PH_DEFAULT_TRIM_THRESHOLD,
+  .top_pad = 0,
+  .mmap_max = PH_DEFAULT_MMAP_MAX,
+  .mmap_threshold_set = false,
+};
+
+static mstate_t gm;                      /* the heap behind malloc() */
+static ph_lock_t gm_init_lock;
+static atomic_size_t huge_total;         /* live huge chunks, all heaps */
+static atomic_size_t cookie_counter;
+
+/* A range to give back to the OS once the heap lock is dropped. */
+typedef struct release_s {
+  void *addr;
+  size_t len;
+} release_t;
+
+/* ======================================================================= */
+/*  locks                                                                   */
+/* ======================================================================= */
+
+void ph_lock_slow(ph_lock_t *l)
+{
+  for (unsigned spins = 0;; spins++) {
+    int expected = 0;
+    if (atomic_load_explicit(&l->held, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_weak_explicit(&l->held, &expected, 1, memory_order_acquire,
+                                              memory_order_relaxed))
+      return;
+    if (spins < 64)
+      __builtin_ia32_pause();
+    else
+      sched_yield();
+  }
+}
+
+PH_INLINE void ms_lock(mstate_t *ms)
+{
+  if (ms->flags & PH_MS_LOCKED)
+    ph_lock(&ms->lock);
+}
+
+PH_INLINE void ms_unlock(mstate_t *ms)
+{
+  if (ms->flags & PH_MS_LOCKED)
+    ph_unlock(&ms->lock);
+}
+
+/* ======================================================================= */
+/*  heap set-up                                                             */
+/* ======================================================================= */
+
+static size_t cookie_make(const void *salt)
+{
+  uint64_t c = 0;
+  const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
+
+  if (r != NULL)
+    memcpy(&c, r, sizeof(c));
+  c ^= (uintptr_t)salt * 0xff51afd7ed558ccdULL;
+  c ^= atomic_fetch_add_explicit(&cookie_counter, 1, memory_order_relaxed) * 0xc4ceb9fe1a85ec53ULL;
+  return (size_t)(c & PH_SIZE_MASK);   /* never disturbs bits outside size */
+}
+
+static void ms_init(mstate_t *ms, unsigned flags)
+{
+  memset(ms, 0, sizeof(*ms));
+  ms->cookie = cookie_make(ms);
+  ms->seg_grow = PH_DEFAULT_SEGMENT;
+  for (unsigned i = 0; i < PH_NBINS; i++) {
+    chunk_t *b = bin_at(ms, i);
+    b->fd = b->bk = b;
+  }
+  /* last: heap_default() tests PH_MS_INIT without the lock */
+  __atomic_store_n(&ms->flags, flags | PH_MS_INIT, __ATOMIC_RELEASE);
+}
+
+PH_INLINE char *seg_fence(const seg_t *seg) { return seg->base + seg->size - PH_FENCE_SIZE; }
+PH_INLINE chunk_t *seg_first(const seg_t *seg) { return chunk_at(seg->base, seg->chunk_off); }
+
+static void fence_write(mstate_t *ms, seg_t *seg)
+{
+  head_set(ms, (chunk_t *)seg_fence(seg), PH_CINUSE);   /* size 0, previous free */
+}
+
+/* Lays a segment out at base: header, optional room, one free chunk, fence.
+ * The free chunk becomes the top. */
+static void seg_format(mstate_t *ms, char *base, size_t size, size_t chunk_off, size_t flags)
+{
+  seg_t *seg = (seg_t *)base;
+  chunk_t *first = chunk_at(base, chunk_off);
+
+  seg->base = base;
+  seg->size = size;
+  seg->chunk_off = chunk_off;
+  seg->flags = flags;
+  seg->ms = ms;
+  seg->next = ms->segs;
+  ms->segs = seg;
+  ms->footprint += size;
+  if (ms->footprint > ms->max_footprint)
+    ms->max_footprint = ms->footprint;
+  first->prev_foot = 0;
+  head_set(ms, first, (size - chunk_off - PH_FENCE_SIZE) | PH_PINUSE);
+  fence_write(ms, seg);
+  ((chunk_t *)seg_fence(seg))->prev_foot = chunk_size(first);
+}
+
+mstate_t *heap_default(void)
+{
+  if (ph_likely(__atomic_load_n(&gm.flags, __ATOMIC_ACQUIRE) & PH_MS_INIT))
+    return &gm;
+  ph_lock(&gm_init_lock);
+  if (!(gm.flags & PH_MS_INIT))
+    ms_init(&gm, PH_MS_LOCKED);
+  ph_unlock(&gm_init_lock);
+  return &gm;
+}
+
+/* ======================================================================= */
+/*  bins                                                                    */
+/* ======================================================================= */
+
+PH_INLINE void binmap_mark(mstate_t *ms, unsigned i) { ms->binmap[i >> 6] |= (uint64_t)1 << (i & 63); }
+PH_INLINE void binmap_clear(mstate_t *ms, unsigned i) { ms->binmap[i >> 6] &= ~((uint64_t)1 << (i & 63)); }
+
+/* First non-empty bin at or above i, or PH_NBINS. */
+static unsigned binmap_next(const mstate_t *ms, unsigned i)
+{
+  unsigned w = i >> 6;
+  if (w >= sizeof(ms->binmap) / sizeof(ms->binmap[0]))
+    return PH_NBINS;
+  uint64_t bits = ms->binmap[w] & (~(uint64_t)0 << (i & 63));
+  for (;;) {
+    if (bits != 0)
+      return (w << 6) + (unsigned)__builtin_ctzll(bits);
+    if (++w >= sizeof(ms->binmap) / sizeof(ms->binmap[0]))
+      return PH_NBINS;
+    bits = ms->binmap[w];
+  }
+}
+
+static void bin_insert(mstate_t *ms, chunk_t *c, size_t size)
+{
+  unsigned i = bin_index(size);
+  chunk_t *b = bin_at(ms, i);
+  chunk_t *after = b;            /* insert before after->fd */
+
+  if (i >= PH_NSMALL) {          /* keep large bins sorted, ascending */
+    chunk_t *x = b->fd;
+    while (x != b && chunk_size(x) < size)
+      x = x->fd;
+    after = x->bk;
+  }
+  c->fd = after->fd;
+  c->bk = after;
+  after->fd->bk = c;
+  after->fd = c;
+  binmap_mark(ms, i);
+}
+
+static void bin_unlink(mstate_t *ms, chunk_t *c, size_t size)
+{
+  chunk_t *fd = c->fd, *bk = c->bk;
+
+  if (ph_unlikely(fd->bk != c || bk->fd != c))
+    ph_fatal("free", "corrupted free list at chunk", c);
+  fd->bk = bk;
+  bk->fd = fd;
+  if (fd == bk) {                /* only the bin header is left */
+    unsigned i = bin_index(size);
+    if (fd == bin_at(ms, i))
+      binmap_clear(ms, i);
+  }
+}
+
+/* Marks c (size bytes, previous in use) in use and sets the next chunk's
+ * PINUSE. */
+PH_INLINE void chunk_set_inuse(mstate_t *ms, chunk_t *c, size_t size)
+{
+  head_set(ms, c, size | PH_CINUSE | PH_PINUSE);
+  head_set_pinuse(ms, chunk_at(c, size), true);
+}
+
+/* Marks c (size bytes, previous in use) free: head, footer, next's PINUSE. */
+PH_INLINE void chunk_set_free(mstate_t *ms, chunk_t *c, size_t size)
+{
+  chunk_t *next = chunk_at(c, size);
+  head_set(ms, c, size | PH_PINUSE);
+  next->prev_foot = size;
+  head_set_pinuse(ms, next, false);
+}
+
+/* c is a free chunk of csize just taken out of its bin: keep nb bytes in
+ * use, return the rest to a bin. */
+static chunk_t *chunk_split_use(mstate_t *ms, chunk_t *c, size_t csize, size_t nb)
+{
+  if (csize - nb >= PH_MIN_CHUNK) {
+    chunk_t *rem = chunk_at(c, nb);
+    head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
+    chunk_set_free(ms, rem, csize - nb);
+    bin_insert(ms, rem, csize - nb);
+  } else {
+    chunk_set_inuse(ms, c, csize);
+  }
+  return c;
+}
+
+/* ======================================================================= */
+/*  growing and shrinking the heap                                          */
+/* ======================================================================= */
+
+/* Adds at least need bytes of top.  Called and returns locked; the lock is
+ * dropped around the mmap (a misaligned mapping is trimmed, and trims call
+ * the release listener). */
+static bool ms_grow(mstate_t *ms, size_t nb)
+{
+  size_t need, len;
+  char *hint = NULL, *p;
+
+  if (ms->flags & PH_MS_FIXED)
+    return false;
+  need = nb + PH_MIN_CHUNK + PH_FENCE_SIZE + sizeof(seg_t) + mparams.top_pad;
+  if (need < nb)
+    return false;
+  len = align_up(need > ms->seg_grow ? need : ms->seg_grow, PH_GRANULE);
+  if (ms->top_seg != NULL)
+    hint = ms->top_seg->base + ms->top_seg->size;
+
+  ms_unlock(ms);
+  p = os_map_aligned(hint, len, PH_GRANULE);
+  ms_lock(ms);
+  if (p == NULL)
+    return false;
+
+  seg_t *tseg = ms->top_seg;
+  if (tseg != NULL && p == tseg->base + tseg->size && !(tseg->flags & PH_SEG_EXTERN)) {
+    /* Adjacent: the old fence and the new range join the top. */
+    if (!owner_map_set(p, len, (uintptr_t)tseg))
+      goto fail;
+    tseg->size += len;
+    ms->footprint += len;
+    if (ms->footprint > ms->max_footprint)
+      ms->max_footprint = ms->footprint;
+    size_t tsize = chunk_size(ms->top) + len;
+    head_set(ms, ms->top, tsize | PH_PINUSE);
+    fence_write(ms, tseg);
+    ((chunk_t *)seg_fence(tseg))->prev_foot = tsize;
+  } else {
+    if (!owner_map_set(p, len, (uintptr_t)p))
+      goto fail;
+    chunk_t *old_top = ms->top;
+    seg_format(ms, p, len, sizeof(seg_t), 0);
+    ms->top_seg = (seg_t *)p;
+    ms->top = seg_first(ms->top_seg);
+    if (old_top != NULL) {         /* the old top becomes an ordinary free chunk */
+      size_t osize = chunk_size(old_top);
+      chunk_set_free(ms, old_top, osize);
+      bin_insert(ms, old_top, osize);
+    }
+  }
+  if (ms->seg_grow < PH_MAX_MMAP_THRESHOLD)
+    ms->seg_grow *= 2;
+  return true;
+
+fail:
+  ms_unlock(ms);
+  os_release(p, len);
+  ms_lock(ms);
+  return false;
+}
+
+/* After a free merged into the top: give the top's tail back when it has
+ * grown past the trim threshold.  Locked; fills *rel for after unlock. */
+static void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
+{
+  seg_t *seg = ms->top_seg;
+  size_t tsize = chunk_size(ms->top);
+  size_t keep = PH_MIN_CHUNK + pad;
+  size_t len;
+
+  if ((ms->flags & PH_MS_FIXED) || seg == NULL || tsize <= keep)
+    return;
+  len = align_down(tsize - keep, PH_GRANULE);
+  if (len == 0)
+    return;
+  char *end = seg->base + seg->size;
+  owner_map_set(end - len, len, 0);
+  seg->size -= len;
+  ms->footprint -= len;
+  head_set(ms, ms->top, (tsize - len) | PH_PINUSE);
+  fence_write(ms, seg);
+  ((chunk_t *)seg_fence(seg))->prev_foot = tsize - len;
+  rel->addr = end - len;
+  rel->len = len;
+}
+
+/* ======================================================================= */
+/*  huge chunks: mapped on their own                                        */
+/* ======================================================================= */
+
+static void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
+{
+  size_t a = align > PH_ALIGN ? align : PH_ALIGN;
+  size_t off = align_up(sizeof(huge_t) + PH_CHUNK_HDR, a) - PH_CHUNK_HDR;
+  size_t len;
+  char *p;
+
+  if (nb > PH_MAX_REQUEST - off - a)
+    return NULL;
+  len = align_up(off + nb, PH_GRANULE);
+  p = os_map_aligned(NULL, len, a > PH_GRANULE ? a : PH_GRANULE);
+  if (p == NULL)
+    return NULL;
+
+  huge_t *h = (huge_t *)p;
+  chunk_t *c = chunk_at(p, off);
+  h->map_size = len;
+  h->ms = ms;
+  h->chunk_off = off;
+  c->prev_foot = off;
+  head_set(ms, c, (len - off) | PH_CINUSE | PH_PINUSE | PH_MMAPPED);
+
+  ms_lock(ms);
+  if (!owner_map_set(p, len, (uintptr_t)ms | PH_OWNER_HUGE_TAG)) {
+    ms_unlock(ms);
+    os_release(p, len);
+    return NULL;
+  }
+  h->prev = NULL;
+  h->next = ms->huge;
+  if (ms->huge != NULL)
+    ms->huge->prev = h;
+  ms->huge = h;
+  ms->huge_count++;
+  ms->huge_bytes += len;
+  ms_unlock(ms);
+  atomic_fetch_add_explicit(&huge_total, 1, memory_order_relaxed);
+  return chunk_mem(c);
+}
+
+/* Validates a huge chunk; ms is locked.  Returns its mapping header. */
+static huge_t *huge_check(mstate_t *ms, chunk_t *c, const char *fn)
+{
+  if (!head_ok(ms, c) || !(c->head & PH_MMAPPED) || !chunk_cinuse(c))
+    ph_fatal(fn, "corrupted chunk header", chunk_mem(c));
+  size_t off = c->prev_foot;
+  huge_t *h = (huge_t *)((char *)c - off);
+  if (off < sizeof(huge_t) || ((uintptr_t)h & (PH_GRANULE - 1)) != 0 || h->ms != ms ||
+      h->chunk_off != off || h->map_size != off + chunk_size(c))
+    ph_fatal(fn, "corrupted chunk header", chunk_mem(c));
+  return h;
+}
+
+static void huge_unlink(mstate_t *ms, huge_t *h)
+{
+  if (h->prev != NULL)
+    h->prev->next = h->next;
+  else
+    ms->huge = h->next;
+  if (h->next != NULL)
+    h->next->prev = h->prev;
+  ms->huge_count--;
+  ms->huge_bytes -= h->map_size;
+}
+
+static void huge_free(mstate_t *ms, void *mem, const char *fn)
+{
+  ms_lock(ms);
+  huge_t *h = huge_check(ms, mem_chunk(mem), fn);
+  size_t len = h->map_size;
+  huge_unlink(ms, h);
+  owner_map_set(h, len, 0);
+  /* glibc's dynamic threshold: a freed huge chunk raises it, so programs
+   * that keep allocating blocks of that size reuse the heap instead. */
+  if (!mparams.mmap_threshold_set && len > mparams.mmap_threshold &&
+      len <= PH_MAX_MMAP_THRESHOLD) {
+    mparams.mmap_threshold = len;
+    mparams.trim_threshold = 2 * len;
+  }
+  ms_unlock(ms);
+  atomic_fetch_sub_explicit(&huge_total, 1, memory_order_relaxed);
+  os_release(h, len);
+}
+
+/* ======================================================================= */
+/*  allocation                                                              */
+/* ======================================================================= */
+
+/* Takes a chunk of nb bytes (a chunk size) from the bins or the top,
+ * growing the heap if needed.  Locked.  NULL when out of memory. */
+static chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
+{
+  unsigned i = bin_index(nb);
+  chunk_t *b = bin_at(ms, i);
+  chunk_t *c;
+
+  if (i < PH_NSMALL) {
+    c = b->fd;
+    if (c != b) {                           /* exact fit */
+      bin_unlink(ms, c, nb);
+      chunk_set_inuse(ms, c, nb);
+      return c;
+    }
+  } else {
+    for (c = b->fd; c != b; c = c->fd) {    /* sorted: first fit is best */
+      size_t cs = chunk_size(c);
+      if (cs >= nb) {
+        bin_unlink(ms, c, cs);
+        return chunk_split_use(ms, c, cs, nb);
+      }
+    }
+  }
+  i = binmap_next(ms, i + 1);
+  if (i < PH_NBINS) {                       /* smallest chunk of a larger bin */
+    c = bin_at(ms, i)->fd;
+    size_t cs = chunk_size(c);
+    bin_unlink(ms, c, cs);
+    return chunk_split_use(ms, c, cs, nb);
+  }
+  for (;;) {
+    c = ms->top;
+    if (c != NULL) {
+      size_t ts = chunk_size(c);
+      if (ts >= nb + PH_MIN_CHUNK) {
+        chunk_t *rest = chunk_at(c, nb);
+        head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
+        head_set(ms, rest, (ts - nb) | PH_PINUSE);
+        ms->top = rest;
+        return c;
+      }
+    }
+    if (!ms_grow(ms, nb))
+      return NULL;
+    /* the lock was dropped: a bin may fit now, but the top surely does */
+  }
+}
+
+static void *ms_malloc(mstate_t *ms, size_t n)
+{
+  size_t nb;
+  chunk_t *c;
+
+  if (ph_unlikely(n > PH_MAX_REQUEST)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  nb = request_to_size(n);
+  if (ph_unlikely(nb >= mparams.mmap_threshold) && !(ms->flags & PH_MS_FIXED) &&
+      atomic_load_explicit(&huge_total, memory_order_relaxed) < (size_t)mparams.mmap_max) {
+    void *p = huge_alloc(ms, nb, PH_ALIGN);
+    if (p != NULL)
+      return p;
+  }
+  ms_lock(ms);
+  c = ms_alloc_chunk(ms, nb);
+  ms_unlock(ms);
+  if (ph_unlikely(c == NULL)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return chunk_mem(c);
+}
+
+/* ======================================================================= */
+/*  freeing                                                                 */
+/* ======================================================================= */
+
+/* Frees the in-use chunk c (validated) of seg: coalesces, bins or merges
+ * into the top.  Locked.  A range to release after unlocking goes to *rel. */
+static void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t *rel,
+                          const char *fn)
+{
+  chunk_t *next = chunk_at(c, size);
+
+  if (!chunk_pinuse(c)) {
+    size_t psize = c->prev_foot;
+    chunk_t *prev = chunk_at(c, -psize);
+    if (psize < PH_MIN_CHUNK || (char *)prev < (char *)seg_first(seg) || !head_ok(ms, prev) ||
+        chunk_size(prev) != psize || chunk_cinuse(prev))
+      ph_fatal(fn, "corrupted chunk header", chunk_mem(c));
+    bin_unlink(ms, prev, psize);
+    c = prev;
+    size += psize;
+  }
+  if (next == ms->top) {
+    size += chunk_size(next);
+    ms->top = c;
+    head_set(ms, c, size | PH_PINUSE);
+    if (size >= mparams.trim_threshold)
+      ms_trim_top(ms, mparams.top_pad, rel);
+    return;
+  }
+  if (!chunk_cinuse(next)) {
+    size_t nsize = chunk_size(next);
+    bin_unlink(ms, next, nsize);
+    size += nsize;
+  }
+  chunk_set_free(ms, c, size);
+  /* A whole segment (not the top's, not the one holding the heap) free:
+   * give it back. */
+  if (c == seg_first(seg) && (char *)chunk_at(c, size) == seg_fence(seg) && seg != ms->top_seg &&
+      !(seg->flags & (PH_SEG_EXTERN | PH_SEG_HOLDS_MS))) {
+    seg_t **pp = &ms->segs;
+    while (*pp != seg)
+      pp = &(*pp)->next;
+    *pp = seg->next;
+    ms->footprint -= seg->size;
+    owner_map_set(seg->base, seg->size, 0);
+    rel->addr = seg->base;
+    rel->len = seg->size;
+    return;
+  }
+  bin_insert(ms, c, size);
+}
+
+/* Is c a chunk boundary of seg?  Walks from the segment start; used only to
+ * name the error once a header failed its check. */
+static bool seg_has_chunk(mstate_t *ms, seg_t *seg, const chunk_t *c)
+{
+  const char *fence = seg_fence(seg);
+  for (chunk_t *x = seg_first(seg); (char *)x < fence; x = chunk_next(x)) {
+    if (x == c)
+      return true;
+    if (!head_ok(ms, x) || chunk_size(x) < PH_MIN_CHUNK)
+      return false;
+  }
+  return false;
+}
+
+/* Validates the in-use chunk behind mem in seg; ms is locked. */
+static chunk_t *chunk_check_inuse(mstate_t *ms, seg_t *seg, void *mem, const char *fn)
+{
+  chunk_t *c = mem_chunk(mem);
+
+  if ((char *)c < (char *)seg_first(seg) || (char *)c >= seg_fence(seg))
+    ph_fatal(fn, "invalid pointer", mem);
+  if (!head_ok(ms, c))
+    ph_fatal(fn, seg_has_chunk(ms, seg, c) ? "corrupted chunk header" : "invalid pointer", mem);
+  if (!chunk_cinuse(c))
+    ph_fatal(fn, "double free", mem);
+  size_t size = chunk_size(c);
+  chunk_t *next = chunk_at(c, size);
+  if ((c->head & PH_MMAPPED) || size < PH_MIN_CHUNK || (char *)next > seg_fence(seg) ||
+      !head_ok(ms, next) || !chunk_pinuse(next))
+    ph_fatal(fn, "corrupted chunk header", mem);
+  return c;
+}
+
+/* Finds who owns mem.  want: the heap it must belong to (NULL = any heap
+ * in the owner map).  Returns the heap; *seg_p is the segment, or NULL for
+ * a huge chunk.  Ends the process on a pointer pinheap did not return. */
+static mstate_t *mem_owner(mstate_t *want, const void *mem, const char *fn, seg_t **seg_p)
+{
+  if (ph_unlikely(((uintptr_t)mem & PH_ALIGN_MASK) != 0))
+    ph_fatal(fn, "invalid pointer", mem);
+  if (want != NULL && (want->flags & PH_MS_FIXED)) {
+    seg_t *seg = want->segs;
+    if ((const char *)mem < seg->base || (const char *)mem >= seg->base + seg->size)
+      ph_fatal(fn, "invalid pointer", mem);
+    *seg_p = seg;
+    return want;
+  }
+  uintptr_t o = owner_map_get(mem);
+  mstate_t *ms;
+  if (ph_unlikely(o == 0))
+    ph_fatal(fn, "invalid pointer", mem);
+  if (o & PH_OWNER_HUGE_TAG) {
+    ms = (mstate_t *)(o & ~PH_OWNER_HUGE_TAG);
+    *seg_p = NULL;
+  } else {
+    *seg_p = (seg_t *)o;
+    ms = (*seg_p)->ms;
+  }
+  if (want != NULL && ms != want)
+    ph_fatal(fn, "invalid pointer", mem);
+  return ms;
+}
+
+static void ms_free_mem(mstate_t *want, void *mem, const char *fn)
+{
+  seg_t *seg;
+  release_t rel = { NULL, 0 };
+
+  if (mem == NULL)
+    return;
+  mstate_t *ms = mem_owner(want, mem, fn, &seg);
+  if (seg == NULL) {
+    huge_free(ms, mem, fn);
+    return;
+  }
+  ms_lock(ms);
+  chunk_t *c = chunk_check_inuse(ms, seg, mem, fn);
+  ms_free_chunk(ms, seg, c, chunk_size(c), &rel, fn);
+  ms_unlock(ms);
+  if (rel.len != 0)
+    os_release(rel.addr, rel.len);
+}
+
+/* ======================================================================= */
+/*  realloc, memalign, calloc                                               */
+/* ======================================================================= */
+
+static void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
+{
+  seg_t *seg;
+  release_t rel = { NULL, 0 };
+  size_t nb, old_usable;
+  void *fresh;
+
+  if (mem == NULL)
+    return ms_malloc(want != NULL ? want : heap_default(), n);
+  if (n == 0) {
+    ms_free_mem(want, mem, fn);
+    return NULL;
+  }
+  mstate_t *ms = mem_owner(want, mem, fn, &seg);
+  if (n > PH_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  nb = request_to_size(n);
+
+  if (seg == NULL) {                        /* huge: resize the mapping in place */
+    ms_lock(ms);
+    chunk_t *c = mem_chunk(mem);
+    huge_t *h = huge_check(ms, c, fn);
+    size_t off = c->prev_foot, oldlen = h->map_size;
+    size_t newlen = align_up(off + nb, PH_GRANULE);
+    old_usable = chunk_size(c) - PH_CHUNK_HDR;
+    if (newlen == oldlen) {
+      ms_unlock(ms);
+      return mem;
+    }
+    if (newlen < oldlen && nb >= mparams.mmap_threshold / 2) {
+      owner_map_set((char *)h + newlen, oldlen - newlen, 0);
+      h->map_size = newlen;
+      ms->huge_bytes -= oldlen - newlen;
+      head_set(ms, c, (newlen - off) | PH_CINUSE | PH_PINUSE | PH_MMAPPED);
+      ms_unlock(ms);
+      os_remap(h, oldlen, newlen);         /* reports the released tail first */
+      return mem;
+    }
+    ms_unlock(ms);
+    if (newlen > oldlen && os_remap(h, oldlen, newlen) == 0) {
+      ms_lock(ms);
+      if (!owner_map_set((char *)h + oldlen, newlen - oldlen, (uintptr_t)ms | PH_OWNER_HUGE_TAG)) {
+        ms_unlock(ms);
+        os_remap(h, newlen, oldlen);
+      } else {
+        h->map_size = newlen;
+        ms->huge_bytes += newlen - oldlen;
+        head_set(ms, c, (newlen - off) | PH_CINUSE | PH_PINUSE | PH_MMAPPED);
+        ms_unlock(ms);
+        return mem;
+      }
+    }
+  } else {
+    ms_lock(ms);
+    chunk_t *c = chunk_check_inuse(ms, seg, mem, fn);
+    size_t size = chunk_size(c);
+    old_usable = size - PH_CHUNK_OVERHEAD;
+    chunk_t *next = chunk_at(c, size);
+    if (nb <= size) {                       /* shrink in place */
+      if (size - nb >= PH_MIN_CHUNK) {
+        chunk_t *rem = chunk_at(c, nb);
+        head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
+        head_set(ms, rem, (size - nb) | PH_CINUSE | PH_PINUSE);
+        ms_free_chunk(ms, seg, rem, size - nb, &rel, fn);
+      }
+      ms_unlock(ms);
+      if (rel.len != 0)
+        os_release(rel.addr, rel.len);
+      return mem;
+    }
+    if (next == ms->top && size + chunk_size(next) >= nb + PH_MIN_CHUNK &&
+        nb < mparams.mmap_threshold) {     /* grow into the top */
+      size_t tsize = size + chunk_size(next) - nb;
+      chunk_t *rest = chunk_at(c, nb);
+      head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
+      head_set(ms, rest, tsize | PH_PINUSE);
+      ms->top = rest;
+      ms_unlock(ms);
+      return mem;
+    }
+    if (next != ms->top && !chunk_cinuse(next) && size + chunk_size(next) >= nb) {
+      size_t nsize = chunk_size(next);       /* grow into the free neighbour */
+      bin_unlink(ms, next, nsize);
+      size += nsize;
+      if (size - nb >= PH_MIN_CHUNK) {
+        chunk_t *rem = chunk_at(c, nb);
+        head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
+        chunk_set_free(ms, rem, size - nb);
+        bin_insert(ms, rem, size - nb);
+      } else {
+        chunk_set_inuse(ms, c, size);
+      }
+      ms_unlock(ms);
+      return mem;
+    }
+    ms_unlock(ms);
+  }
+  /* Move. */
+  fresh = ms_malloc(ms, n);
+  if (fresh == NULL)
+    return NULL;                            /* errno is ENOMEM; mem untouched */
+  memcpy(fresh, mem, old_usable < n ? old_usable : n);
+  ms_free_mem(ms, mem, fn);
+  return fresh;
+}
+
+static void *ms_memalign(mstate_t *ms, size_t align, size_t n)
+{
+  release_t rel = { NULL, 0 };
+  size_t nb;
+
+  if (align <= PH_ALIGN)
+    return ms_malloc(ms, n);
+  if ((align & (align - 1)) != 0) {         /* glibc rounds up to a power of two */
+    if (align > ((size_t)1 << 62)) {
+      errno = EINVAL;
+      return NULL;
+    }
+    align = (size_t)1 << (64 - __builtin_clzll(align));
+  }
+  if (n > PH_MAX_REQUEST || align > PH_MAX_REQUEST - n) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  nb = request_to_size(n);
+  if (nb >= mparams.mmap_threshold && !(ms->flags & PH_MS_FIXED) &&
+      atomic_load_explicit(&huge_total, memory_order_relaxed) < (size_t)mparams.mmap_max) {
+    void *p = huge_alloc(ms, nb, align);
+    if (p != NULL)
+      return p;
+  }
+  ms_lock(ms);
+  chunk_t *c = ms_alloc_chunk(ms, nb + align + PH_MIN_CHUNK);
+  if (c == NULL) {
+    ms_unlock(ms);
+    errno = ENOMEM;
+    return NULL;
+  }
+  seg_t *seg = NULL;
+  if (ms->flags & PH_MS_FIXED) {
+    seg = ms->segs;
+  } else {
+    uintptr_t o = owner_map_get(chunk_mem(c));
+    seg = (seg_t *)o;
+  }
+  size_t size = chunk_size(c);
+  uintptr_t m = (uintptr_t)chunk_mem(c);
+  if ((m & (align - 1)) != 0) {
+    uintptr_t am = align_up(m, align);
+    if (am - m < PH_MIN_CHUNK)
+      am += align;
+    chunk_t *ac = mem_chunk((void *)am);
+    size_t lead = (uintptr_t)ac - (uintptr_t)c;
+    head_set(ms, ac, (size - lead) | PH_CINUSE);          /* previous: the lead, freed next */
+    head_set(ms, c, lead | PH_CINUSE | (c->head & PH_PINUSE));
+    ms_free_chunk(ms, seg, c, lead, &rel, "memalign");
+    c = ac;
+    size -= lead;
+  }
+  if (size - nb >= PH_MIN_CHUNK) {
+    chunk_t *rem = chunk_at(c, nb);
+    head_set(ms, c, nb | PH_CINUSE | (c->head & PH_PINUSE));
+    head_set(ms, rem, (size - nb) | PH_CINUSE | PH_PINUSE);
+    ms_free_chunk(ms, seg, rem, size - nb, &rel, "memalign");
+  }
+  ms_unlock(ms);
+  if (rel.len != 0)
+    os_release(rel.addr, rel.len);
+  return chunk_mem(c);
+}
+
+static void *ms_calloc(mstate_t *ms, size_t n, size_t elem)
+{
+  size_t total;
+  void *p;
+
+  if (__builtin_mul_overflow(n, elem, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  p = ms_malloc(ms, total);
+  if (p != NULL && !(mem_chunk(p)->head & PH_MMAPPED))   /* fresh mappings are zero */
+    memset(p, 0, total);
+  return p;
+}
+
+/* ======================================================================= */
+/*  trim, statistics                                                        */
+/* ======================================================================= */
+
+/* Gives back the top's tail and the whole pages inside free chunks.  The
+ * free chunks (the top included) are borrowed -- marked in use, out of
+ * their bins -- while their pages are decommitted with the lock dropped,
+ * then freed again; a chunk that then ends the top segment becomes the top
+ * once more.  @return 1 if anything was released. */
+static int ms_trim(mstate_t *ms, size_t pad)
+{
+  release_t rel = { NULL, 0 };
+  chunk_t *borrowed = NULL, *top_borrowed = NULL;
+  size_t page = os_page_size();
+  size_t keep = align_up(PH_MIN_CHUNK + pad, PH_ALIGN);
+  int released = 0;
+
+  if (ms->flags & PH_MS_FIXED)
+    return 0;
+  ms_lock(ms);
+  if (ms->top != NULL)
+    ms_trim_top(ms, pad, &rel);
+  if (ms->top != NULL) {
+    chunk_t *t = ms->top;
+    size_t ts = chunk_size(t);
+    if (align_down((uintptr_t)t + ts, page) > align_up((uintptr_t)t + keep + sizeof(chunk_t), page)) {
+      head_set(ms, t, ts | PH_CINUSE | PH_PINUSE);
+      ms->top = NULL;                       /* a grow meanwhile makes a new top */
+      t->fd = borrowed;
+      borrowed = top_borrowed = t;
+    }
+  }
+  for (unsigned i = PH_NSMALL; i < PH_NBINS; i++) {
+    chunk_t *bin = bin_at(ms, i);
+    for (chunk_t *c = bin->fd, *nx; c != bin; c = nx) {
+      size_t cs = chunk_size(c);
+      nx = c->fd;
+      if (align_down((uintptr_t)c + cs, page) > align_up((uintptr_t)c + sizeof(chunk_t), page)) {
+        bin_unlink(ms, c, cs);
+        chunk_set_inuse(ms, c, cs);
+        c->fd = borrowed;
+        borrowed = c;
+      }
+    }
+  }
+  ms_unlock(ms);
+
+  if (rel.len != 0) {
+    os_release(rel.addr, rel.len);
+    released = 1;
+  }
+  for (chunk_t *c = borrowed; c != NULL; c = c->fd) {
+    uintptr_t lo = align_up((uintptr_t)c + (c == top_borrowed ? keep : 0) + sizeof(chunk_t), page);
+    uintptr_t hi = align_down((uintptr_t)c + chunk_size(c), page);
+    if (hi > lo) {
+      os_decommit((void *)lo, hi - lo);
+      released = 1;
+    }
+  }
+
+  ms_lock(ms);
+  while (borrowed != NULL) {
+    chunk_t *c = borrowed;
+    release_t r2 = { NULL, 0 };
+    borrowed = c->fd;
+    ms_free_chunk(ms, (seg_t *)owner_map_get(chunk_mem(c)), c, chunk_size(c), &r2, "malloc_trim");
+    if (r2.len != 0) {
+      ms_unlock(ms);
+      os_release(r2.addr, r2.len);
+      ms_lock(ms);
+    }
+  }
+  if (ms->top == NULL) {                    /* nobody grew: the free end is the top again */
+    chunk_t *fence = (chunk_t *)seg_fence(ms->top_seg);
+    chunk_t *last = chunk_at(fence, -fence->prev_foot);
+    size_t ls = fence->prev_foot;
+    if (chunk_pinuse(fence))
+      ph_fatal("malloc_trim", "lost the top chunk of heap", ms);
+    bin_unlink(ms, last, ls);
+    head_set(ms, last, ls | PH_PINUSE);
+    ms->top = last;
+  }
+  ms_unlock(ms);
+  return released;
+}
+
+static struct mallinfo2 ms_info(mstate_t *ms)
+{
+  struct mallinfo2 mi;
+  size_t free_bytes = 0, free_count = 0, overhead = 0;
+
+  memset(&mi, 0, sizeof(mi));
+  ms_lock(ms);
+  for (unsigned i = 0; i < PH_NBINS; i++) {
+    chunk_t *b = bin_at(ms, i);
+    for (chunk_t *c = b->fd; c != b; c = c->fd) {
+      free_bytes += chunk_size(c);
+      free_count++;
+    }
+  }
+  if (ms->top != NULL) {
+    free_bytes += chunk_size(ms->top);
+    free_count++;
+    mi.keepcost = chunk_size(ms->top);
+  }
+  for (seg_t *s = ms->segs; s != NULL; s = s->next)
+    overhead += s->chunk_off + PH_FENCE_SIZE;
+  mi.arena = ms->footprint;
+  mi.ordblks = free_count;
+  mi.hblks = ms->huge_count;
+  mi.hblkhd = ms->huge_bytes;
+  mi.usmblks = 0;
+  mi.fordblks = free_bytes;
+  mi.uordblks = ms->footprint - free_bytes - overhead;
+  ms_unlock(ms);
+  return mi;
+}
+
+/* ======================================================================= */
+/*  mspaces                                                                 */
+/* ======================================================================= */
+
+#define PH_MS_OFF align_up(sizeof(seg_t), PH_ALIGN)
+#define PH_MS_CHUNK_OFF (align_up(PH_MS_OFF + sizeof(mstate_t) + PH_CHUNK_HDR, PH_ALIGN) - PH_CHUNK_HDR)
+
+pinheap_mspace create_mspace(size_t capacity, int locked)
+{
+  size_t len;
+  char *p;
+
+  if (capacity == 0)
+    capacity = PH_DEFAULT_SEGMENT;
+  if (capacity > PH_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  len = align_up(capacity + PH_MS_CHUNK_OFF + PH_FENCE_SIZE + PH_MIN_CHUNK, PH_GRANULE);
+  p = os_map_aligned(NULL, len, PH_GRANULE);
+  if (p == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  mstate_t *ms = (mstate_t *)(p + PH_MS_OFF);
+  ms_init(ms, locked ? PH_MS_LOCKED : 0);
+  ms->seg_grow = align_up(capacity, PH_GRANULE);
+  seg_format(ms, p, len, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
+  ms->top_seg = (seg_t *)p;
+  ms->top = seg_first(ms->top_seg);
+  ms_lock(ms);
+  bool ok = owner_map_set(p, len, (uintptr_t)p);
+  ms_unlock(ms);
+  if (!ok) {
+    os_release(p, len);
+    errno = ENOMEM;
+    return NULL;
+  }
+  return ms;
+}
+
+pinheap_mspace create_mspace_with_base(void *base, size_t capacity, int locked)
+{
+  uintptr_t b = align_up((uintptr_t)base, PH_ALIGN);
+  uintptr_t end;
+
+  if (base == NULL || __builtin_add_overflow((uintptr_t)base, capacity, &end)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  end = align_down(end, PH_ALIGN);
+  if (end < b || end - b < PH_MS_CHUNK_OFF + PH_MIN_CHUNK + PH_FENCE_SIZE) {
+    errno = EINVAL;
+    return NULL;
+  }
+  mstate_t *ms = (mstate_t *)(b + PH_MS_OFF);
+  ms_init(ms, (locked ? PH_MS_LOCKED : 0) | PH_MS_FIXED);
+  seg_format(ms, (char *)b, end - b, PH_MS_CHUNK_OFF, PH_SEG_EXTERN | PH_SEG_HOLDS_MS);
+  ms->top_seg = (seg_t *)b;
+  ms->top = seg_first(ms->top_seg);
+  return ms;
+}
+
+/* Validates an mspace handle before use. */
+static mstate_t *mspace_state(pinheap_mspace msp, const char *fn)
+{
+  mstate_t *ms = msp;
+  if (ms == NULL || ((uintptr_t)ms & PH_ALIGN_MASK) != 0 || !(ms->flags & PH_MS_INIT) ||
+      ms->segs == NULL || ms->segs->ms != ms)
+    ph_fatal(fn, "invalid mspace", msp);
+  return ms;
+}
+
+size_t destroy_mspace(pinheap_mspace msp)
+{
+  mstate_t *ms = mspace_state(msp, "destroy_mspace");
+  size_t total = 0;
+  seg_t *home = NULL;
+
+  if (ms->flags & PH_MS_FIXED) {
+    ms->flags = 0;
+    return 0;
+  }
+  ms_lock(ms);
+  huge_t *h = ms->huge;
+  seg_t *s = ms->segs;
+  ms->huge = NULL;
+  ms->segs = NULL;
+  for (huge_t *x = h; x != NULL; x = x->next)
+    owner_map_set(x, x->map_size, 0);
+  for (seg_t *x = s; x != NULL; x = x->next)
+    owner_map_set(x->base, x->size, 0);
+  ms_unlock(ms);
+  while (h != NULL) {
+    huge_t *nx = h->next;
+    size_t len = h->map_size;
+    total += len;
+    atomic_fetch_sub_explicit(&huge_total, 1, memory_order_relaxed);
+    os_release(h, len);
+    h = nx;
+  }
+  while (s != NULL) {
+    seg_t *nx = s->next;
+    if (s->flags & PH_SEG_HOLDS_MS) {
+      home = s;
+    } else {
+      total += s->size;
+      os_release(s->base, s->size);
+    }
+    s = nx;
+  }
+  if (home != NULL) {
+    size_t len = home->size;
+    total += len;
+    os_release(home->base, len);
+  }
+  return total;
+}
+
+void *mspace_malloc(pinheap_mspace msp, size_t bytes)
+{
+  return ms_malloc(mspace_state(msp, "mspace_malloc"), bytes);
+}
+
+void mspace_free(pinheap_mspace msp, void *mem)
+{
+  if (mem != NULL)
+    ms_free_mem(mspace_state(msp, "mspace_free"), mem, "mspace_free");
+}
+
+void *mspace_calloc(pinheap_mspace msp, size_t n, size_t elem_size)
+{
+  return ms_calloc(mspace_state(msp, "mspace_calloc"), n, elem_size);
+}
+
+void *mspace_realloc(pinheap_mspace msp, void *mem, size_t newsize)
+{
+  return ms_realloc(mspace_state(msp, "mspace_realloc"), mem, newsize, "mspace_realloc");
+}
+
+void *mspace_memalign(pinheap_mspace msp, size_t alignment, size_t bytes)
+{
+  return ms_memalign(mspace_state(msp, "mspace_memalign"), alignment, bytes);
+}
+
+/* Usable bytes behind mem.  lenient: a pointer outside the owner map may be
+ * a fixed-region heap's; its header is read as it is, as dlmalloc does. */
+static size_t mem_usable(const void *mem, const char *fn, bool lenient)
+{
+  const chunk_t *c;
+  seg_t *seg;
+
+  if (mem == NULL)
+    return 0;
+  c = mem_chunk(mem);
+  if (lenient && owner_map_get(mem) == 0) {
+    if (((uintptr_t)mem & PH_ALIGN_MASK) != 0 || !chunk_cinuse(c))
+      return 0;
+    return chunk_size(c) - PH_CHUNK_OVERHEAD;
+  }
+  mstate_t *ms = mem_owner(NULL, mem, fn, &seg);
+  if (!head_ok(ms, c))
+    ph_fatal(fn, "invalid pointer", mem);
+  if (!chunk_cinuse(c))
+    ph_fatal(fn, "double free", mem);
+  return chunk_size(c) - ((c->head & PH_MMAPPED) ? PH_CHUNK_HDR : PH_CHUNK_OVERHEAD);
+}
+
+size_t mspace_usable_size(const void *mem)
+{
+  return mem_usable(mem, "mspace_usable_size", true);
+}
+
+int mspace_trim(pinheap_mspace msp, size_t pad)
+{
+  return ms_trim(mspace_state(msp, "mspace_trim"), pad);
+}
+
+struct mallinfo2 mspace_mallinfo(pinheap_mspace msp)
+{
+  return ms_info(mspace_state(msp, "mspace_mallinfo"));
+}
+
+int mspace_check(pinheap_mspace msp)
+{
+  mstate_t *ms = mspace_state(msp, "mspace_check");
+  ms_lock(ms);
+  int problems = mstate_check(ms);
+  ms_unlock(ms);
+  return problems;
+}
+
+/* ======================================================================= */
+/*  the malloc family                                                       */
+/* ======================================================================= */
+
+void *malloc(size_t size)
+{
+  return ms_malloc(heap_default(), size);
+}
+
+void free(void *ptr)
+{
+  if (ptr != NULL) {
+    int saved = errno;
+    ms_free_mem(NULL, ptr, "free");
+    errno = saved;
+  }
+}
+
+void *calloc(size_t nmemb, size_t size)
+{
+  return ms_calloc(heap_default(), nmemb, size);
+}
+
+void *realloc(void *ptr, size_t size)
+{
+  return ms_realloc(NULL, ptr, size, "realloc");
+}
+
+void *reallocarray(void *ptr, size_t nmemb, size_t size)
+{
+  size_t total;
+  if (__builtin_mul_overflow(nmemb, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return ms_realloc(NULL, ptr, total, "reallocarray");
+}
+
+void *memalign(size_t alignment, size_t size)
+{
+  return ms_memalign(heap_default(), alignment, size);
+}
+
+int posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+  if (alignment % sizeof(void *) != 0 || (alignment & (alignment - 1)) != 0 || alignment == 0)
+    return EINVAL;
+  int saved = errno;
+  void *p = ms_memalign(heap_default(), alignment, size);
+  if (p == NULL) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *memptr = p;
+  return 0;
+}
+
+void *aligned_alloc(size_t alignment, size_t size)
+{
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return ms_memalign(heap_default(), alignment, size);
+}
+
+void *valloc(size_t size)
+{
+  return ms_memalign(heap_default(), os_page_size(), size);
+}
+
+void *pvalloc(size_t size)
+{
+  size_t page = os_page_size();
+  if (size > PH_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return ms_memalign(heap_default(), page, size == 0 ? page : align_up(size, page));
+}
+
+size_t malloc_usable_size(void *ptr)
+{
+  return mem_usable(ptr, "malloc_usable_size", false);
+}
+
+int mallopt(int param, int value)
+{
+  heap_default();
+  switch (param) {
+  case M_TRIM_THRESHOLD:
+    mparams.trim_threshold = value < 0 ? SIZE_MAX : (size_t)value;
+    mparams.mmap_threshold_set = true;
+    return 1;
+  case M_TOP_PAD:
+    if (value < 0)
+      return 0;
+    mparams.top_pad = (size_t)value;
+    mparams.mmap_threshold_set = true;
+    return 1;
+  case M_MMAP_THRESHOLD:
+    if (value < 0 || (size_t)value > PH_MAX_MMAP_THRESHOLD)
+      return 0;
+    mparams.mmap_threshold = (size_t)value;
+    mparams.mmap_threshold_set = true;
+    return 1;
+  case M_MMAP_MAX:
+    if (value < 0)
+      return 0;
+    mparams.mmap_max = value;
+    mparams.mmap_threshold_set = true;
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+struct mallinfo2 mallinfo2(void)
+{
+  return ms_info(heap_default());
+}
+
+static void stats_line(const char *label, size_t v)
+{
+  char num[24];
+  ph_write_str(2, label);
+  ph_write_str(2, ph_fmt_dec(num, v));
+  ph_write_str(2, "\n");
+}
+
+void malloc_stats(void)
+{
+  mstate_t *ms = heap_default();
+  struct mallinfo2 mi = ms_info(ms);
+  os_stats_t os;
+
+  os_stats_get(&os);
+  ph_write_str(2, "pinheap heap 0:\n");
+  stats_line("system bytes     = ", mi.arena);
+  stats_line("in use bytes     = ", mi.uordblks);
+  stats_line("free bytes       = ", mi.fordblks);
+  stats_line("free chunks      = ", mi.ordblks);
+  ph_write_str(2, "Total (incl. mmap):\n");
+  stats_line("system bytes     = ", mi.arena + mi.hblkhd);
+  stats_line("in use bytes     = ", mi.uordblks + mi.hblkhd);
+  stats_line("max system bytes = ", ms->max_footprint + mi.hblkhd);
+  stats_line("mmap regions     = ", mi.hblks);
+  stats_line("mmap bytes       = ", mi.hblkhd);
+  stats_line("os mapped bytes  = ", os.mapped);
+  stats_line("os released bytes= ", os.released_bytes);
+}
+
+int malloc_trim(size_t pad)
+{
+  return ms_trim(heap_default(), pad);
+}
+
+int malloc_check(void)
+{
+  mstate_t *ms = heap_default();
+  ms_lock(ms);
+  int problems = mstate_check(ms);
+  ms_unlock(ms);
+  return problems;
+}
