@@ -26,6 +26,9 @@
 #define PINHEAP_NAME(n) PINHEAP_CAT(PINHEAP_PREFIX, n)
 
 /* ---- 1. public allocator API, classic names ---------------------------- */
+/* hooks/replace.c defines the unprefixed entry points itself and calls
+ * pinheap's with PINHEAP_NAME(): it sets PINHEAP_NO_CLASSIC_RENAME. */
+#ifndef PINHEAP_NO_CLASSIC_RENAME
 #define malloc                  PINHEAP_NAME(malloc)
 #define free                    PINHEAP_NAME(free)
 #define calloc                  PINHEAP_NAME(calloc)
@@ -54,6 +57,7 @@
 #define mspace_mallinfo         PINHEAP_NAME(mspace_mallinfo)
 #define mspace_check            PINHEAP_NAME(mspace_check)
 #define malloc_check            PINHEAP_NAME(malloc_check)
+#endif /* PINHEAP_NO_CLASSIC_RENAME */
 
 /* ---- 2. internal cross-file names --------------------------------------- */
 #define os_page_size            PINHEAP_NAME(os_page_size)
@@ -75,6 +79,22 @@
 #define heap_default            PINHEAP_NAME(heap_default)
 #define mstate_check            PINHEAP_NAME(mstate_check)
 #define mparams                 PINHEAP_NAME(mparams)
+#define heap_owns               PINHEAP_NAME(heap_owns)
+#define heap_free_any           PINHEAP_NAME(heap_free_any)
+#define heap_realloc_any        PINHEAP_NAME(heap_realloc_any)
+#define heap_usable_any         PINHEAP_NAME(heap_usable_any)
+#define dispatch_table          PINHEAP_NAME(dispatch_table)
+#define dispatch_decide         PINHEAP_NAME(dispatch_decide)
+#define dispatch_state          PINHEAP_NAME(dispatch_state)
+#define dispatch_preloaded      PINHEAP_NAME(dispatch_preloaded)
+#define dispatch_libc           PINHEAP_NAME(dispatch_libc)
+#define release_dispatch        PINHEAP_NAME(release_dispatch)
+#define release_init            PINHEAP_NAME(release_init)
+#define replace_self            PINHEAP_NAME(replace_self)
+#define replace_own_malloc      PINHEAP_NAME(replace_own_malloc)
+#define replace_own_free        PINHEAP_NAME(replace_own_free)
+#define replace_own_munmap      PINHEAP_NAME(replace_own_munmap)
+#define selftest_run            PINHEAP_NAME(selftest_run)
 
 /* ---- 3. hooks/ and config/ names --------------------------------------- */
 /* (decision matrix, parameters, driver probe; kept in this section) */

@@ -198,6 +198,12 @@ PH_HIDDEN mstate_t *heap_default(void);
  *  @return the number of problems (each written to stderr). */
 PH_HIDDEN int mstate_check(mstate_t *ms);
 
+/* For the replacement entry points: act on mem if pinheap owns it (a
+ * pointer that is not pinheap's is left alone and false returned). */
+PH_HIDDEN bool heap_free_any(void *mem);
+PH_HIDDEN bool heap_realloc_any(void *mem, size_t n, void **out_p);
+PH_HIDDEN bool heap_usable_any(void *mem, size_t *out_p);
+
 /* ---- the owner map (allocator/owner.c) ---------------------------------- */
 /*
  * Two levels over the 47-bit user address space: a static root of 2^15

@@ -600,14 +600,10 @@ static mstate_t *mem_owner(mstate_t *want, const void *mem, const char *fn, seg_
   return ms;
 }
 
-static void ms_free_mem(mstate_t *want, void *mem, const char *fn)
+static void ms_free_resolved(mstate_t *ms, seg_t *seg, void *mem, const char *fn)
 {
-  seg_t *seg;
   release_t rel = { NULL, 0 };
 
-  if (mem == NULL)
-    return;
-  mstate_t *ms = mem_owner(want, mem, fn, &seg);
   if (seg == NULL) {
     huge_free(ms, mem, fn);
     return;
@@ -618,6 +614,16 @@ static void ms_free_mem(mstate_t *want, void *mem, const char *fn)
   ms_unlock(ms);
   if (rel.len != 0)
     os_release(rel.addr, rel.len);
+}
+
+static void ms_free_mem(mstate_t *want, void *mem, const char *fn)
+{
+  seg_t *seg;
+
+  if (mem == NULL)
+    return;
+  mstate_t *ms = mem_owner(want, mem, fn, &seg);
+  ms_free_resolved(ms, seg, mem, fn);
 }
 
 /* ======================================================================= */
@@ -1277,6 +1283,37 @@ void malloc_stats(void)
 int malloc_trim(size_t pad)
 {
   return ms_trim(heap_default(), pad);
+}
+
+/* ---- for the replacement entry points (hooks/replace.c) ---------------- */
+
+bool heap_free_any(void *mem)
+{
+  uintptr_t o = owner_map_get(mem);
+  if (o == 0)
+    return false;
+  int saved = errno;
+  seg_t *seg;
+  mstate_t *ms = mem_owner(NULL, mem, "free", &seg);
+  ms_free_resolved(ms, seg, mem, "free");
+  errno = saved;
+  return true;
+}
+
+bool heap_realloc_any(void *mem, size_t n, void **out_p)
+{
+  if (owner_map_get(mem) == 0)
+    return false;
+  *out_p = ms_realloc(NULL, mem, n, "realloc");
+  return true;
+}
+
+bool heap_usable_any(void *mem, size_t *out_p)
+{
+  if (owner_map_get(mem) == 0)
+    return false;
+  *out_p = mem_usable(mem, "malloc_usable_size", false);
+  return true;
 }
 
 int malloc_check(void)

@@ -1,4 +1,4 @@
-# The archive's sources.  Each owning area appends its own list.
+# The archive's sources, by area.  Paths are relative to the project root.
 set(PINHEAP_ALLOCATOR_SOURCES
   allocator/error.c
   allocator/os.c
@@ -6,9 +6,16 @@ set(PINHEAP_ALLOCATOR_SOURCES
   allocator/malloc.c
   allocator/check.c
 )
-# hooks/ and config/ sources (decision matrix, parameters, probe, ...).
+# hooks/ and config/: parameters, the decision matrix, the driver probe.
 set(PINHEAP_HOOKS_SOURCES)
-if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/hooks_sources.cmake)
-  include(${CMAKE_CURRENT_LIST_DIR}/hooks_sources.cmake)
-endif()
-set(PINHEAP_SOURCES ${PINHEAP_ALLOCATOR_SOURCES} ${PINHEAP_HOOKS_SOURCES})
+include(${CMAKE_CURRENT_LIST_DIR}/hooks_sources.cmake)
+set(PINHEAP_CORE_SOURCES ${PINHEAP_ALLOCATOR_SOURCES} ${PINHEAP_HOOKS_SOURCES})
+
+# The replacement layer: the dispatch, release listeners, self-test, and the
+# only unprefixed symbols (hooks/replace.c).
+set(PINHEAP_REPLACE_SOURCES
+  hooks/dispatch.c
+  hooks/release.c
+  hooks/selftest.c
+  hooks/replace.c
+)

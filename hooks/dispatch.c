@@ -1,0 +1,318 @@
+/*
+ * dispatch.c -- the leave-pinned decision, taken once, and the dispatch
+ * table that the unprefixed malloc family (replace.c) jumps through.
+ *
+ * Whichever comes first -- the constructor below or the very first
+ * allocation call from anywhere -- runs dispatch_decide().  That path never
+ * allocates: the parameters come from getenv, the probe uses raw syscalls,
+ * warnings are raw writes.  Enabled: the table points at pinheap's
+ * allocator, with free/realloc/malloc_usable_size sending pointers pinheap
+ * does not own back to glibc.  Disabled: the table points at glibc's
+ * __libc_* functions; the few with no such export are looked up in libc
+ * once, lazily.  Main entry point: dispatch_decide().
+ */
+#include "dispatch.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <gnu/lib-names.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "decision.h"
+#include "heap.h"
+#include "pinheap.h"
+
+/* glibc's exported allocator (stable ABI, GLIBC_2.2.5). */
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void *__libc_pvalloc(size_t);
+extern int __libc_mallopt(int, int);
+extern struct mallinfo __libc_mallinfo(void);
+
+const dispatch_libc_t dispatch_libc = {
+  .lc_malloc = __libc_malloc,
+  .lc_free = __libc_free,
+  .lc_calloc = __libc_calloc,
+  .lc_realloc = __libc_realloc,
+  .lc_memalign = __libc_memalign,
+};
+
+__attribute__((weak)) const int dispatch_preloaded = 0;
+
+int dispatch_state;                         /* DISPATCH_*; written once */
+static ph_lock_t dispatch_lock;
+static __thread int dispatch_deciding __attribute__((tls_model("initial-exec")));
+static decision_t dispatch_decision;        /* why */
+static char dispatch_text[DECISION_TEXT_MAX + 16];  /* "enabled: why" */
+
+/* ======================================================================= */
+/*  enabled: pinheap's allocator; foreign pointers go back to glibc         */
+/* ======================================================================= */
+
+static void en_free(void *p)
+{
+  if (p != NULL && !heap_free_any(p))
+    __libc_free(p);
+}
+
+static void *en_realloc(void *p, size_t n)
+{
+  void *r;
+  if (p == NULL)
+    return malloc(n);
+  if (heap_realloc_any(p, n, &r))
+    return r;
+  return __libc_realloc(p, n);              /* glibc's block stays glibc's */
+}
+
+static void *en_reallocarray(void *p, size_t nmemb, size_t size)
+{
+  size_t total;
+  if (__builtin_mul_overflow(nmemb, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return en_realloc(p, total);
+}
+
+static size_t (*libc_usable_size)(void *);
+
+static void *libc_lookup(const char *name)
+{
+  void *h = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
+  void *f = h != NULL ? dlsym(h, name) : NULL;
+  if (h != NULL)
+    dlclose(h);
+  if (f == NULL)
+    ph_fatal("dlsym", "glibc does not export a malloc-family function pinheap forwards to", name);
+  return f;
+}
+
+static size_t en_malloc_usable_size(void *p)
+{
+  size_t n;
+  if (p == NULL)
+    return 0;
+  if (heap_usable_any(p, &n))
+    return n;
+  if (libc_usable_size == NULL)
+    libc_usable_size = (size_t (*)(void *))libc_lookup("malloc_usable_size");
+  return libc_usable_size(p);
+}
+
+static struct mallinfo en_mallinfo(void)
+{
+  struct mallinfo2 m2 = mallinfo2();
+  struct mallinfo m;
+  m.arena = (int)m2.arena;
+  m.ordblks = (int)m2.ordblks;
+  m.smblks = (int)m2.smblks;
+  m.hblks = (int)m2.hblks;
+  m.hblkhd = (int)m2.hblkhd;
+  m.usmblks = (int)m2.usmblks;
+  m.fsmblks = (int)m2.fsmblks;
+  m.uordblks = (int)m2.uordblks;
+  m.fordblks = (int)m2.fordblks;
+  m.keepcost = (int)m2.keepcost;
+  return m;
+}
+
+static const dispatch_table_t dispatch_enabled = {
+  .fn_malloc = malloc,
+  .fn_free = en_free,
+  .fn_calloc = calloc,
+  .fn_realloc = en_realloc,
+  .fn_reallocarray = en_reallocarray,
+  .fn_memalign = memalign,
+  .fn_posix_memalign = posix_memalign,
+  .fn_aligned_alloc = aligned_alloc,
+  .fn_valloc = valloc,
+  .fn_pvalloc = pvalloc,
+  .fn_malloc_usable_size = en_malloc_usable_size,
+  .fn_mallopt = mallopt,
+  .fn_mallinfo = en_mallinfo,
+  .fn_mallinfo2 = mallinfo2,
+  .fn_malloc_stats = malloc_stats,
+  .fn_malloc_trim = malloc_trim,
+};
+
+/* ======================================================================= */
+/*  disabled: glibc, untouched                                              */
+/* ======================================================================= */
+
+/* No __libc_ export: resolved on first use, then the table points at
+ * glibc's function itself. */
+#define DIS_LAZY(ret, name, params, args)                                    \
+  static ret dis_##name params                                               \
+  {                                                                          \
+    ret (*f) params = (ret (*) params)libc_lookup(#name);                    \
+    __atomic_store_n(&dispatch_table.fn_##name, f, __ATOMIC_RELEASE);        \
+    return f args;                                                           \
+  }
+DIS_LAZY(int, posix_memalign, (void **p, size_t a, size_t n), (p, a, n))
+DIS_LAZY(void *, aligned_alloc, (size_t a, size_t n), (a, n))
+DIS_LAZY(void *, reallocarray, (void *p, size_t m, size_t n), (p, m, n))
+DIS_LAZY(size_t, malloc_usable_size, (void *p), (p))
+DIS_LAZY(struct mallinfo2, mallinfo2, (void), ())
+DIS_LAZY(int, malloc_trim, (size_t pad), (pad))
+
+static void dis_malloc_stats(void)
+{
+  void (*f)(void) = (void (*)(void))libc_lookup("malloc_stats");
+  __atomic_store_n(&dispatch_table.fn_malloc_stats, f, __ATOMIC_RELEASE);
+  f();
+}
+
+static const dispatch_table_t dispatch_disabled = {
+  .fn_malloc = __libc_malloc,
+  .fn_free = __libc_free,
+  .fn_calloc = __libc_calloc,
+  .fn_realloc = __libc_realloc,
+  .fn_reallocarray = dis_reallocarray,
+  .fn_memalign = __libc_memalign,
+  .fn_posix_memalign = dis_posix_memalign,
+  .fn_aligned_alloc = dis_aligned_alloc,
+  .fn_valloc = __libc_valloc,
+  .fn_pvalloc = __libc_pvalloc,
+  .fn_malloc_usable_size = dis_malloc_usable_size,
+  .fn_mallopt = __libc_mallopt,
+  .fn_mallinfo = __libc_mallinfo,
+  .fn_mallinfo2 = dis_mallinfo2,
+  .fn_malloc_stats = dis_malloc_stats,
+  .fn_malloc_trim = dis_malloc_trim,
+};
+
+/* ======================================================================= */
+/*  undecided: the first call decides                                       */
+/* ======================================================================= */
+
+/* After dispatch_decide() the table is installed -- unless this thread is
+ * inside the decision itself (nothing on that path allocates, but should
+ * something, glibc serves it). */
+#define FIRST_CALL(ret, name, params, args, libc_call)                       \
+  static ret first_##name params                                             \
+  {                                                                          \
+    dispatch_decide();                                                       \
+    if (ph_unlikely(__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) ==    \
+                    DISPATCH_UNDECIDED))                                     \
+      return libc_call;                                                      \
+    return dispatch_table.fn_##name args;                                    \
+  }
+FIRST_CALL(void *, malloc, (size_t n), (n), __libc_malloc(n))
+FIRST_CALL(void *, calloc, (size_t m, size_t n), (m, n), __libc_calloc(m, n))
+FIRST_CALL(void *, realloc, (void *p, size_t n), (p, n), __libc_realloc(p, n))
+FIRST_CALL(void *, reallocarray, (void *p, size_t m, size_t n), (p, m, n), __libc_realloc(p, m * n))
+FIRST_CALL(void *, memalign, (size_t a, size_t n), (a, n), __libc_memalign(a, n))
+FIRST_CALL(int, posix_memalign, (void **p, size_t a, size_t n), (p, a, n), ENOMEM)
+FIRST_CALL(void *, aligned_alloc, (size_t a, size_t n), (a, n), __libc_memalign(a, n))
+FIRST_CALL(void *, valloc, (size_t n), (n), __libc_valloc(n))
+FIRST_CALL(void *, pvalloc, (size_t n), (n), __libc_pvalloc(n))
+FIRST_CALL(size_t, malloc_usable_size, (void *p), (p), 0)
+FIRST_CALL(int, mallopt, (int p, int v), (p, v), __libc_mallopt(p, v))
+FIRST_CALL(struct mallinfo, mallinfo, (void), (), __libc_mallinfo())
+FIRST_CALL(int, malloc_trim, (size_t pad), (pad), 0)
+
+static struct mallinfo2 first_mallinfo2(void)
+{
+  dispatch_decide();
+  if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_UNDECIDED) {
+    struct mallinfo2 zero;
+    memset(&zero, 0, sizeof(zero));
+    return zero;
+  }
+  return dispatch_table.fn_mallinfo2();
+}
+
+static void first_free(void *p)
+{
+  dispatch_decide();
+  if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_UNDECIDED) {
+    __libc_free(p);
+    return;
+  }
+  dispatch_table.fn_free(p);
+}
+
+static void first_malloc_stats(void)
+{
+  dispatch_decide();
+  if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_UNDECIDED)
+    dispatch_table.fn_malloc_stats();
+}
+
+dispatch_table_t dispatch_table = {
+  .fn_malloc = first_malloc,
+  .fn_free = first_free,
+  .fn_calloc = first_calloc,
+  .fn_realloc = first_realloc,
+  .fn_reallocarray = first_reallocarray,
+  .fn_memalign = first_memalign,
+  .fn_posix_memalign = first_posix_memalign,
+  .fn_aligned_alloc = first_aligned_alloc,
+  .fn_valloc = first_valloc,
+  .fn_pvalloc = first_pvalloc,
+  .fn_malloc_usable_size = first_malloc_usable_size,
+  .fn_mallopt = first_mallopt,
+  .fn_mallinfo = first_mallinfo,
+  .fn_mallinfo2 = first_mallinfo2,
+  .fn_malloc_stats = first_malloc_stats,
+  .fn_malloc_trim = first_malloc_trim,
+};
+
+/* ======================================================================= */
+/*  the decision                                                            */
+/* ======================================================================= */
+
+void dispatch_decide(void)
+{
+  if (ph_likely(__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_UNDECIDED))
+    return;
+  if (dispatch_deciding)
+    return;                                 /* re-entered from the decision itself */
+  ph_lock(&dispatch_lock);
+  if (__atomic_load_n(&dispatch_state, __ATOMIC_RELAXED) == DISPATCH_UNDECIDED) {
+    dispatch_deciding = 1;
+    int enabled = decision_run(dispatch_preloaded, NULL, &dispatch_decision);
+    release_init();
+    const dispatch_table_t *t = enabled ? &dispatch_enabled : &dispatch_disabled;
+    /* Each pointer is replaced on its own; a racing caller sees either the
+     * first-call function (which now finds the state decided) or the new
+     * target, both correct. */
+    dispatch_table_t *d = &dispatch_table;
+#define SET(f) __atomic_store_n(&d->f, t->f, __ATOMIC_RELAXED)
+    SET(fn_malloc); SET(fn_free); SET(fn_calloc); SET(fn_realloc); SET(fn_reallocarray);
+    SET(fn_memalign); SET(fn_posix_memalign); SET(fn_aligned_alloc); SET(fn_valloc);
+    SET(fn_pvalloc); SET(fn_malloc_usable_size); SET(fn_mallopt); SET(fn_mallinfo);
+    SET(fn_mallinfo2); SET(fn_malloc_stats); SET(fn_malloc_trim);
+#undef SET
+    __atomic_store_n(&dispatch_state, enabled ? DISPATCH_ENABLED : DISPATCH_DISABLED,
+                     __ATOMIC_RELEASE);
+    dispatch_deciding = 0;
+  }
+  ph_unlock(&dispatch_lock);
+}
+
+/* Before main, in case nothing allocated earlier.  The real work is
+ * idempotent and also reachable from the first malloc. */
+__attribute__((constructor(101))) static void dispatch_ctor(void)
+{
+  dispatch_decide();
+}
+
+const char *PINHEAP_NAME(decision_text)(void)
+{
+  dispatch_decide();
+  if (dispatch_text[0] == '\0') {         /* composed outside the first malloc */
+    const char *head = dispatch_state == DISPATCH_ENABLED ? "enabled: " : "disabled: ";
+    size_t h = strlen(head);
+    memcpy(dispatch_text, head, h);
+    memcpy(dispatch_text + h, dispatch_decision.text, strlen(dispatch_decision.text) + 1);
+  }
+  return dispatch_text;
+}

@@ -1,0 +1,84 @@
+/*
+ * dispatch.h -- the replacement layer's internal interface: the dispatch
+ * table the unprefixed entry points jump through, the once-only decision,
+ * glibc's functions for the "leave glibc untouched" mode, and the release
+ * listener chain.
+ */
+#ifndef PINHEAP_DISPATCH_H
+#define PINHEAP_DISPATCH_H
+
+#include "internal.h"
+
+#include <malloc.h>
+#include <stddef.h>
+
+/* What every unprefixed entry point calls: one indirect jump.  Before the
+ * decision the table holds the "first call" functions, which decide and
+ * then call through the table again. */
+typedef struct dispatch_table_s {
+  void *(*fn_malloc)(size_t);
+  void (*fn_free)(void *);
+  void *(*fn_calloc)(size_t, size_t);
+  void *(*fn_realloc)(void *, size_t);
+  void *(*fn_reallocarray)(void *, size_t, size_t);
+  void *(*fn_memalign)(size_t, size_t);
+  int (*fn_posix_memalign)(void **, size_t, size_t);
+  void *(*fn_aligned_alloc)(size_t, size_t);
+  void *(*fn_valloc)(size_t);
+  void *(*fn_pvalloc)(size_t);
+  size_t (*fn_malloc_usable_size)(void *);
+  int (*fn_mallopt)(int, int);
+  struct mallinfo (*fn_mallinfo)(void);
+  struct mallinfo2 (*fn_mallinfo2)(void);
+  void (*fn_malloc_stats)(void);
+  int (*fn_malloc_trim)(size_t);
+} dispatch_table_t;
+
+extern PH_HIDDEN dispatch_table_t dispatch_table;
+
+/* The decision's outcome. */
+enum {
+  DISPATCH_UNDECIDED = 0,
+  DISPATCH_ENABLED = 1,   /* pinheap's allocator serves the malloc family */
+  DISPATCH_DISABLED = 2   /* every call goes to glibc */
+};
+extern PH_HIDDEN int dispatch_state;
+
+/* 1 in the preload shim (tools/preload.c defines it), else 0: preloading
+ * means the user wants pinheap, so the decision defaults to enabled. */
+extern PH_HIDDEN const int dispatch_preloaded;
+
+/** Takes the leave-pinned decision once (thread-safe, never allocates) and
+ *  installs the matching table.  Cheap after the first call. */
+PH_HIDDEN void dispatch_decide(void);
+
+/** glibc's own allocator, for the disabled mode and foreign pointers. */
+typedef struct dispatch_libc_s {
+  void *(*lc_malloc)(size_t);
+  void (*lc_free)(void *);
+  void *(*lc_calloc)(size_t, size_t);
+  void *(*lc_realloc)(void *, size_t);
+  void *(*lc_memalign)(size_t, size_t);
+} dispatch_libc_t;
+extern PH_HIDDEN const dispatch_libc_t dispatch_libc;
+
+/* ---- release.c ------------------------------------------------------------ */
+/** Calls every registered listener, in registration order, for a range
+ *  about to be released.  Nested releases from inside a listener are
+ *  delivered up to a small depth, never forever. */
+PH_HIDDEN void release_dispatch(void *addr, size_t len, int from_alloc);
+/** Connects the allocator's OS-layer release slot to the listener chain. */
+PH_HIDDEN void release_init(void);
+
+/* ---- replace.c ------------------------------------------------------------ */
+/* pinheap's own definitions of malloc, free and munmap, taken through
+ * hidden aliases: what the process resolves those names to is compared
+ * with them to see whether interposition took. */
+typedef struct replace_self_s {
+  void *self_malloc;
+  void *self_free;
+  void *self_munmap;
+} replace_self_t;
+extern PH_HIDDEN const replace_self_t replace_self;
+
+#endif /* PINHEAP_DISPATCH_H */

@@ -1,0 +1,228 @@
+/*
+ * selftest.c -- pinheap_open(): the start-up self-test and the support
+ * level, the final leave-pinned check, and the honest account of why a
+ * level is missing.  Main entry point: PINHEAP_NAME(open).
+ *
+ * Each kind of release is made for real, through the functions this process
+ * actually resolves (dlsym(RTLD_DEFAULT, ...)), and counted by a listener:
+ * FREE and CHUNK when a 4 MiB malloc/realloc/free and 1 MiB memalign and
+ * posix_memalign reach pinheap's allocator and fire the listener, MUNMAP
+ * when munmap of a fresh page does.  Comparing what malloc resolves to with
+ * pinheap's own definition catches the transitive-link trap (Open MPI issue
+ * 299), where a library deeper than glibc in the lookup order holds pinheap
+ * and interposition silently fails.
+ */
+#include "dispatch.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "decision.h"
+#include "heap.h"
+#include "params.h"
+#include "pinheap.h"
+
+extern int __libc_mallopt(int, int);
+
+typedef struct selftest_watch_s {
+  const char *want;     /* the range a release must cover */
+  size_t want_len;
+  int hits;
+} selftest_watch_t;
+
+static ph_lock_t selftest_lock;
+static int selftest_done;
+static int selftest_level;
+static int selftest_fallback;     /* glibc told never to give memory back */
+static char selftest_text[1536];
+
+static void selftest_listener(void *addr, size_t len, int from_alloc, void *ctx)
+{
+  selftest_watch_t *w = ctx;
+  (void)from_alloc;
+  if ((char *)addr <= w->want && (char *)addr + len >= w->want + w->want_len)
+    __atomic_fetch_add(&w->hits, 1, __ATOMIC_RELAXED);
+}
+
+static void text_add(const char *s)
+{
+  size_t have = strlen(selftest_text);
+  snprintf(selftest_text + have, sizeof(selftest_text) - have, "%s", s);
+}
+
+static const char *object_of(void *addr)
+{
+  Dl_info info;
+  if (addr != NULL && dladdr(addr, &info) != 0 && info.dli_fname != NULL && info.dli_fname[0])
+    return info.dli_fname;
+  return "the main program";
+}
+
+static int leave_pinned_requested(void)
+{
+  const params_t *p = params_get();
+  return p->v[PARAM_LEAVE_PINNED].value == PARAM_TRI_YES ||
+         p->v[PARAM_LEAVE_PINNED_PIPELINE].value == PARAM_TRI_YES;
+}
+
+/* Does a release covering want..want+len fire while fn runs? */
+#define WATCH(w, ptr, len, call) \
+  ((w)->want = (const char *)(ptr), (w)->want_len = (len), (w)->hits = 0, (call), (w)->hits > 0)
+
+static int selftest_allocator(selftest_watch_t *w, char *why, size_t whylen)
+{
+  void *(*p_malloc)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "malloc");
+  void (*p_free)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "free");
+  void *(*p_realloc)(void *, size_t) = (void *(*)(void *, size_t))dlsym(RTLD_DEFAULT, "realloc");
+  void *(*p_memalign)(size_t, size_t) = (void *(*)(size_t, size_t))dlsym(RTLD_DEFAULT, "memalign");
+  int (*p_posix_memalign)(void **, size_t, size_t) =
+      (int (*)(void **, size_t, size_t))dlsym(RTLD_DEFAULT, "posix_memalign");
+  size_t big = (size_t)4 << 20, mid = (size_t)1 << 20;
+  void *p, *q;
+
+  if ((void *)p_malloc != replace_self.self_malloc || (void *)p_free != replace_self.self_free) {
+    snprintf(why, whylen,
+             "the transitive-link trap: pinheap's malloc is in %s, but this process resolves "
+             "malloc to %s, which comes first in symbol lookup (Open MPI issue 299). Remedy: link "
+             "the application directly against the library that contains pinheap (the MPI wrapper "
+             "compiler's link line does), or LD_PRELOAD it. ",
+             object_of(replace_self.self_malloc), object_of((void *)p_malloc));
+    return 0;
+  }
+  /* Sizes at or above the mmap threshold, so each free really releases.
+   * Freeing a mapped block raises the (dynamic) threshold, so it is read
+   * again before every allocation. */
+#define AT_LEAST_THRESHOLD(n) ((n) < mparams.mmap_threshold ? mparams.mmap_threshold : (n))
+  big = AT_LEAST_THRESHOLD(big);
+
+  p = p_malloc(big);
+  if (p == NULL || owner_map_get(p) == 0)
+    goto fail_malloc;
+  q = p_realloc(p, big + 32);
+  if (q == NULL || owner_map_get(q) == 0)
+    goto fail_malloc;
+  if (!WATCH(w, q, big + 32, p_free(q)))
+    goto fail_free;
+  mid = AT_LEAST_THRESHOLD(mid);
+  p = p_memalign(64, mid);
+  if (p == NULL || owner_map_get(p) == 0)
+    goto fail_malloc;
+  if (!WATCH(w, p, mid, p_free(p)))
+    goto fail_free;
+  p = NULL;
+  mid = AT_LEAST_THRESHOLD(mid);
+  if (p_posix_memalign(&p, 64, mid) != 0 || owner_map_get(p) == 0)
+    goto fail_malloc;
+  if (!WATCH(w, p, mid, p_free(p)))
+    goto fail_free;
+  return 1;
+
+fail_malloc:
+  snprintf(why, whylen, "the malloc this process calls did not return pinheap's memory. ");
+  return 0;
+fail_free:
+  snprintf(why, whylen, "free() of a released block did not reach the release listeners. ");
+  return 0;
+}
+
+int PINHEAP_NAME(open)(void)
+{
+  selftest_watch_t w = { NULL, 0, 0 };
+  char why[768];
+  int level = 0;
+  size_t page = os_page_size();
+
+  dispatch_decide();
+  ph_lock(&selftest_lock);
+  selftest_text[0] = '\0';
+  PINHEAP_NAME(register_release)(selftest_listener, &w);
+
+  /* MUNMAP: the process's munmap must be pinheap's and must report. */
+  void *p_munmap = dlsym(RTLD_DEFAULT, "munmap");
+  if (p_munmap != replace_self.self_munmap) {
+    snprintf(why, sizeof(why),
+             "munmap is not intercepted: this process resolves it to %s, not to pinheap in %s "
+             "(the transitive-link trap; link the library holding pinheap directly). ",
+             object_of(p_munmap), object_of(replace_self.self_munmap));
+    text_add(why);
+  } else {
+    long r = syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+    if (r != -1 && WATCH(&w, (void *)r, page, ((int (*)(void *, size_t))p_munmap)((void *)r, page)))
+      level |= PINHEAP_SUPPORT_MUNMAP;
+    else
+      text_add("munmap of a test page did not reach the release listeners. ");
+  }
+
+  /* FREE and CHUNK: pinheap's allocator must serve this process. */
+  if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED) {
+    text_add("pinheap is disabled, so glibc's malloc is in use; glibc's frees and trims call the "
+             "kernel directly and are invisible: FREE and CHUNK support missing. ");
+  } else if (selftest_allocator(&w, why, sizeof(why))) {
+    level |= PINHEAP_SUPPORT_FREE | PINHEAP_SUPPORT_CHUNK;
+  } else {
+    text_add(why);
+    text_add("FREE and CHUNK support missing. ");
+  }
+  PINHEAP_NAME(unregister_release)(selftest_listener, &w);
+
+  /* The old fallback: with leave-pinned asked for and glibc in charge,
+   * tell glibc never to give memory back on its own. */
+  if (!(level & PINHEAP_SUPPORT_FREE) && leave_pinned_requested() && !selftest_fallback) {
+    __libc_mallopt(M_TRIM_THRESHOLD, -1);
+    __libc_mallopt(M_MMAP_MAX, 0);
+    selftest_fallback = 1;
+  }
+  if (selftest_fallback)
+    text_add("Fallback in force: glibc told never to return memory (M_TRIM_THRESHOLD=-1, "
+             "M_MMAP_MAX=0). ");
+  if (selftest_text[0] == '\0')
+    text_add("every release is visible. ");
+  selftest_level = level;
+  __atomic_store_n(&selftest_done, 1, __ATOMIC_RELEASE);
+  ph_unlock(&selftest_lock);
+  return 0;
+}
+
+int PINHEAP_NAME(support_level)(void)
+{
+  return __atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE) ? selftest_level : 0;
+}
+
+const char *PINHEAP_NAME(support_text)(void)
+{
+  if (!__atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE))
+    return "not measured: call pinheap_open() first";
+  return selftest_text;
+}
+
+int PINHEAP_NAME(enabled)(void)
+{
+  dispatch_decide();
+  if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED)
+    return 0;
+  return dlsym(RTLD_DEFAULT, "malloc") == replace_self.self_malloc;
+}
+
+int PINHEAP_NAME(check_leave_pinned)(void)
+{
+  int level;
+
+  if (!leave_pinned_requested())
+    return 0;
+  if (!__atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE))
+    PINHEAP_NAME(open)();
+  level = selftest_level;
+  if ((level & PINHEAP_SUPPORT_FREE) && (level & PINHEAP_SUPPORT_MUNMAP))
+    return 0;
+  ph_warn("mpi_leave_pinned is 1 but pinheap cannot see every release of registered memory "
+          "(support level:", (level & PINHEAP_SUPPORT_FREE) ? " FREE" : "",
+          (level & PINHEAP_SUPPORT_CHUNK) ? " CHUNK" : "",
+          (level & PINHEAP_SUPPORT_MUNMAP) ? " MUNMAP" : "", level == 0 ? " none" : "",
+          "); a registration cache may go stale: ", selftest_text, NULL);
+  return 1;
+}
