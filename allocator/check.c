@@ -64,6 +64,7 @@ static int check_segment(mstate_t *ms, const seg_t *seg, size_t *free_chunks_p)
     }
     CHECK(chunk_pinuse(c) == prev_inuse, "PINUSE disagrees with the previous chunk", c);
     CHECK(!(c->head & PH_MMAPPED), "heap chunk flagged as mapped", c);
+    CHECK(!chunk_cinuse(c) || !(c->head & PH_DECOMMITTED), "in-use chunk flagged decommitted", c);
     if (!chunk_cinuse(c)) {
       CHECK(!prev_free, "two adjacent free chunks", c);
       if (c == ms->top) {

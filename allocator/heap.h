@@ -55,6 +55,8 @@
 #define PH_PINUSE    ((size_t)1)   /* the previous chunk is in use */
 #define PH_CINUSE    ((size_t)2)   /* this chunk is in use */
 #define PH_MMAPPED   ((size_t)4)   /* a huge chunk, mapped on its own */
+#define PH_DECOMMITTED ((size_t)8) /* free chunk: its whole interior pages were
+                                      given back by malloc_trim (and not touched since) */
 #define PH_FLAGS     ((size_t)0xf)
 #define PH_SIZE_MASK ((size_t)0x0000fffffffffff0ULL)
 #define PH_CHECK_SHIFT 56

@@ -257,7 +257,8 @@ static bool ms_grow(mstate_t *ms, size_t nb)
     return false;
 
   seg_t *tseg = ms->top_seg;
-  if (tseg != NULL && p == tseg->base + tseg->size && !(tseg->flags & PH_SEG_EXTERN)) {
+  if (tseg != NULL && p == tseg->base + tseg->size && !(tseg->flags & PH_SEG_EXTERN) &&
+      ms->top != NULL) {  /* no top: malloc_trim has borrowed it; start a new segment */
     /* Adjacent: the old fence and the new range join the top. */
     if (!owner_map_set(p, len, (uintptr_t)tseg))
       goto fail;
@@ -265,8 +266,8 @@ static bool ms_grow(mstate_t *ms, size_t nb)
     ms->footprint += len;
     if (ms->footprint > ms->max_footprint)
       ms->max_footprint = ms->footprint;
-    size_t tsize = chunk_size(ms->top) + len;
-    head_set(ms, ms->top, tsize | PH_PINUSE);
+    size_t tsize = chunk_size(ms->top) + len;    /* fresh pages: still untouched */
+    head_set(ms, ms->top, tsize | PH_PINUSE | (ms->top->head & PH_DECOMMITTED));
     fence_write(ms, tseg);
     ((chunk_t *)seg_fence(tseg))->prev_foot = tsize;
   } else {
@@ -311,7 +312,7 @@ static void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
   owner_map_set(end - len, len, 0);
   seg->size -= len;
   ms->footprint -= len;
-  head_set(ms, ms->top, (tsize - len) | PH_PINUSE);
+  head_set(ms, ms->top, (tsize - len) | PH_PINUSE | (ms->top->head & PH_DECOMMITTED));
   fence_write(ms, seg);
   ((chunk_t *)seg_fence(seg))->prev_foot = tsize - len;
   rel->addr = end - len;
@@ -363,10 +364,21 @@ static void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
 }
 
 /* Validates a huge chunk; ms is locked.  Returns its mapping header. */
+/* Is mem the payload of one of ms's huge chunks?  Walks the list; used
+ * only to name the error once a header failed its check. */
+static bool huge_has_mem(const mstate_t *ms, const void *mem)
+{
+  for (const huge_t *h = ms->huge; h != NULL; h = h->next)
+    if (chunk_mem(chunk_at(h, h->chunk_off)) == mem)
+      return true;
+  return false;
+}
+
 static huge_t *huge_check(mstate_t *ms, chunk_t *c, const char *fn)
 {
   if (!head_ok(ms, c) || !(c->head & PH_MMAPPED) || !chunk_cinuse(c))
-    ph_fatal(fn, "corrupted chunk header", chunk_mem(c));
+    ph_fatal(fn, huge_has_mem(ms, chunk_mem(c)) ? "corrupted chunk header" : "invalid pointer",
+             chunk_mem(c));
   size_t off = c->prev_foot;
   huge_t *h = (huge_t *)((char *)c - off);
   if (off < sizeof(huge_t) || ((uintptr_t)h & (PH_GRANULE - 1)) != 0 || h->ms != ms ||
@@ -447,8 +459,8 @@ static chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
       size_t ts = chunk_size(c);
       if (ts >= nb + PH_MIN_CHUNK) {
         chunk_t *rest = chunk_at(c, nb);
+        head_set(ms, rest, (ts - nb) | PH_PINUSE | (c->head & PH_DECOMMITTED));
         head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
-        head_set(ms, rest, (ts - nb) | PH_PINUSE);
         ms->top = rest;
         return c;
       }
@@ -565,8 +577,10 @@ static chunk_t *chunk_check_inuse(mstate_t *ms, seg_t *seg, void *mem, const cha
   size_t size = chunk_size(c);
   chunk_t *next = chunk_at(c, size);
   if ((c->head & PH_MMAPPED) || size < PH_MIN_CHUNK || (char *)next > seg_fence(seg) ||
-      !head_ok(ms, next) || !chunk_pinuse(next))
+      !head_ok(ms, next))
     ph_fatal(fn, "corrupted chunk header", mem);
+  if (!chunk_pinuse(next))     /* a stale header inside a free chunk it merged into */
+    ph_fatal(fn, "double free", mem);
   return c;
 }
 
@@ -688,12 +702,13 @@ static void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     ms_lock(ms);
     chunk_t *c = chunk_check_inuse(ms, seg, mem, fn);
     size_t size = chunk_size(c);
+    size_t pin = c->head & PH_PINUSE;      /* the previous chunk may be free */
     old_usable = size - PH_CHUNK_OVERHEAD;
     chunk_t *next = chunk_at(c, size);
     if (nb <= size) {                       /* shrink in place */
       if (size - nb >= PH_MIN_CHUNK) {
         chunk_t *rem = chunk_at(c, nb);
-        head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
+        head_set(ms, c, nb | PH_CINUSE | pin);
         head_set(ms, rem, (size - nb) | PH_CINUSE | PH_PINUSE);
         ms_free_chunk(ms, seg, rem, size - nb, &rel, fn);
       }
@@ -705,9 +720,10 @@ static void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     if (next == ms->top && size + chunk_size(next) >= nb + PH_MIN_CHUNK &&
         nb < mparams.mmap_threshold) {     /* grow into the top */
       size_t tsize = size + chunk_size(next) - nb;
+      size_t dec = next->head & PH_DECOMMITTED;
       chunk_t *rest = chunk_at(c, nb);
-      head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
-      head_set(ms, rest, tsize | PH_PINUSE);
+      head_set(ms, c, nb | PH_CINUSE | pin);
+      head_set(ms, rest, tsize | PH_PINUSE | dec);
       ms->top = rest;
       ms_unlock(ms);
       return mem;
@@ -718,11 +734,12 @@ static void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
       size += nsize;
       if (size - nb >= PH_MIN_CHUNK) {
         chunk_t *rem = chunk_at(c, nb);
-        head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
+        head_set(ms, c, nb | PH_CINUSE | pin);
         chunk_set_free(ms, rem, size - nb);
         bin_insert(ms, rem, size - nb);
       } else {
-        chunk_set_inuse(ms, c, size);
+        head_set(ms, c, size | PH_CINUSE | pin);
+        head_set_pinuse(ms, chunk_at(c, size), true);
       }
       ms_unlock(ms);
       return mem;
@@ -831,6 +848,7 @@ static int ms_trim(mstate_t *ms, size_t pad)
 {
   release_t rel = { NULL, 0 };
   chunk_t *borrowed = NULL, *top_borrowed = NULL;
+  seg_t *top_seg = NULL;                    /* where the borrowed top lives */
   size_t page = os_page_size();
   size_t keep = align_up(PH_MIN_CHUNK + pad, PH_ALIGN);
   int released = 0;
@@ -843,9 +861,11 @@ static int ms_trim(mstate_t *ms, size_t pad)
   if (ms->top != NULL) {
     chunk_t *t = ms->top;
     size_t ts = chunk_size(t);
-    if (align_down((uintptr_t)t + ts, page) > align_up((uintptr_t)t + keep + sizeof(chunk_t), page)) {
-      head_set(ms, t, ts | PH_CINUSE | PH_PINUSE);
+    if (!(t->head & PH_DECOMMITTED) &&
+        align_down((uintptr_t)t + ts, page) > align_up((uintptr_t)t + keep + sizeof(chunk_t), page)) {
+      chunk_set_inuse(ms, t, ts);           /* the fence now follows an in-use chunk */
       ms->top = NULL;                       /* a grow meanwhile makes a new top */
+      top_seg = ms->top_seg;
       t->fd = borrowed;
       borrowed = top_borrowed = t;
     }
@@ -855,7 +875,8 @@ static int ms_trim(mstate_t *ms, size_t pad)
     for (chunk_t *c = bin->fd, *nx; c != bin; c = nx) {
       size_t cs = chunk_size(c);
       nx = c->fd;
-      if (align_down((uintptr_t)c + cs, page) > align_up((uintptr_t)c + sizeof(chunk_t), page)) {
+      if (!(c->head & PH_DECOMMITTED) &&
+          align_down((uintptr_t)c + cs, page) > align_up((uintptr_t)c + sizeof(chunk_t), page)) {
         bin_unlink(ms, c, cs);
         chunk_set_inuse(ms, c, cs);
         c->fd = borrowed;
@@ -881,16 +902,35 @@ static int ms_trim(mstate_t *ms, size_t pad)
   ms_lock(ms);
   while (borrowed != NULL) {
     chunk_t *c = borrowed;
+    size_t cs = chunk_size(c);
+    chunk_t *next = chunk_at(c, cs);
     release_t r2 = { NULL, 0 };
     borrowed = c->fd;
-    ms_free_chunk(ms, (seg_t *)owner_map_get(chunk_mem(c)), c, chunk_size(c), &r2, "malloc_trim");
+    if (c == top_borrowed && ms->top == NULL && ms->top_seg == top_seg && chunk_pinuse(c)) {
+      /* untouched meanwhile: the top again, known decommitted */
+      head_set(ms, c, cs | PH_PINUSE | PH_DECOMMITTED);
+      head_set_pinuse(ms, next, false);
+      ms->top = c;
+      continue;
+    }
+    if (c != top_borrowed && chunk_pinuse(c) && next != ms->top && chunk_cinuse(next)) {
+      /* no free neighbour appeared: back in its bin, known decommitted */
+      chunk_set_free(ms, c, cs);
+      head_set(ms, c, cs | PH_PINUSE | PH_DECOMMITTED);
+      bin_insert(ms, c, cs);
+      continue;
+    }
+    ms_free_chunk(ms, (seg_t *)owner_map_get(chunk_mem(c)), c, cs, &r2, "malloc_trim");
     if (r2.len != 0) {
       ms_unlock(ms);
       os_release(r2.addr, r2.len);
       ms_lock(ms);
     }
   }
-  if (ms->top == NULL) {                    /* nobody grew: the free end is the top again */
+  /* Nobody grew meanwhile: the free end of the same segment is the top
+   * again.  (Had someone grown, the freed chunk stays binned in its old
+   * segment, as an old top does.) */
+  if (top_borrowed != NULL && ms->top == NULL && ms->top_seg == top_seg) {
     chunk_t *fence = (chunk_t *)seg_fence(ms->top_seg);
     chunk_t *last = chunk_at(fence, -fence->prev_foot);
     size_t ls = fence->prev_foot;
@@ -1097,11 +1137,17 @@ static size_t mem_usable(const void *mem, const char *fn, bool lenient)
     return chunk_size(c) - PH_CHUNK_OVERHEAD;
   }
   mstate_t *ms = mem_owner(NULL, mem, fn, &seg);
-  if (!head_ok(ms, c))
-    ph_fatal(fn, "invalid pointer", mem);
-  if (!chunk_cinuse(c))
-    ph_fatal(fn, "double free", mem);
-  return chunk_size(c) - ((c->head & PH_MMAPPED) ? PH_CHUNK_HDR : PH_CHUNK_OVERHEAD);
+  size_t usable;
+  ms_lock(ms);
+  if (seg == NULL) {
+    huge_check(ms, mem_chunk(mem), fn);
+    usable = chunk_size(c) - PH_CHUNK_HDR;
+  } else {
+    chunk_check_inuse(ms, seg, (void *)mem, fn);
+    usable = chunk_size(c) - PH_CHUNK_OVERHEAD;
+  }
+  ms_unlock(ms);
+  return usable;
 }
 
 size_t mspace_usable_size(const void *mem)
@@ -1283,6 +1329,11 @@ void malloc_stats(void)
 int malloc_trim(size_t pad)
 {
   return ms_trim(heap_default(), pad);
+}
+
+int PINHEAP_NAME(owns)(const void *ptr)
+{
+  return owner_map_get(ptr) != 0;
 }
 
 /* ---- for the replacement entry points (hooks/replace.c) ---------------- */

@@ -1,0 +1,8 @@
+# hooks_sources.cmake -- the hooks/ and config/ sources of the archive.
+# Included by config/sources.cmake; paths are relative to the project root.
+# Main entry: PINHEAP_HOOKS_SOURCES (appended, so other areas can add theirs).
+list(APPEND PINHEAP_HOOKS_SOURCES
+  config/params.c
+  hooks/probe.c
+  hooks/decision.c
+)

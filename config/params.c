@@ -1,0 +1,276 @@
+/*
+ * params.c -- parses the leave-pinned parameters from the environment.
+ *
+ * Owns the descriptor table (param_descs) and the process's evaluated copy
+ * (params_process), filled once and read-only after.  Main entry point:
+ * params_get().  Runs inside the very first malloc: no allocation, no stdio,
+ * no locale; the environment is scanned by hand.  See params.h.
+ */
+#include "internal.h"
+
+#include "params.h"
+
+#include <sched.h>
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define EXPECT_TRISTATE "1, 0, -1, true, false, yes or no"
+#define EXPECT_BOOL     "1, 0, true, false, yes or no"
+#define EXPECT_MODE     "on, off, auto, 1, 0, -1, true, false, yes or no"
+#define EXPECT_PATH     "an absolute path (starting with '/')"
+
+static const param_desc_t param_descs[PARAM_COUNT] = {
+  [PARAM_LEAVE_PINNED] = {
+    PINHEAP_ENV_LEAVE_PINNED, PINHEAP_PARAM_LEAVE_PINNED_STRING,
+    PARAM_KIND_TRISTATE, PARAM_TRI_NOT_FOUND, EXPECT_TRISTATE },
+  [PARAM_LEAVE_PINNED_PIPELINE] = {
+    PINHEAP_ENV_LEAVE_PINNED_PIPELINE, PINHEAP_PARAM_LEAVE_PINNED_PIPELINE_STRING,
+    PARAM_KIND_TRISTATE, PARAM_TRI_NOT_FOUND, EXPECT_TRISTATE },
+  [PARAM_DISABLE] = {
+    PINHEAP_ENV_DISABLE, PINHEAP_PARAM_DISABLE_STRING,
+    PARAM_KIND_BOOL, 0, EXPECT_BOOL },
+  [PARAM_MODE] = {
+    PINHEAP_ENV_MODE, PINHEAP_ENV_MODE,
+    PARAM_KIND_MODE, PARAM_MODE_AUTO, EXPECT_MODE },
+  [PARAM_FAKEROOTKEY] = {
+    "FAKEROOTKEY", "FAKEROOTKEY", PARAM_KIND_PRESENCE, 0, "any value" },
+  [PARAM_FAKED_MODE] = {
+    "FAKED_MODE", "FAKED_MODE", PARAM_KIND_PRESENCE, 0, "any value" },
+  [PARAM_SANDBOX_ON] = {
+    "SANDBOX_ON", "SANDBOX_ON", PARAM_KIND_PRESENCE, 0, "any value" },
+  [PARAM_PROBE_ROOT] = {
+    PINHEAP_ENV_PROBE_ROOT, PINHEAP_ENV_PROBE_ROOT,
+    PARAM_KIND_PATH, 0, EXPECT_PATH },
+};
+
+/* The process's table: 0 not parsed, 1 being parsed, 2 ready (read-only). */
+static params_t params_process;
+static int params_state;
+
+/* ---- text helpers (ASCII only, no locale) ------------------------------- */
+
+static int char_is_blank(char c)
+{
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static char char_lower(char c)
+{
+  return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+/* Does [b, e) equal the lowercase word w, ignoring case? */
+static int span_equals(const char *b, const char *e, const char *w)
+{
+  for (; b < e; b++, w++) {
+    if (*w == '\0' || char_lower(*b) != *w)
+      return 0;
+  }
+  return *w == '\0';
+}
+
+/* Looks NAME up in envp: the text after "NAME=", or NULL. */
+static const char *env_lookup(char *const *envp, const char *name)
+{
+  size_t len = strlen(name);
+
+  if (envp == NULL)
+    return NULL;
+  for (; *envp != NULL; envp++) {
+    if (strncmp(*envp, name, len) == 0 && (*envp)[len] == '=')
+      return *envp + len + 1;
+  }
+  return NULL;
+}
+
+/* Parses one value of the given kind.  @return 1 and *value_p, or 0. */
+static int value_parse(param_kind_t kind, const char *text, int *value_p)
+{
+  const char *b = text;
+  const char *e = text + strlen(text);
+  int yes, no, runtime;
+
+  if (kind == PARAM_KIND_PRESENCE) {
+    *value_p = 1;
+    return 1;
+  }
+  if (kind == PARAM_KIND_PATH) {
+    if (text[0] != '/' || strlen(text) >= PARAM_RAW_MAX)
+      return 0;
+    *value_p = 1;
+    return 1;
+  }
+
+  while (b < e && char_is_blank(*b))
+    b++;
+  while (e > b && char_is_blank(e[-1]))
+    e--;
+
+  yes = span_equals(b, e, "1") || span_equals(b, e, "true") || span_equals(b, e, "yes");
+  no = span_equals(b, e, "0") || span_equals(b, e, "false") || span_equals(b, e, "no");
+  runtime = span_equals(b, e, "-1");
+
+  switch (kind) {
+  case PARAM_KIND_TRISTATE:
+    if (yes || no || runtime) {
+      *value_p = yes ? PARAM_TRI_YES : no ? PARAM_TRI_NO : PARAM_TRI_RUNTIME;
+      return 1;
+    }
+    return 0;
+  case PARAM_KIND_BOOL:
+    if (yes || no) {
+      *value_p = yes;
+      return 1;
+    }
+    return 0;
+  case PARAM_KIND_MODE:
+    if (yes || span_equals(b, e, "on")) {
+      *value_p = PARAM_MODE_ON;
+      return 1;
+    }
+    if (no || span_equals(b, e, "off")) {
+      *value_p = PARAM_MODE_OFF;
+      return 1;
+    }
+    if (runtime || span_equals(b, e, "auto")) {
+      *value_p = PARAM_MODE_AUTO;
+      return 1;
+    }
+    return 0;
+  default:
+    return 0;
+  }
+}
+
+/* Writes the one warning line for an unparsable value.  The value is quoted
+ * with anything unprintable shown as '?' and long values cut, so the
+ * warning always stays one line. */
+static void value_warn(const param_desc_t *desc, const char *text)
+{
+  char shown[72];
+  size_t n = 0;
+  size_t len = strlen(text);
+
+  for (; n < len && n < 64; n++) {
+    unsigned char c = (unsigned char)text[n];
+    shown[n] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+  }
+  if (n < len) {
+    memcpy(shown + n, "...", 3);
+    n += 3;
+  }
+  shown[n] = '\0';
+  if (desc->kind == PARAM_KIND_PATH && text[0] == '/')
+    ph_warn(desc->name, "=\"", shown, "\" is too long (expected ", desc->expected,
+            " shorter than 256 bytes); ignored, treated as not set", (const char *)NULL);
+  else
+    ph_warn(desc->name, "=\"", shown, "\" is not a valid value (expected ", desc->expected,
+            "); ignored, treated as not set", (const char *)NULL);
+}
+
+/* ---- API ---------------------------------------------------------------- */
+
+void params_eval(char *const *envp, params_t *out_p)
+{
+  for (int id = 0; id < PARAM_COUNT; id++) {
+    const param_desc_t *desc = &param_descs[id];
+    param_value_t *pv = &out_p->v[id];
+    const char *text = env_lookup(envp, desc->name);
+    size_t len;
+    int value;
+
+    pv->source = PARAM_SOURCE_DEFAULT;
+    pv->value = desc->default_value;
+    pv->is_valid = 1;
+    pv->raw_truncated = 0;
+    pv->raw[0] = '\0';
+    if (text == NULL)
+      continue;
+
+    len = strlen(text);
+    if (len >= PARAM_RAW_MAX) {
+      len = PARAM_RAW_MAX - 1;
+      pv->raw_truncated = 1;
+    }
+    memcpy(pv->raw, text, len);
+    pv->raw[len] = '\0';
+
+    if (value_parse(desc->kind, text, &value)) {
+      pv->source = PARAM_SOURCE_ENV;
+      pv->value = value;
+    } else {
+      pv->source = PARAM_SOURCE_INVALID;
+      pv->is_valid = 0;
+      value_warn(desc, text);
+    }
+  }
+}
+
+const params_t *params_get(void)
+{
+  int expected = 0;
+
+  if (ph_likely(__atomic_load_n(&params_state, __ATOMIC_ACQUIRE) == 2))
+    return &params_process;
+  if (__atomic_compare_exchange_n(&params_state, &expected, 1, 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    params_eval(environ, &params_process);
+    __atomic_store_n(&params_state, 2, __ATOMIC_RELEASE);
+    return &params_process;
+  }
+  /* Another thread is parsing (a few microseconds, no allocation, no lock
+   * it could be waiting for): wait for it to publish. */
+  while (__atomic_load_n(&params_state, __ATOMIC_ACQUIRE) != 2)
+    sched_yield();
+  return &params_process;
+}
+
+const param_desc_t *param_desc_get(param_id_t id)
+{
+  if ((int)id < 0 || id >= PARAM_COUNT)
+    return NULL;
+  return &param_descs[id];
+}
+
+const char *param_source_name(param_source_t source)
+{
+  switch (source) {
+  case PARAM_SOURCE_DEFAULT: return "default";
+  case PARAM_SOURCE_ENV:     return "environment";
+  case PARAM_SOURCE_INVALID: return "invalid";
+  }
+  return "unknown";
+}
+
+const char *param_value_name(param_id_t id, int value)
+{
+  const param_desc_t *desc = param_desc_get(id);
+
+  if (desc == NULL)
+    return "unknown";
+  switch (desc->kind) {
+  case PARAM_KIND_TRISTATE:
+    switch (value) {
+    case PARAM_TRI_YES:       return "yes";
+    case PARAM_TRI_NO:        return "no";
+    case PARAM_TRI_RUNTIME:   return "runtime";
+    case PARAM_TRI_NOT_FOUND: return "not found";
+    }
+    break;
+  case PARAM_KIND_BOOL:
+    return value ? "true" : "false";
+  case PARAM_KIND_MODE:
+    switch (value) {
+    case PARAM_MODE_AUTO: return "auto";
+    case PARAM_MODE_ON:   return "on";
+    case PARAM_MODE_OFF:  return "off";
+    }
+    break;
+  case PARAM_KIND_PRESENCE:
+  case PARAM_KIND_PATH:
+    return value ? "set" : "not set";
+  }
+  return "unknown";
+}

@@ -1,0 +1,132 @@
+/*
+ * params.h -- the environment parameters behind the leave-pinned decision.
+ *
+ * One descriptor table, in the spirit of mimalloc's mi_option_desc_t: each
+ * parameter has a name (the environment variable), a kind (how its value is
+ * parsed), a default, and after evaluation a source, the raw text, the
+ * parsed value and a valid flag.  The process's environment is parsed once,
+ * on first use (params_get()), and is read-only after that.  Main entry
+ * points: params_get() for the process, params_eval() for an explicit envp
+ * array (tests, the info tool).
+ *
+ * Glossary of values:
+ *   tristate  1 / 0 / -1, also true/false and yes/no -> PARAM_TRI_YES / _NO /
+ *             _RUNTIME; absent or unparsable -> PARAM_TRI_NOT_FOUND.
+ *   bool      1 / 0, true/false, yes/no; absent or unparsable -> 0.
+ *   mode      on / off / auto, also 1 / 0 / -1, true/false, yes/no
+ *             -> PARAM_MODE_ON / _OFF / _AUTO; absent or unparsable -> auto.
+ *   presence  set (any value, even empty) -> 1; absent -> 0.  Never invalid.
+ *   path      an absolute path ('/' first, at most PARAM_RAW_MAX - 1 bytes)
+ *             -> 1 and raw holds it; absent or invalid -> 0.
+ * Spellings are case-insensitive and may be surrounded by blanks (space,
+ * tab, newline, CR, VT, FF).  An unparsable value gets exactly one warning
+ * line on stderr naming the variable, the value and what was expected, and
+ * counts as not set.
+ *
+ * THIS CODE RUNS INSIDE THE VERY FIRST malloc, possibly before main: it never
+ * allocates, uses no stdio and no locale, and looks variables up in the
+ * environ array itself (environ == NULL means an empty environment).
+ */
+#ifndef PINHEAP_PARAMS_H
+#define PINHEAP_PARAMS_H
+
+#include "../rename.h"
+
+#include <stddef.h>
+
+/* ---- parameter identifiers (index into the table) ----------------------- */
+typedef enum param_id_e {
+  PARAM_LEAVE_PINNED,           /* <prefix>mpi_leave_pinned           tristate */
+  PARAM_LEAVE_PINNED_PIPELINE,  /* <prefix>mpi_leave_pinned_pipeline  tristate */
+  PARAM_DISABLE,                /* <prefix>memory_ptmalloc2_disable   bool     */
+  PARAM_MODE,                   /* PINHEAP_MODE                       mode     */
+  PARAM_FAKEROOTKEY,            /* FAKEROOTKEY (fakeroot)             presence */
+  PARAM_FAKED_MODE,             /* FAKED_MODE (fakeroot daemon)       presence */
+  PARAM_SANDBOX_ON,             /* SANDBOX_ON (Gentoo sandbox)        presence */
+  PARAM_PROBE_ROOT,             /* PINHEAP_PROBE_ROOT                 path     */
+  PARAM_COUNT
+} param_id_t;
+
+typedef enum param_kind_e {
+  PARAM_KIND_TRISTATE,
+  PARAM_KIND_BOOL,
+  PARAM_KIND_MODE,
+  PARAM_KIND_PRESENCE,
+  PARAM_KIND_PATH
+} param_kind_t;
+
+/* Values of tristate parameters (the matrix's yes / no / runtime / not found). */
+typedef enum param_tristate_e {
+  PARAM_TRI_NOT_FOUND = -2,
+  PARAM_TRI_RUNTIME = -1,
+  PARAM_TRI_NO = 0,
+  PARAM_TRI_YES = 1
+} param_tristate_t;
+
+/* Values of the override. */
+typedef enum param_mode_e {
+  PARAM_MODE_AUTO = 0,
+  PARAM_MODE_ON = 1,
+  PARAM_MODE_OFF = 2
+} param_mode_t;
+
+typedef enum param_source_e {
+  PARAM_SOURCE_DEFAULT,   /* not set in the environment: the default applies */
+  PARAM_SOURCE_ENV,       /* set and parsed */
+  PARAM_SOURCE_INVALID    /* set but unparsable: warned, the default applies */
+} param_source_t;
+
+/** Static description of one parameter. */
+typedef struct param_desc_s {
+  const char  *name;          /* environment variable, e.g. "OMPI_MCA_mpi_leave_pinned" */
+  const char  *short_name;    /* e.g. "mpi_leave_pinned" (for messages) */
+  param_kind_t kind;
+  int          default_value; /* value when not set or invalid */
+  const char  *expected;      /* what a valid value looks like (for messages) */
+} param_desc_t;
+
+/** Size of the raw-text copy kept per parameter (including the NUL). */
+#define PARAM_RAW_MAX 256
+
+/** The evaluated state of one parameter. */
+typedef struct param_value_s {
+  param_source_t source;
+  int   value;                /* parsed value, or default_value */
+  int   is_valid;             /* 1 unless source == PARAM_SOURCE_INVALID */
+  int   raw_truncated;        /* raw holds only the first PARAM_RAW_MAX-1 bytes */
+  char  raw[PARAM_RAW_MAX];   /* the variable's text as found ("" if not set) */
+} param_value_t;
+
+typedef struct params_s {
+  param_value_t v[PARAM_COUNT];
+} params_t;
+
+/* ======================================================================= */
+/*  API                                                                     */
+/* ======================================================================= */
+
+/** The process's parameters: parsed from environ on the first call (one
+ *  warning line per unparsable variable, once per process), read-only and
+ *  shared afterwards.  Thread-safe; never allocates.  Never NULL. */
+const params_t *params_get(void);
+
+/** Evaluates the parameters from an explicit NULL-terminated array of
+ *  "NAME=value" strings (envp NULL = empty environment).  The first entry
+ *  of a name wins, as with getenv().  Warns like params_get() for each
+ *  unparsable value.  Never allocates.
+ *  @param [in]  envp    the environment to read
+ *  @param [out] out_p   the evaluated table */
+void params_eval(char *const *envp, params_t *out_p);
+
+/** @return the descriptor of id, or NULL if id is out of range. */
+const param_desc_t *param_desc_get(param_id_t id);
+
+/** @return "default", "environment" or "invalid". */
+const char *param_source_name(param_source_t source);
+
+/** A word for a parsed value of parameter id: "yes"/"no"/"runtime"/
+ *  "not found" (tristate), "true"/"false" (bool), "on"/"off"/"auto" (mode),
+ *  "set"/"not set" (presence and path).  Never NULL. */
+const char *param_value_name(param_id_t id, int value);
+
+#endif /* PINHEAP_PARAMS_H */

@@ -1,0 +1,43 @@
+# packaging.cmake -- the packaging tests (shell scripts), included by
+# test/CMakeLists.txt.  Main entry point: the add_test() calls below.
+#
+#   install_consumer  cmake --install into a temp prefix; build and run
+#                     test/consumer/ with find_package, pkg-config and a plain
+#                     --whole-archive line
+#   nm_prefix         every defined global symbol carries the prefix, for this
+#                     build and for a second one with PINHEAP_PREFIX=phalt_;
+#                     public API present and exported; archive is PIC
+#   compat_link       -lopenmpi_malloc links and defines nothing
+#   shared_refused    -DBUILD_SHARED_LIBS=ON fails at configure, explaining why
+#
+# All carry the label `packaging`.  install_consumer and compat_link also
+# carry `noasan`: they link programs against the archive without sanitizer
+# flags, which an ASan+UBSan archive cannot do (its objects need the
+# sanitizer runtime; -z defs fails), and they test link lines, not runtime
+# behaviour.  test/run.sh excludes `noasan` in its ASan+UBSan pass; there
+# nm_prefix still checks the instrumented archive's symbols.
+set(PINHEAP_PKG_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+
+add_test(NAME install_consumer
+  COMMAND bash ${PINHEAP_PKG_TEST_DIR}/install_consumer.sh
+          ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${PINHEAP_PREFIX}
+          ${CMAKE_COMMAND} ${CMAKE_C_COMPILER})
+
+add_test(NAME nm_prefix
+  COMMAND bash ${PINHEAP_PKG_TEST_DIR}/nm_prefix.sh
+          ${PROJECT_SOURCE_DIR} $<TARGET_FILE:pinheap> ${PINHEAP_PREFIX}
+          ${CMAKE_COMMAND} ${CMAKE_C_COMPILER})
+
+add_test(NAME compat_link
+  COMMAND bash ${PINHEAP_PKG_TEST_DIR}/compat_link.sh
+          ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} $<TARGET_FILE_DIR:openmpi_malloc>
+          ${PINHEAP_PREFIX} ${CMAKE_C_COMPILER})
+
+add_test(NAME shared_refused
+  COMMAND bash ${PINHEAP_PKG_TEST_DIR}/shared_refused.sh
+          ${PROJECT_SOURCE_DIR} ${CMAKE_COMMAND} ${CMAKE_C_COMPILER})
+
+set_tests_properties(install_consumer nm_prefix compat_link shared_refused
+  PROPERTIES LABELS "packaging" TIMEOUT 600)
+set_tests_properties(install_consumer compat_link
+  PROPERTIES LABELS "packaging;noasan")

@@ -1,0 +1,386 @@
+/*
+ * test_misuse.c -- misuse ends the process, clearly: double free, freeing
+ * pointers pinheap never returned (stack, static, glibc's, interior,
+ * misaligned), corrupted chunk headers, realloc and malloc_usable_size of
+ * bad pointers, mspace_free/mspace_realloc of another heap's pointer.
+ * Each case runs in a forked child whose stderr goes to a pipe; the parent
+ * requires death by SIGABRT and, on stderr, exactly the one line
+ *   pinheap: <func>(): <what> 0x<pointer>
+ * naming the pointer that was passed.  Main entry point: misuse_assert().
+ */
+#include "test_util.h"
+
+typedef void misuse_fn_t(void *arg);
+
+typedef struct misuse_result_s {
+  int status;          /* from waitpid */
+  char out[4096];      /* everything the child wrote to stderr */
+  size_t len;
+} misuse_result_t;
+
+/** Runs act(arg) in a child with stderr on a pipe; collects its output and
+ *  exit status.  The child has 10 s before SIGALRM ends it (a hang). */
+static void misuse_run(misuse_fn_t *act, void *arg, misuse_result_t *result_p)
+{
+  int fds[2];
+
+  cr_assert_eq(pipe(fds), 0, "pipe() failed: %s", strerror(errno));
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_neq(pid, -1, "fork() failed: %s", strerror(errno));
+  if (pid == 0) {
+    struct rlimit no_core = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(SIGABRT, SIG_DFL);
+    signal(SIGALRM, SIG_DFL);
+    alarm(10);
+    close(fds[0]);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[1]);
+    act(arg);
+    _exit(0);
+  }
+  close(fds[1]);
+  result_p->len = 0;
+  for (;;) {
+    ssize_t n = read(fds[0], result_p->out + result_p->len, sizeof(result_p->out) - 1 - result_p->len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    result_p->len += (size_t)n;
+    if (result_p->len == sizeof(result_p->out) - 1)
+      break;
+  }
+  result_p->out[result_p->len] = '\0';
+  close(fds[0]);
+  while (waitpid(pid, &result_p->status, 0) < 0)
+    cr_assert_eq(errno, EINTR, "waitpid failed: %s", strerror(errno));
+}
+
+/*
+ * Asserts that act(arg) dies by SIGABRT after writing exactly
+ * "pinheap: <func>(): <what> 0x<ptr>\n", with <what> being what or, if not
+ * NULL, what_alt.
+ */
+static void misuse_assert_either(misuse_fn_t *act, void *arg, const char *func, const char *what,
+                                 const char *what_alt, const void *ptr)
+{
+  misuse_result_t r;
+  char expect[256], expect_alt[256];
+
+  misuse_run(act, arg, &r);
+  snprintf(expect, sizeof(expect), "pinheap: %s(): %s 0x%" PRIxPTR "\n", func, what, (uintptr_t)ptr);
+  snprintf(expect_alt, sizeof(expect_alt), "pinheap: %s(): %s 0x%" PRIxPTR "\n", func,
+           what_alt ? what_alt : what, (uintptr_t)ptr);
+  if (WIFEXITED(r.status))
+    cr_assert_fail("%s() of %p: expected \"%s\" and SIGABRT, but the process went on and exited "
+                   "with status %d; stderr: \"%s\"", func, ptr, what, WEXITSTATUS(r.status), r.out);
+  cr_assert(WIFSIGNALED(r.status), "%s() of %p: child neither exited nor was killed (status 0x%x)", func,
+            ptr, r.status);
+  cr_assert_eq(WTERMSIG(r.status), SIGABRT,
+               "%s() of %p: killed by signal %d (%s), expected SIGABRT; stderr: \"%s\"", func, ptr,
+               WTERMSIG(r.status), strsignal(WTERMSIG(r.status)), r.out);
+  cr_assert(strcmp(r.out, expect) == 0 || strcmp(r.out, expect_alt) == 0,
+            "%s() of %p: stderr was\n  \"%s\"\nexpected exactly one line\n  \"%s\"%s%s", func, ptr, r.out,
+            expect, what_alt ? "\nor\n  " : "", what_alt ? expect_alt : "");
+}
+
+static void misuse_assert(misuse_fn_t *act, void *arg, const char *func, const char *what, const void *ptr)
+{
+  misuse_assert_either(act, arg, func, what, NULL, ptr);
+}
+
+/* ---- actions run in the child ---------------------------------------------- */
+
+static void act_free(void *p)
+{
+  pinheap_free(p);
+}
+
+static void act_realloc(void *p)
+{
+  void *q = pinheap_realloc(p, 200);
+  (void)q;
+}
+
+static void act_usable_size(void *p)
+{
+  volatile size_t n = pinheap_malloc_usable_size(p);
+  (void)n;
+}
+
+typedef struct corrupt_s {
+  void *ptr;
+  uint64_t header;     /* written over the 8 bytes before ptr */
+  misuse_fn_t *then;   /* the call that must notice */
+} corrupt_t;
+
+static void act_corrupt_then(void *arg)
+{
+  corrupt_t *c = arg;
+  memcpy((char *)c->ptr - 8, &c->header, 8);
+  c->then(c->ptr);
+}
+
+typedef struct mspace_op_s {
+  pinheap_mspace msp;
+  void *ptr;
+} mspace_op_t;
+
+static void act_mspace_free(void *arg)
+{
+  mspace_op_t *op = arg;
+  pinheap_mspace_free(op->msp, op->ptr);
+}
+
+static void act_mspace_realloc(void *arg)
+{
+  mspace_op_t *op = arg;
+  void *q = pinheap_mspace_realloc(op->msp, op->ptr, 300);
+  (void)q;
+}
+
+/* ---- the harness itself ------------------------------------------------------ */
+
+Test(misuse, harness_sees_valid_use_as_valid)
+{
+  void *p = pinheap_malloc(100);
+  misuse_result_t r;
+
+  cr_assert_not_null(p, "malloc(100) returned NULL");
+  misuse_run(act_free, p, &r);
+  cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
+            "a valid free(%p) did not exit normally (status 0x%x); stderr: \"%s\"", p, r.status, r.out);
+  cr_assert_eq(r.len, 0, "a valid free wrote to stderr: \"%s\"", r.out);
+  pinheap_free(p);
+  heap_assert_sound("valid free in a child");
+}
+
+/* ---- double free ------------------------------------------------------------- */
+
+Test(misuse, double_free_isolated_chunk)
+{
+  void *a = pinheap_malloc(100), *p = pinheap_malloc(100), *b = pinheap_malloc(100);
+  cr_assert(a && p && b, "setup failed");
+  pinheap_free(p);
+  misuse_assert(act_free, p, "free", "double free", p);
+}
+
+Test(misuse, double_free_merged_with_previous)
+{
+  void *a = pinheap_malloc(100), *p = pinheap_malloc(100), *b = pinheap_malloc(100);
+  cr_assert(a && p && b, "setup failed");
+  pinheap_free(a);
+  pinheap_free(p);  /* coalesces with a */
+  misuse_assert(act_free, p, "free", "double free", p);
+}
+
+Test(misuse, double_free_merged_into_top)
+{
+  void *a = pinheap_malloc(100), *p = pinheap_malloc(100);
+  cr_assert(a && p, "setup failed");
+  pinheap_free(p);  /* the last chunk: goes back into the top */
+  misuse_assert(act_free, p, "free", "double free", p);
+}
+
+Test(misuse, double_free_large_heap_chunk)
+{
+  void *a = pinheap_malloc(100), *p = pinheap_malloc(20000), *b = pinheap_malloc(100);
+  cr_assert(a && p && b, "setup failed");
+  pinheap_free(p);
+  misuse_assert(act_free, p, "free", "double free", p);
+}
+
+Test(misuse, double_free_mapped_chunk)
+{
+  void *p = pinheap_malloc(4 * MiB);
+  cr_assert_not_null(p, "malloc(4 MiB) returned NULL");
+  pinheap_free(p);  /* unmapped: pinheap must not read it */
+  misuse_assert_either(act_free, p, "free", "double free", "invalid pointer", p);
+}
+
+/* ---- pointers pinheap never returned ------------------------------------------ */
+
+Test(misuse, free_stack_pointer)
+{
+  _Alignas(64) char buf[256];
+  memset(buf, 0, sizeof(buf));
+  void *h = pinheap_malloc(10);  /* the heap exists */
+  cr_assert_not_null(h, "malloc(10) returned NULL");
+  misuse_assert(act_free, buf + 64, "free", "invalid pointer", buf + 64);
+}
+
+Test(misuse, free_static_pointer)
+{
+  static _Alignas(64) char sbuf[256];
+  void *h = pinheap_malloc(10);
+  cr_assert_not_null(h, "malloc(10) returned NULL");
+  misuse_assert(act_free, sbuf + 32, "free", "invalid pointer", sbuf + 32);
+}
+
+Test(misuse, free_glibc_pointer)
+{
+  void *g = malloc(100);  /* glibc's */
+  cr_assert_not_null(g, "glibc malloc failed");
+  void *h = pinheap_malloc(10);
+  cr_assert_not_null(h, "malloc(10) returned NULL");
+  misuse_assert(act_free, g, "free", "invalid pointer", g);
+  void *big = malloc(1 << 20);  /* a glibc mmapped chunk */
+  cr_assert_not_null(big, "glibc malloc failed");
+  misuse_assert(act_free, big, "free", "invalid pointer", big);
+  free(g);
+  free(big);
+}
+
+Test(misuse, free_misaligned_interior_pointer)
+{
+  char *p = pinheap_malloc(256), *b = pinheap_malloc(100);
+  cr_assert(p && b, "setup failed");
+  misuse_assert(act_free, p + 8, "free", "invalid pointer", p + 8);
+  misuse_assert(act_free, p + 1, "free", "invalid pointer", p + 1);
+}
+
+Test(misuse, free_aligned_interior_pointer)
+{
+  char *z = pinheap_calloc(1, 256), *b = pinheap_malloc(100);
+  char *f = pinheap_malloc(256), *c = pinheap_malloc(100);
+  cr_assert(z && b && f && c, "setup failed");
+  memset(f, 0xA5, 256);
+  misuse_assert(act_free, z + 16, "free", "invalid pointer", z + 16);
+  misuse_assert(act_free, z + 128, "free", "invalid pointer", z + 128);
+  misuse_assert(act_free, f + 32, "free", "invalid pointer", f + 32);
+}
+
+Test(misuse, free_interior_of_mapped_chunk)
+{
+  char *p = pinheap_malloc(2 * MiB);
+  cr_assert_not_null(p, "malloc(2 MiB) returned NULL");
+  memset(p, 0, 2 * MiB);
+  misuse_assert(act_free, p + 4096, "free", "invalid pointer", p + 4096);
+  misuse_assert(act_free, p + 8, "free", "invalid pointer", p + 8);
+}
+
+/* ---- corrupted chunk headers --------------------------------------------------- */
+
+static void corrupt_assert(size_t size, uint64_t header, misuse_fn_t *then, const char *func)
+{
+  void *a = pinheap_malloc(100), *p = pinheap_malloc(size), *b = pinheap_malloc(100);
+  cr_assert(a && p && b, "setup failed");
+  memset(p, 0x11, size);
+  corrupt_t c = { p, header, then };
+  misuse_assert(act_corrupt_then, &c, func, "corrupted chunk header", p);
+}
+
+Test(misuse, corrupted_header_on_free)
+{
+  static const uint64_t garbage[] = { 0xdeadbeefdeadbeefULL, 0x4141414141414141ULL, 0, 0x8,
+                                      0xfffffffffffffff0ULL };
+  for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++) {
+    corrupt_assert(100, garbage[i], act_free, "free");
+    corrupt_assert(20000, garbage[i], act_free, "free");
+  }
+}
+
+Test(misuse, corrupted_header_of_mapped_chunk)
+{
+  corrupt_assert(2 * MiB, 0xdeadbeefdeadbeefULL, act_free, "free");
+  corrupt_assert(2 * MiB, 0x4141414141414141ULL, act_free, "free");
+  corrupt_assert(2 * MiB, 0, act_free, "free");
+}
+
+Test(misuse, corrupted_header_on_realloc_and_usable_size)
+{
+  corrupt_assert(100, 0xdeadbeefdeadbeefULL, act_realloc, "realloc");
+  corrupt_assert(100, 0, act_realloc, "realloc");
+  corrupt_assert(100, 0xdeadbeefdeadbeefULL, act_usable_size, "malloc_usable_size");
+}
+
+/* ---- realloc and malloc_usable_size of bad pointers ----------------------------- */
+
+Test(misuse, realloc_invalid_pointer)
+{
+  _Alignas(64) char buf[256];
+  static _Alignas(64) char sbuf[256];
+  char *p = pinheap_malloc(256), *b = pinheap_malloc(100);
+  cr_assert(p && b, "setup failed");
+  memset(buf, 0, sizeof(buf));
+  misuse_assert(act_realloc, buf + 64, "realloc", "invalid pointer", buf + 64);
+  misuse_assert(act_realloc, sbuf, "realloc", "invalid pointer", sbuf);
+  misuse_assert(act_realloc, p + 8, "realloc", "invalid pointer", p + 8);
+  void *g = malloc(100);
+  cr_assert_not_null(g, "glibc malloc failed");
+  misuse_assert(act_realloc, g, "realloc", "invalid pointer", g);
+  free(g);
+}
+
+Test(misuse, usable_size_of_invalid_pointer)
+{
+  _Alignas(64) char buf[256];
+  char *p = pinheap_malloc(256);
+  cr_assert_not_null(p, "malloc failed");
+  memset(buf, 0, sizeof(buf));
+  misuse_assert(act_usable_size, buf + 64, "malloc_usable_size", "invalid pointer", buf + 64);
+  misuse_assert(act_usable_size, p + 8, "malloc_usable_size", "invalid pointer", p + 8);
+}
+
+/* ---- mspaces -------------------------------------------------------------------- */
+
+Test(misuse, mspace_free_of_another_mspace_pointer)
+{
+  pinheap_mspace a = pinheap_create_mspace(0, 0);
+  pinheap_mspace b = pinheap_create_mspace(0, 0);
+  cr_assert(a && b, "create_mspace failed");
+  void *pa = pinheap_mspace_malloc(a, 100);
+  void *pb = pinheap_mspace_malloc(b, 100);
+  void *pm = pinheap_malloc(100);
+  cr_assert(pa && pb && pm, "setup failed");
+
+  mspace_op_t op = { b, pa };
+  misuse_assert(act_mspace_free, &op, "mspace_free", "invalid pointer", pa);
+  op = (mspace_op_t){ b, pm };
+  misuse_assert(act_mspace_free, &op, "mspace_free", "invalid pointer", pm);
+  _Alignas(64) char buf[128];
+  op = (mspace_op_t){ b, buf + 64 };
+  misuse_assert(act_mspace_free, &op, "mspace_free", "invalid pointer", buf + 64);
+  op = (mspace_op_t){ a, pb };
+  misuse_assert(act_mspace_realloc, &op, "mspace_realloc", "invalid pointer", pb);
+
+  /* The failed calls ran in children: both heaps are untouched here. */
+  mspace_assert_sound(a, "misuse in children");
+  mspace_assert_sound(b, "misuse in children");
+  pinheap_destroy_mspace(a);
+  pinheap_destroy_mspace(b);
+}
+
+Test(misuse, mspace_double_free)
+{
+  pinheap_mspace m = pinheap_create_mspace(0, 1);
+  cr_assert_not_null(m, "create_mspace failed");
+  void *a = pinheap_mspace_malloc(m, 100), *p = pinheap_mspace_malloc(m, 100);
+  void *b = pinheap_mspace_malloc(m, 100);
+  cr_assert(a && p && b, "setup failed");
+  pinheap_mspace_free(m, p);
+  mspace_op_t op = { m, p };
+  misuse_assert(act_mspace_free, &op, "mspace_free", "double free", p);
+}
+
+Test(misuse, fixed_mspace_free_of_other_region_pointer)
+{
+  region_t ra, rb;
+  region_map(256 * KiB, &ra);
+  region_map(256 * KiB, &rb);
+  pinheap_mspace a = pinheap_create_mspace_with_base(ra.rw, ra.rw_len, 0);
+  pinheap_mspace b = pinheap_create_mspace_with_base(rb.rw, rb.rw_len, 0);
+  cr_assert(a && b, "create_mspace_with_base failed (errno %d)", errno);
+  void *pa = pinheap_mspace_malloc(a, 100);
+  cr_assert_not_null(pa, "mspace_malloc failed");
+  mspace_op_t op = { b, pa };
+  misuse_assert(act_mspace_free, &op, "mspace_free", "invalid pointer", pa);
+  op = (mspace_op_t){ a, (char *)pa + 8 };
+  misuse_assert(act_mspace_free, &op, "mspace_free", "invalid pointer", (char *)pa + 8);
+  pinheap_destroy_mspace(a);
+  pinheap_destroy_mspace(b);
+  region_unmap(&ra);
+  region_unmap(&rb);
+}

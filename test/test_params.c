@@ -1,0 +1,496 @@
+/*
+ * test_params.c -- tests of config/params.c: the environment parameters.
+ *
+ * Every accepted spelling of every kind, unparsable values (one warning line
+ * captured from fd 2, counted as not set), each variable independently,
+ * explicit envp arrays, the parse-once process table (also under threads and
+ * with environ == NULL).  Main entry: the Criterion tests below.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#include "params.h"
+
+extern char **environ;
+
+/* ---- capturing what is written to fd 2 --------------------------------- */
+
+typedef struct capture_s {
+  int saved_fd;
+  int mem_fd;
+  char text[4096];
+} capture_t;
+
+static void capture_begin(capture_t *c)
+{
+  fflush(stderr);
+  c->mem_fd = memfd_create("stderr", 0);
+  cr_assert(c->mem_fd >= 0, "memfd_create: %s", strerror(errno));
+  c->saved_fd = dup(STDERR_FILENO);
+  cr_assert(c->saved_fd >= 0);
+  cr_assert(dup2(c->mem_fd, STDERR_FILENO) == STDERR_FILENO);
+}
+
+static const char *capture_end(capture_t *c)
+{
+  ssize_t n;
+
+  fflush(stderr);
+  dup2(c->saved_fd, STDERR_FILENO);
+  close(c->saved_fd);
+  n = pread(c->mem_fd, c->text, sizeof(c->text) - 1, 0);
+  cr_assert(n >= 0);
+  c->text[n] = '\0';
+  close(c->mem_fd);
+  return c->text;
+}
+
+static int lines_count(const char *s)
+{
+  int n = 0;
+
+  for (; *s != '\0'; s++)
+    n += *s == '\n';
+  return n;
+}
+
+/* Evaluates envp while capturing fd 2; returns the captured text. */
+static const char *eval_captured(char *const *envp, params_t *out, capture_t *c)
+{
+  capture_begin(c);
+  params_eval(envp, out);
+  return capture_end(c);
+}
+
+/* ---- descriptors -------------------------------------------------------- */
+
+Test(params, descriptor_names_follow_the_build_settings)
+{
+  cr_assert_str_eq(param_desc_get(PARAM_LEAVE_PINNED)->name, PINHEAP_ENV_LEAVE_PINNED);
+  cr_assert_str_eq(param_desc_get(PARAM_LEAVE_PINNED_PIPELINE)->name,
+                   PINHEAP_ENV_LEAVE_PINNED_PIPELINE);
+  cr_assert_str_eq(param_desc_get(PARAM_DISABLE)->name, PINHEAP_ENV_DISABLE);
+  cr_assert_str_eq(param_desc_get(PARAM_MODE)->name, PINHEAP_ENV_MODE);
+  cr_assert_str_eq(param_desc_get(PARAM_PROBE_ROOT)->name, PINHEAP_ENV_PROBE_ROOT);
+  cr_assert_str_eq(param_desc_get(PARAM_FAKEROOTKEY)->name, "FAKEROOTKEY");
+  cr_assert_str_eq(param_desc_get(PARAM_FAKED_MODE)->name, "FAKED_MODE");
+  cr_assert_str_eq(param_desc_get(PARAM_SANDBOX_ON)->name, "SANDBOX_ON");
+  cr_assert_str_eq(param_desc_get(PARAM_LEAVE_PINNED)->short_name,
+                   PINHEAP_PARAM_LEAVE_PINNED_STRING);
+  cr_assert_null(param_desc_get(PARAM_COUNT));
+  cr_assert_null(param_desc_get((param_id_t)-1));
+}
+
+#ifdef PINHEAP_TEST_DEFAULT_NAMES
+Test(params, default_names_are_open_mpis)
+{
+  cr_assert_str_eq(PINHEAP_ENV_LEAVE_PINNED, "OMPI_MCA_mpi_leave_pinned");
+  cr_assert_str_eq(PINHEAP_ENV_LEAVE_PINNED_PIPELINE, "OMPI_MCA_mpi_leave_pinned_pipeline");
+  cr_assert_str_eq(PINHEAP_ENV_DISABLE, "OMPI_MCA_memory_ptmalloc2_disable");
+  cr_assert_str_eq(PINHEAP_ENV_MODE, "PINHEAP_MODE");
+  cr_assert_str_eq(PINHEAP_ENV_PROBE_ROOT, "PINHEAP_PROBE_ROOT");
+}
+#endif
+
+Test(params, value_and_source_names)
+{
+  cr_assert_str_eq(param_value_name(PARAM_LEAVE_PINNED, PARAM_TRI_YES), "yes");
+  cr_assert_str_eq(param_value_name(PARAM_LEAVE_PINNED, PARAM_TRI_NO), "no");
+  cr_assert_str_eq(param_value_name(PARAM_LEAVE_PINNED, PARAM_TRI_RUNTIME), "runtime");
+  cr_assert_str_eq(param_value_name(PARAM_LEAVE_PINNED, PARAM_TRI_NOT_FOUND), "not found");
+  cr_assert_str_eq(param_value_name(PARAM_LEAVE_PINNED, 7), "unknown");
+  cr_assert_str_eq(param_value_name(PARAM_DISABLE, 1), "true");
+  cr_assert_str_eq(param_value_name(PARAM_DISABLE, 0), "false");
+  cr_assert_str_eq(param_value_name(PARAM_MODE, PARAM_MODE_ON), "on");
+  cr_assert_str_eq(param_value_name(PARAM_MODE, PARAM_MODE_OFF), "off");
+  cr_assert_str_eq(param_value_name(PARAM_MODE, PARAM_MODE_AUTO), "auto");
+  cr_assert_str_eq(param_value_name(PARAM_FAKEROOTKEY, 1), "set");
+  cr_assert_str_eq(param_value_name(PARAM_FAKEROOTKEY, 0), "not set");
+  cr_assert_str_eq(param_value_name(PARAM_COUNT, 0), "unknown");
+  cr_assert_str_eq(param_source_name(PARAM_SOURCE_DEFAULT), "default");
+  cr_assert_str_eq(param_source_name(PARAM_SOURCE_ENV), "environment");
+  cr_assert_str_eq(param_source_name(PARAM_SOURCE_INVALID), "invalid");
+}
+
+/* ---- empty environments -------------------------------------------------- */
+
+static void assert_all_default(const params_t *p)
+{
+  for (int id = 0; id < PARAM_COUNT; id++) {
+    cr_assert_eq(p->v[id].source, PARAM_SOURCE_DEFAULT, "param %d", id);
+    cr_assert_eq(p->v[id].value, param_desc_get((param_id_t)id)->default_value, "param %d", id);
+    cr_assert_eq(p->v[id].is_valid, 1);
+    cr_assert_str_eq(p->v[id].raw, "");
+  }
+  cr_assert_eq(p->v[PARAM_LEAVE_PINNED].value, PARAM_TRI_NOT_FOUND);
+  cr_assert_eq(p->v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_NOT_FOUND);
+  cr_assert_eq(p->v[PARAM_DISABLE].value, 0);
+  cr_assert_eq(p->v[PARAM_MODE].value, PARAM_MODE_AUTO);
+  cr_assert_eq(p->v[PARAM_FAKEROOTKEY].value, 0);
+  cr_assert_eq(p->v[PARAM_PROBE_ROOT].value, 0);
+}
+
+Test(params, null_and_empty_envp_mean_nothing_set)
+{
+  char *empty[] = { NULL };
+  char *unrelated[] = { "PATH=/usr/bin", "HOME=/root", "noequals", "=x", NULL };
+  params_t p;
+  capture_t c;
+
+  memset(&p, 0x5a, sizeof(p));
+  cr_assert_str_eq(eval_captured(NULL, &p, &c), "");
+  assert_all_default(&p);
+  memset(&p, 0x5a, sizeof(p));
+  cr_assert_str_eq(eval_captured(empty, &p, &c), "");
+  assert_all_default(&p);
+  memset(&p, 0x5a, sizeof(p));
+  cr_assert_str_eq(eval_captured(unrelated, &p, &c), "");
+  assert_all_default(&p);
+}
+
+/* ---- tristate spellings -------------------------------------------------- */
+
+typedef struct spelling_s {
+  const char *text;
+  int value;
+} spelling_t;
+
+static const spelling_t tristate_ok[] = {
+  { "1", PARAM_TRI_YES }, { "0", PARAM_TRI_NO }, { "-1", PARAM_TRI_RUNTIME },
+  { "true", PARAM_TRI_YES }, { "TRUE", PARAM_TRI_YES }, { "True", PARAM_TRI_YES },
+  { "false", PARAM_TRI_NO }, { "FaLsE", PARAM_TRI_NO },
+  { "yes", PARAM_TRI_YES }, { "YES", PARAM_TRI_YES }, { "Yes", PARAM_TRI_YES },
+  { "no", PARAM_TRI_NO }, { "NO", PARAM_TRI_NO }, { "nO", PARAM_TRI_NO },
+  { " 1", PARAM_TRI_YES }, { "0 ", PARAM_TRI_NO }, { "  -1  ", PARAM_TRI_RUNTIME },
+  { "\tyes\n", PARAM_TRI_YES }, { "\r\n false \v\f", PARAM_TRI_NO },
+};
+
+static const char *const tristate_bad[] = {
+  "", "   ", "2", "-2", "10", "01", "+1", "- 1", "-1x", "1 1", "maybe", "y", "n",
+  "on", "off", "auto", "runtime", "yess", "tru", "-", "1\x01",
+};
+
+/* Evaluates NAME=text alone; checks the id got value with source ENV, every
+ * other parameter stayed at its default, nothing was printed. */
+static void check_alone_ok(param_id_t id, const char *text, int value)
+{
+  char entry[512];
+  char *envp[] = { entry, NULL };
+  params_t p;
+  capture_t c;
+  const char *err;
+
+  snprintf(entry, sizeof(entry), "%s=%s", param_desc_get(id)->name, text);
+  err = eval_captured(envp, &p, &c);
+  cr_assert_str_eq(err, "", "%s: unexpected output '%s'", entry, err);
+  cr_assert_eq(p.v[id].value, value, "%s: value %d, expected %d", entry, p.v[id].value, value);
+  cr_assert_eq(p.v[id].source, PARAM_SOURCE_ENV, "%s", entry);
+  cr_assert_eq(p.v[id].is_valid, 1);
+  cr_assert_str_eq(p.v[id].raw, text);
+  for (int other = 0; other < PARAM_COUNT; other++) {
+    if (other == (int)id)
+      continue;
+    cr_assert_eq(p.v[other].source, PARAM_SOURCE_DEFAULT, "%s changed param %d", entry, other);
+    cr_assert_eq(p.v[other].value, param_desc_get((param_id_t)other)->default_value);
+  }
+}
+
+/* Evaluates NAME=text alone; checks it is invalid, counted as not set, and
+ * produced exactly one warning line naming variable, value, expectation. */
+static void check_alone_bad(param_id_t id, const char *text, const char *shown)
+{
+  const param_desc_t *desc = param_desc_get(id);
+  char entry[512];
+  char want[512];
+  char *envp[] = { entry, NULL };
+  params_t p;
+  capture_t c;
+  const char *err;
+
+  snprintf(entry, sizeof(entry), "%s=%s", desc->name, text);
+  err = eval_captured(envp, &p, &c);
+  cr_assert_eq(p.v[id].source, PARAM_SOURCE_INVALID, "%s", entry);
+  cr_assert_eq(p.v[id].is_valid, 0, "%s", entry);
+  cr_assert_eq(p.v[id].value, desc->default_value, "%s: invalid must count as not set", entry);
+  cr_assert_eq(lines_count(err), 1, "%s: expected one warning line, got '%s'", entry, err);
+  cr_assert(strncmp(err, "pinheap: warning: ", 18) == 0, "%s: '%s'", entry, err);
+  snprintf(want, sizeof(want), "%s=\"%s\"", desc->name, shown);
+  cr_assert(strstr(err, want) != NULL, "%s: warning '%s' lacks '%s'", entry, err, want);
+  snprintf(want, sizeof(want), "expected %s", desc->expected);
+  cr_assert(strstr(err, want) != NULL, "%s: warning '%s' lacks '%s'", entry, err, want);
+  cr_assert(strstr(err, "treated as not set") != NULL, "%s: '%s'", entry, err);
+  for (int other = 0; other < PARAM_COUNT; other++) {
+    if (other != (int)id)
+      cr_assert_eq(p.v[other].source, PARAM_SOURCE_DEFAULT);
+  }
+}
+
+Test(params, tristate_spellings_each_variable)
+{
+  param_id_t ids[] = { PARAM_LEAVE_PINNED, PARAM_LEAVE_PINNED_PIPELINE };
+
+  for (size_t k = 0; k < 2; k++)
+    for (size_t i = 0; i < sizeof(tristate_ok) / sizeof(tristate_ok[0]); i++)
+      check_alone_ok(ids[k], tristate_ok[i].text, tristate_ok[i].value);
+}
+
+Test(params, tristate_unparsable_warns_once_and_counts_as_not_found)
+{
+  param_id_t ids[] = { PARAM_LEAVE_PINNED, PARAM_LEAVE_PINNED_PIPELINE };
+
+  cr_assert_str_eq(param_desc_get(PARAM_LEAVE_PINNED)->expected,
+                   "1, 0, -1, true, false, yes or no");
+  for (size_t k = 0; k < 2; k++) {
+    for (size_t i = 0; i < sizeof(tristate_bad) / sizeof(tristate_bad[0]); i++) {
+      char shown[64];
+      size_t n = 0;
+      for (const char *s = tristate_bad[i]; *s; s++)
+        shown[n++] = (*s >= 0x20 && *s < 0x7f) ? *s : '?';
+      shown[n] = '\0';
+      check_alone_bad(ids[k], tristate_bad[i], shown);
+    }
+  }
+}
+
+Test(params, warning_text_is_exact)
+{
+  char *envp[] = { PINHEAP_ENV_LEAVE_PINNED "=maybe", NULL };
+  params_t p;
+  capture_t c;
+
+  cr_assert_str_eq(eval_captured(envp, &p, &c),
+                   "pinheap: warning: " PINHEAP_ENV_LEAVE_PINNED "=\"maybe\" is not a valid "
+                   "value (expected 1, 0, -1, true, false, yes or no); ignored, treated as "
+                   "not set\n");
+}
+
+Test(params, warning_stays_one_line_for_newlines_and_long_values)
+{
+  char longval[400];
+  char entry[512];
+  char *envp[] = { PINHEAP_ENV_LEAVE_PINNED_PIPELINE "=a\nb\tc", entry, NULL };
+  params_t p;
+  capture_t c;
+  const char *err;
+
+  memset(longval, 'x', sizeof(longval) - 1);
+  longval[sizeof(longval) - 1] = '\0';
+  snprintf(entry, sizeof(entry), "%s=%s", PINHEAP_ENV_LEAVE_PINNED, longval);
+  err = eval_captured(envp, &p, &c);
+  cr_assert_eq(lines_count(err), 2, "one line per bad variable: '%s'", err);
+  cr_assert(strstr(err, PINHEAP_ENV_LEAVE_PINNED_PIPELINE "=\"a?b?c\"") != NULL, "%s", err);
+  /* the long value is cut in the message, and its raw copy is cut too */
+  cr_assert(strstr(err, "xxxx...\"") != NULL, "%s", err);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].raw_truncated, 1);
+  cr_assert_eq(strlen(p.v[PARAM_LEAVE_PINNED].raw), PARAM_RAW_MAX - 1);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_NOT_FOUND);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_NOT_FOUND);
+}
+
+Test(params, long_blank_padding_still_parses)
+{
+  char entry[1024];
+  char *envp[] = { entry, NULL };
+  params_t p;
+  capture_t c;
+
+  snprintf(entry, sizeof(entry), "%s=%400s", PINHEAP_ENV_LEAVE_PINNED, "yes");
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_YES);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].raw_truncated, 1);
+}
+
+/* ---- the other kinds ----------------------------------------------------- */
+
+Test(params, disable_is_a_boolean)
+{
+  static const spelling_t ok[] = {
+    { "1", 1 }, { "true", 1 }, { "YES", 1 }, { " yes ", 1 },
+    { "0", 0 }, { "false", 0 }, { "No", 0 },
+  };
+
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+    check_alone_ok(PARAM_DISABLE, ok[i].text, ok[i].value);
+  check_alone_bad(PARAM_DISABLE, "-1", "-1");
+  check_alone_bad(PARAM_DISABLE, "", "");
+  check_alone_bad(PARAM_DISABLE, "disable", "disable");
+}
+
+Test(params, mode_spellings)
+{
+  static const spelling_t ok[] = {
+    { "on", PARAM_MODE_ON }, { "ON", PARAM_MODE_ON }, { "1", PARAM_MODE_ON },
+    { "true", PARAM_MODE_ON }, { "yes", PARAM_MODE_ON },
+    { "off", PARAM_MODE_OFF }, { " Off ", PARAM_MODE_OFF }, { "0", PARAM_MODE_OFF },
+    { "false", PARAM_MODE_OFF }, { "no", PARAM_MODE_OFF },
+    { "auto", PARAM_MODE_AUTO }, { "AUTO", PARAM_MODE_AUTO }, { "-1", PARAM_MODE_AUTO },
+  };
+
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+    check_alone_ok(PARAM_MODE, ok[i].text, ok[i].value);
+  check_alone_bad(PARAM_MODE, "force", "force");
+  check_alone_bad(PARAM_MODE, "onn", "onn");
+  check_alone_bad(PARAM_MODE, "", "");
+}
+
+Test(params, presence_switches_count_any_value)
+{
+  param_id_t ids[] = { PARAM_FAKEROOTKEY, PARAM_FAKED_MODE, PARAM_SANDBOX_ON };
+
+  for (size_t k = 0; k < 3; k++) {
+    check_alone_ok(ids[k], "", 1);
+    check_alone_ok(ids[k], "0", 1);
+    check_alone_ok(ids[k], "12345", 1);
+  }
+}
+
+Test(params, probe_root_must_be_absolute_and_short)
+{
+  char longpath[PARAM_RAW_MAX + 10];
+
+  check_alone_ok(PARAM_PROBE_ROOT, "/tmp/fake-root", 1);
+  check_alone_ok(PARAM_PROBE_ROOT, "/", 1);
+  check_alone_bad(PARAM_PROBE_ROOT, "relative/dir", "relative/dir");
+  check_alone_bad(PARAM_PROBE_ROOT, "", "");
+  longpath[0] = '/';
+  memset(longpath + 1, 'd', sizeof(longpath) - 2);
+  longpath[sizeof(longpath) - 1] = '\0';
+  {
+    char entry[600];
+    char *envp[] = { entry, NULL };
+    params_t p;
+    capture_t c;
+    const char *err;
+
+    snprintf(entry, sizeof(entry), "%s=%s", PINHEAP_ENV_PROBE_ROOT, longpath);
+    err = eval_captured(envp, &p, &c);
+    cr_assert_eq(p.v[PARAM_PROBE_ROOT].source, PARAM_SOURCE_INVALID);
+    cr_assert_eq(p.v[PARAM_PROBE_ROOT].value, 0);
+    cr_assert_eq(lines_count(err), 1);
+    cr_assert(strstr(err, "is too long") != NULL, "%s", err);
+  }
+}
+
+/* ---- lookup rules ---------------------------------------------------------- */
+
+Test(params, names_match_exactly_and_first_entry_wins)
+{
+  char *envp[] = {
+    PINHEAP_ENV_LEAVE_PINNED "X=1",          /* longer name: not ours */
+    "X" PINHEAP_ENV_LEAVE_PINNED "=1",       /* longer name: not ours */
+    PINHEAP_ENV_LEAVE_PINNED,                /* no '=': not an entry for it */
+    PINHEAP_ENV_LEAVE_PINNED_PIPELINE "=0",  /* lp is a prefix of lpp: must not match lp */
+    PINHEAP_ENV_LEAVE_PINNED "=-1",          /* first real lp entry */
+    PINHEAP_ENV_LEAVE_PINNED "=1",           /* shadowed, as with getenv() */
+    PINHEAP_ENV_LEAVE_PINNED_PIPELINE "=bad",/* shadowed: no warning */
+    NULL,
+  };
+  params_t p;
+  capture_t c;
+
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_RUNTIME);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].raw, "-1");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_NO);
+}
+
+Test(params, all_variables_together_are_independent)
+{
+  char *envp[] = {
+    PINHEAP_ENV_LEAVE_PINNED "=no",
+    PINHEAP_ENV_LEAVE_PINNED_PIPELINE "=true",
+    PINHEAP_ENV_DISABLE "=yes",
+    PINHEAP_ENV_MODE "=off",
+    "FAKEROOTKEY=4711",
+    "SANDBOX_ON=1",
+    PINHEAP_ENV_PROBE_ROOT "=/x",
+    NULL,
+  };
+  params_t p;
+  capture_t c;
+
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_NO);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_YES);
+  cr_assert_eq(p.v[PARAM_DISABLE].value, 1);
+  cr_assert_eq(p.v[PARAM_MODE].value, PARAM_MODE_OFF);
+  cr_assert_eq(p.v[PARAM_FAKEROOTKEY].value, 1);
+  cr_assert_str_eq(p.v[PARAM_FAKEROOTKEY].raw, "4711");
+  cr_assert_eq(p.v[PARAM_FAKED_MODE].value, 0);
+  cr_assert_eq(p.v[PARAM_FAKED_MODE].source, PARAM_SOURCE_DEFAULT);
+  cr_assert_eq(p.v[PARAM_SANDBOX_ON].value, 1);
+  cr_assert_str_eq(p.v[PARAM_PROBE_ROOT].raw, "/x");
+}
+
+/* ---- the process table ------------------------------------------------------ */
+
+Test(params, process_table_is_parsed_once_and_read_only)
+{
+  const params_t *p1;
+  const params_t *p2;
+  capture_t c;
+
+  cr_assert_eq(setenv(PINHEAP_ENV_LEAVE_PINNED, " Yes ", 1), 0);
+  cr_assert_eq(setenv(PINHEAP_ENV_DISABLE, "bogus", 1), 0);
+  unsetenv(PINHEAP_ENV_LEAVE_PINNED_PIPELINE);
+  capture_begin(&c);
+  p1 = params_get();
+  /* later changes are not seen and nothing is parsed (or warned) again */
+  setenv(PINHEAP_ENV_LEAVE_PINNED, "0", 1);
+  setenv(PINHEAP_ENV_LEAVE_PINNED_PIPELINE, "1", 1);
+  p2 = params_get();
+  cr_assert_eq(lines_count(capture_end(&c)), 1, "'%s'", c.text);
+  cr_assert(strstr(c.text, PINHEAP_ENV_DISABLE "=\"bogus\"") != NULL, "%s", c.text);
+  cr_assert_eq(p1, p2);
+  cr_assert_eq(p1->v[PARAM_LEAVE_PINNED].value, PARAM_TRI_YES);
+  cr_assert_eq(p1->v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_NOT_FOUND);
+  cr_assert_eq(p1->v[PARAM_DISABLE].source, PARAM_SOURCE_INVALID);
+}
+
+Test(params, process_table_with_null_environ)
+{
+  const params_t *p;
+
+  setenv(PINHEAP_ENV_LEAVE_PINNED, "1", 1);
+  environ = NULL;
+  p = params_get();
+  cr_assert_not_null(p);
+  assert_all_default(p);
+}
+
+static void *thread_get(void *arg)
+{
+  (void)arg;
+  return (void *)params_get();
+}
+
+Test(params, first_use_from_many_threads_parses_once)
+{
+  pthread_t t[8];
+  void *r[8];
+  capture_t c;
+
+  setenv(PINHEAP_ENV_MODE, "sometimes", 1);
+  setenv(PINHEAP_ENV_LEAVE_PINNED_PIPELINE, "-1", 1);
+  capture_begin(&c);
+  for (int i = 0; i < 8; i++)
+    cr_assert_eq(pthread_create(&t[i], NULL, thread_get, NULL), 0);
+  for (int i = 0; i < 8; i++)
+    pthread_join(t[i], &r[i]);
+  capture_end(&c);
+  cr_assert_eq(lines_count(c.text), 1, "one warning per process: '%s'", c.text);
+  for (int i = 1; i < 8; i++)
+    cr_assert_eq(r[i], r[0]);
+  cr_assert_eq(((const params_t *)r[0])->v[PARAM_LEAVE_PINNED_PIPELINE].value,
+               PARAM_TRI_RUNTIME);
+  cr_assert_eq(((const params_t *)r[0])->v[PARAM_MODE].value, PARAM_MODE_AUTO);
+}

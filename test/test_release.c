@@ -1,0 +1,486 @@
+/*
+ * test_release.c -- the release listener, in process.
+ *
+ * pinheap's OS layer calls one listener slot with (addr, len, ctx) before
+ * it unmaps, decommits or shrinks anything (internal.h).  These tests
+ * install a recording listener and check what it is told: a freed huge
+ * block's mapping is reported and is still readable during the call (so
+ * the call comes first) and gone afterwards; counts add up; destroy_mspace
+ * reports every byte it returns; ranges never touch memory the program
+ * still holds; a fixed-region mspace never reports its region; a cleared
+ * slot gets no calls; a listener may itself call the allocator.
+ * The kernel-level half of the proof is release_trace.c under strace.
+ *
+ * Main entry point: rec_listener() and the rec_* queries.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "pinheap.h"
+#include "shadow.h"
+
+/* The OS layer's listener slot (hidden in the archive, linkable here). */
+typedef void os_release_fn(void *addr, size_t len, void *ctx);
+void PINHEAP_NAME(os_set_release_listener)(os_release_fn *fn, void *ctx);
+
+#define REC_MAX 8192
+
+typedef struct rec_s {
+  uintptr_t addr;
+  size_t len;
+  void *ctx;
+} rec_t;
+
+/* Filled by the listener without allocating. */
+static rec_t rec_log[REC_MAX];
+static atomic_size_t rec_count;
+static atomic_size_t rec_overflow;
+/* If set, the listener reads this byte when its range covers it: a call
+ * made after the unmap would crash here. */
+static volatile unsigned char *rec_probe;
+static atomic_int rec_probe_value = -1;
+
+static void rec_listener(void *addr, size_t len, void *ctx)
+{
+  size_t i = atomic_fetch_add(&rec_count, 1);
+
+  if (i < REC_MAX) {
+    rec_log[i].addr = (uintptr_t)addr;
+    rec_log[i].len = len;
+    rec_log[i].ctx = ctx;
+  } else {
+    atomic_fetch_add(&rec_overflow, 1);
+  }
+  if (rec_probe != NULL && (uintptr_t)rec_probe >= (uintptr_t)addr &&
+      (uintptr_t)rec_probe < (uintptr_t)addr + len)
+    atomic_store(&rec_probe_value, *rec_probe);
+}
+
+static void rec_reset(void)
+{
+  atomic_store(&rec_count, 0);
+  atomic_store(&rec_overflow, 0);
+  rec_probe = NULL;
+  atomic_store(&rec_probe_value, -1);
+}
+
+static size_t rec_n(void)
+{
+  size_t n = atomic_load(&rec_count);
+  cr_assert(atomic_load(&rec_overflow) == 0, "more than %d listener calls", REC_MAX);
+  return n;
+}
+
+/* Every reported range: non-empty, page aligned, whole pages. */
+static void rec_assert_well_formed(void)
+{
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+  for (size_t i = 0; i < rec_n(); i++) {
+    cr_assert(rec_log[i].len > 0, "listener call %zu has length 0", i);
+    cr_assert(rec_log[i].addr % page == 0 && rec_log[i].len % page == 0,
+              "listener call %zu: [0x%" PRIxPTR ", +0x%zx) is not whole pages", i,
+              rec_log[i].addr, rec_log[i].len);
+  }
+}
+
+/* How many reported ranges contain all of [p, p+n). */
+static size_t rec_containing(const void *p, size_t n)
+{
+  uintptr_t a = (uintptr_t)p;
+  size_t hits = 0;
+
+  for (size_t i = 0; i < rec_n(); i++)
+    if (rec_log[i].addr <= a && a + n <= rec_log[i].addr + rec_log[i].len)
+      hits++;
+  return hits;
+}
+
+/* Index of a reported range that intersects [p, p+n), or SIZE_MAX. */
+static size_t rec_intersecting(const void *p, size_t n)
+{
+  uintptr_t a = (uintptr_t)p;
+
+  for (size_t i = 0; i < rec_n(); i++)
+    if (rec_log[i].addr < a + n && a < rec_log[i].addr + rec_log[i].len)
+      return i;
+  return SIZE_MAX;
+}
+
+static size_t rec_total_bytes(void)
+{
+  size_t sum = 0;
+
+  for (size_t i = 0; i < rec_n(); i++)
+    sum += rec_log[i].len;
+  return sum;
+}
+
+/* Is the page holding p mapped?  (mincore fails with ENOMEM if not.) */
+static bool page_is_mapped(const void *p)
+{
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  unsigned char vec;
+  void *a = (void *)((uintptr_t)p & ~(uintptr_t)(page - 1));
+
+  if (mincore(a, page, &vec) == 0)
+    return true;
+  cr_assert(errno == ENOMEM, "mincore(%p) failed with errno %d", a, errno);
+  return false;
+}
+
+static void rec_install(void *ctx)
+{
+  rec_reset();
+  PINHEAP_NAME(os_set_release_listener)(rec_listener, ctx);
+}
+
+static void rec_setup(void)
+{
+  /* a fixed threshold: blocks >= 128 KiB are mapped on their own */
+  cr_assert(PINHEAP_NAME(mallopt)(M_MMAP_THRESHOLD, 128 * 1024) == 1);
+}
+
+static void rec_teardown(void)
+{
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+TestSuite(release, .init = rec_setup, .fini = rec_teardown, .timeout = 60);
+
+Test(release, huge_free_is_reported_before_the_unmap)
+{
+  size_t n = SHADOW_MIB;
+  unsigned char *p = PINHEAP_NAME(malloc)(n);
+  int token;
+
+  cr_assert(p != NULL);
+  memset(p, 0x77, n);
+  rec_install(&token);
+  rec_probe = p + n / 2;
+  PINHEAP_NAME(free)(p);
+  cr_assert(rec_n() >= 1, "freeing a 1 MiB mapped block made no listener call");
+  cr_assert(rec_containing(p, n) == 1,
+            "exactly one listener call must cover the freed block [%p, +%zu); %zu do",
+            (void *)p, n, rec_containing(p, n));
+  cr_assert(atomic_load(&rec_probe_value) == 0x77,
+            "the listener could not read the block's contents during the call (got %d): "
+            "it was not called before the release", atomic_load(&rec_probe_value));
+  cr_assert(!page_is_mapped(p) && !page_is_mapped(p + n - 1),
+            "the reported block %p is still mapped after free", (void *)p);
+  for (size_t i = 0; i < rec_n(); i++)
+    cr_assert(rec_log[i].ctx == &token, "listener call %zu got ctx %p, expected %p", i,
+              rec_log[i].ctx, (void *)&token);
+  rec_assert_well_formed();
+}
+
+Test(release, every_huge_block_is_reported_once)
+{
+  enum { N = 40 };
+  void *blocks[N];
+
+  for (int i = 0; i < N; i++) {
+    size_t n = 200 * SHADOW_KIB + (size_t)i * 33 * SHADOW_KIB;
+    blocks[i] = PINHEAP_NAME(malloc)(n);
+    cr_assert(blocks[i] != NULL);
+    memset(blocks[i], i, n);
+  }
+  rec_install(NULL);
+  for (int i = 0; i < N; i++)
+    PINHEAP_NAME(free)(blocks[(i * 17) % N]);
+  cr_assert(rec_n() >= N, "%d mapped blocks freed but only %zu listener calls", N, rec_n());
+  for (int i = 0; i < N; i++) {
+    size_t n = 200 * SHADOW_KIB + (size_t)i * 33 * SHADOW_KIB;
+    cr_assert(rec_containing(blocks[i], n) == 1,
+              "block %d [%p, +%zu) is covered by %zu listener calls, expected exactly 1",
+              i, blocks[i], n, rec_containing(blocks[i], n));
+    cr_assert(!page_is_mapped(blocks[i]), "block %d is still mapped after free", i);
+  }
+  rec_assert_well_formed();
+}
+
+Test(release, cleared_listener_gets_no_calls)
+{
+  size_t n = 2 * SHADOW_MIB;
+  void *p = PINHEAP_NAME(malloc)(n);
+
+  cr_assert(p != NULL);
+  memset(p, 1, n);
+  rec_install(NULL);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+  PINHEAP_NAME(free)(p);
+  /* the release did happen ... */
+  cr_assert(!page_is_mapped(p), "a freed 2 MiB block is still mapped");
+  /* ... and nobody was told */
+  cr_assert(rec_n() == 0, "the cleared listener was called %zu time(s)", rec_n());
+}
+
+Test(release, replaced_listener_only_the_new_one_is_called)
+{
+  int first, second;
+  void *p = PINHEAP_NAME(malloc)(SHADOW_MIB), *q = PINHEAP_NAME(malloc)(SHADOW_MIB);
+
+  cr_assert(p != NULL && q != NULL);
+  rec_install(&first);
+  PINHEAP_NAME(free)(p);
+  size_t after_first = rec_n();
+  PINHEAP_NAME(os_set_release_listener)(rec_listener, &second);
+  PINHEAP_NAME(free)(q);
+  cr_assert(after_first >= 1 && rec_n() > after_first);
+  for (size_t i = 0; i < rec_n(); i++)
+    cr_assert(rec_log[i].ctx == (i < after_first ? (void *)&first : (void *)&second),
+              "listener call %zu carried the wrong ctx", i);
+}
+
+Test(release, shrinking_a_huge_block_reports_only_the_tail)
+{
+  size_t n = 8 * SHADOW_MIB, m = 3 * SHADOW_MIB;
+  unsigned char *p = PINHEAP_NAME(malloc)(n), *q;
+
+  cr_assert(p != NULL);
+  shadow_pattern_fill(p, n, 42);
+  rec_install(NULL);
+  q = PINHEAP_NAME(realloc)(p, m);
+  cr_assert(q != NULL);
+  cr_assert(shadow_pattern_find_mismatch(q, m, 42) == m, "realloc lost the block's contents");
+  cr_assert(rec_n() >= 1, "shrinking an 8 MiB mapped block to 3 MiB released nothing");
+  size_t hit = rec_intersecting(q, PINHEAP_NAME(malloc_usable_size)(q));
+  cr_assert(hit == SIZE_MAX,
+            "listener call %zu [0x%" PRIxPTR ", +0x%zx) overlaps the live block [%p, +%zu)",
+            hit, hit == SIZE_MAX ? 0 : rec_log[hit].addr, hit == SIZE_MAX ? 0 : rec_log[hit].len,
+            (void *)q, m);
+  if (q == p) {
+    /* in place: the tail beyond the kept part went back */
+    cr_assert(rec_containing(p + n - 1, 1) == 1, "the released tail was not reported");
+    cr_assert(!page_is_mapped(p + n - 1), "the tail of a shrunk block is still mapped");
+  } else {
+    cr_assert(rec_containing(p, n) == 1, "the moved block's old mapping was not reported");
+  }
+  rec_assert_well_formed();
+  PINHEAP_NAME(free)(q);
+}
+
+Test(release, free_trims_the_top_and_reports_it)
+{
+  enum { N = 64 };
+  void *blocks[N];
+  shadow_set_t live;
+  shadow_span_t other;
+
+  cr_assert(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 0) == 1);   /* heap only */
+  cr_assert(PINHEAP_NAME(mallopt)(M_TRIM_THRESHOLD, 128 * 1024) == 1);
+  cr_assert(PINHEAP_NAME(mallopt)(M_TOP_PAD, 0) == 1);
+  cr_assert(shadow_set_init(&live, N) == 0);
+  for (int i = 0; i < N; i++) {
+    shadow_block_t b;
+    blocks[i] = PINHEAP_NAME(malloc)(64 * SHADOW_KIB);
+    cr_assert(blocks[i] != NULL);
+    b.ptr = blocks[i];
+    b.req = 64 * SHADOW_KIB;
+    b.usable = PINHEAP_NAME(malloc_usable_size)(blocks[i]);
+    b.id = (uint64_t)i;
+    shadow_pattern_fill(b.ptr, b.usable, b.id);
+    cr_assert(shadow_set_insert(&live, &b, &other) == 0);
+  }
+  rec_install(NULL);
+  for (int i = N - 1; i >= 0; i--) {
+    size_t before = rec_n();
+    for (size_t k = 0; k < live.count; k++)
+      if (live.blocks[k].ptr == blocks[i]) {
+        shadow_set_remove(&live, k);
+        break;
+      }
+    PINHEAP_NAME(free)(blocks[i]);
+    for (size_t r = before; r < rec_n(); r++)
+      cr_assert(!shadow_set_intersects(&live, rec_log[r].addr, rec_log[r].len, &other),
+                "free of block %d released [0x%" PRIxPTR ", +0x%zx), which overlaps the live "
+                "block [0x%" PRIxPTR ", 0x%" PRIxPTR ")", i, rec_log[r].addr, rec_log[r].len,
+                other.start, other.end);
+    for (size_t k = 0; k < live.count; k++)
+      cr_assert(shadow_pattern_find_mismatch(live.blocks[k].ptr, live.blocks[k].usable,
+                                             live.blocks[k].id) == live.blocks[k].usable,
+                "a live block was damaged by a trimming free");
+  }
+  cr_assert(rec_n() >= 1, "freeing 4 MiB of heap blocks never trimmed the top");
+  rec_assert_well_formed();
+  shadow_set_fini(&live);
+  cr_assert(PINHEAP_NAME(malloc_check)() == 0);
+}
+
+Test(release, malloc_trim_reports_only_free_memory)
+{
+  enum { N = 96 };
+  void *blocks[N];
+  shadow_set_t live;
+  shadow_span_t other;
+
+  cr_assert(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 0) == 1);
+  cr_assert(PINHEAP_NAME(mallopt)(M_TRIM_THRESHOLD, 64 * 1024 * 1024) == 1); /* no auto trim */
+  cr_assert(shadow_set_init(&live, N) == 0);
+  for (int i = 0; i < N; i++) {
+    blocks[i] = PINHEAP_NAME(malloc)(48 * SHADOW_KIB);
+    cr_assert(blocks[i] != NULL);
+  }
+  for (int i = 0; i < N; i++) {
+    if (i % 2 == 0) {
+      PINHEAP_NAME(free)(blocks[i]);   /* holes with whole free pages inside */
+      continue;
+    }
+    shadow_block_t b = { blocks[i], 48 * SHADOW_KIB,
+                         PINHEAP_NAME(malloc_usable_size)(blocks[i]), (uint64_t)i };
+    shadow_pattern_fill(b.ptr, b.usable, b.id);
+    cr_assert(shadow_set_insert(&live, &b, &other) == 0);
+  }
+  rec_install(NULL);
+  int rc = PINHEAP_NAME(malloc_trim)(0);
+  cr_assert(rc == 1, "malloc_trim(0) returned %d with ~2 MiB of free pages in the heap", rc);
+  cr_assert(rec_n() >= 1, "malloc_trim released memory but made no listener call");
+  for (size_t r = 0; r < rec_n(); r++)
+    cr_assert(!shadow_set_intersects(&live, rec_log[r].addr, rec_log[r].len, &other),
+              "malloc_trim released [0x%" PRIxPTR ", +0x%zx), which overlaps the live block "
+              "[0x%" PRIxPTR ", 0x%" PRIxPTR ")", rec_log[r].addr, rec_log[r].len,
+              other.start, other.end);
+  for (size_t k = 0; k < live.count; k++)
+    cr_assert(shadow_pattern_find_mismatch(live.blocks[k].ptr, live.blocks[k].usable,
+                                           live.blocks[k].id) == live.blocks[k].usable,
+              "a live block was damaged by malloc_trim");
+  /* every hole's whole pages were given back, and reported */
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  for (int i = 0; i < N; i += 2) {
+    uintptr_t lo = ((uintptr_t)blocks[i] + 64 + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t hi = ((uintptr_t)blocks[i] + 48 * SHADOW_KIB - 64) & ~(uintptr_t)(page - 1);
+    cr_assert(rec_containing((void *)lo, hi - lo) == 1,
+              "the free pages [0x%" PRIxPTR ", 0x%" PRIxPTR ") of hole %d were not reported "
+              "exactly once by malloc_trim", lo, hi, i);
+  }
+  rec_assert_well_formed();
+  cr_assert(PINHEAP_NAME(malloc_check)() == 0);
+  /* the decommitted memory is usable again */
+  for (int i = 0; i < N; i += 2) {
+    blocks[i] = PINHEAP_NAME(malloc)(48 * SHADOW_KIB);
+    cr_assert(blocks[i] != NULL);
+    memset(blocks[i], 0x11, 48 * SHADOW_KIB);
+  }
+  cr_assert(PINHEAP_NAME(malloc_check)() == 0);
+  shadow_set_fini(&live);
+}
+
+Test(release, destroy_mspace_reports_every_byte)
+{
+  pinheap_mspace msp = PINHEAP_NAME(create_mspace)(0, 0);
+  void *blocks[6];
+  size_t sizes[6] = { 100, 5000, 60 * SHADOW_KIB, 900 * SHADOW_KIB, 3 * SHADOW_MIB, 700 };
+
+  cr_assert(msp != NULL);
+  for (int i = 0; i < 6; i++) {
+    blocks[i] = PINHEAP_NAME(mspace_malloc)(msp, sizes[i]);
+    cr_assert(blocks[i] != NULL);
+    memset(blocks[i], 0x5a, sizes[i]);
+  }
+  rec_install(NULL);
+  size_t released = PINHEAP_NAME(destroy_mspace)(msp);
+  cr_assert(released >= 4 * SHADOW_MIB, "destroy_mspace released %zu bytes while holding "
+            "more than 4 MiB of blocks", released);
+  cr_assert(rec_total_bytes() == released,
+            "destroy_mspace returned %zu bytes released, the listener was told %zu bytes "
+            "in %zu calls", released, rec_total_bytes(), rec_n());
+  for (int i = 0; i < 6; i++) {
+    cr_assert(rec_containing(blocks[i], sizes[i]) == 1,
+              "block %d [%p, +%zu) of the destroyed mspace was not reported exactly once",
+              i, blocks[i], sizes[i]);
+    cr_assert(!page_is_mapped(blocks[i]), "block %d is still mapped after destroy_mspace", i);
+  }
+  cr_assert(rec_containing(msp, 1) == 1, "the mspace's own header was not reported");
+  rec_assert_well_formed();
+}
+
+Test(release, fixed_region_is_never_reported)
+{
+  size_t cap = 4 * SHADOW_MIB;
+  char *region = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  pinheap_mspace msp;
+  void *p[16];
+
+  cr_assert(region != MAP_FAILED);
+  rec_install(NULL);
+  msp = PINHEAP_NAME(create_mspace_with_base)(region, cap, 0);
+  cr_assert(msp != NULL);
+  for (int i = 0; i < 16; i++) {   /* 1.1 MiB in all, some above the mmap threshold */
+    size_t n = (size_t)(i % 8 + 1) * 32 * SHADOW_KIB;
+    p[i] = PINHEAP_NAME(mspace_malloc)(msp, n);
+    cr_assert(p[i] != NULL, "allocation %d (%zu bytes) in a 4 MiB region failed", i, n);
+    memset(p[i], 0x33, n);
+  }
+  for (int i = 0; i < 16; i++)
+    PINHEAP_NAME(mspace_free)(msp, p[i]);
+  PINHEAP_NAME(mspace_trim)(msp, 0);
+  size_t released = PINHEAP_NAME(destroy_mspace)(msp);
+  cr_assert(released == 0, "destroy_mspace of a fixed region reported %zu bytes", released);
+  size_t hit = rec_intersecting(region, cap);
+  cr_assert(hit == SIZE_MAX, "the listener was told of [0x%" PRIxPTR ", +0x%zx) inside the "
+            "caller's region", hit == SIZE_MAX ? 0 : rec_log[hit].addr,
+            hit == SIZE_MAX ? 0 : rec_log[hit].len);
+  cr_assert(page_is_mapped(region) && page_is_mapped(region + cap - 1));
+  munmap(region, cap);
+}
+
+/* A listener that calls back into the allocator: the OS layer is entered
+ * without heap locks held (internal.h), so this must not deadlock. */
+static atomic_int reentry_depth, reentry_calls;
+
+static void reentrant_listener(void *addr, size_t len, void *ctx)
+{
+  (void)ctx;
+  rec_listener(addr, len, NULL);
+  if (atomic_fetch_add(&reentry_depth, 1) == 0) {
+    /* a small block, and one too big for any free chunk of the heap */
+    void *p = PINHEAP_NAME(malloc)(48);
+    void *q = PINHEAP_NAME(malloc)(100 * 1024);
+    if (p != NULL && q != NULL) {
+      memset(p, 0, 48);
+      memset(q, 0, 100 * 1024);
+      atomic_fetch_add(&reentry_calls, 1);
+    }
+    PINHEAP_NAME(free)(q);
+    PINHEAP_NAME(free)(p);
+  }
+  atomic_fetch_sub(&reentry_depth, 1);
+}
+
+Test(release, listener_may_call_the_allocator)
+{
+  void *big = PINHEAP_NAME(malloc)(2 * SHADOW_MIB);
+  pinheap_mspace msp = PINHEAP_NAME(create_mspace)(0, 1);
+
+  void *holes[24];
+
+  cr_assert(big != NULL && msp != NULL);
+  cr_assert(PINHEAP_NAME(mspace_malloc)(msp, SHADOW_MIB) != NULL);
+  /* a heap with free pages between live blocks and a big top: malloc_trim
+   * below decommits and unmaps while the listener allocates */
+  cr_assert(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 0) == 1);
+  cr_assert(PINHEAP_NAME(mallopt)(M_TRIM_THRESHOLD, 64 * 1024 * 1024) == 1);
+  for (int i = 0; i < 24; i++) {
+    holes[i] = PINHEAP_NAME(malloc)(48 * SHADOW_KIB);
+    cr_assert(holes[i] != NULL);
+  }
+  for (int i = 0; i < 24; i += 2)
+    PINHEAP_NAME(free)(holes[i]);
+  PINHEAP_NAME(free)(holes[23]);
+  cr_assert(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 65536) == 1);
+  rec_reset();
+  PINHEAP_NAME(os_set_release_listener)(reentrant_listener, NULL);
+  PINHEAP_NAME(free)(big);
+  PINHEAP_NAME(destroy_mspace)(msp);
+  PINHEAP_NAME(malloc_trim)(0);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+  cr_assert(atomic_load(&reentry_calls) >= 2,
+            "the listener ran %d allocator round trips, expected one per release (>= 2)",
+            atomic_load(&reentry_calls));
+  cr_assert(PINHEAP_NAME(malloc_check)() == 0);
+}

@@ -1,0 +1,360 @@
+/*
+ * pinheap_info.c -- pinheap-info: explains what pinheap would do here.
+ *
+ * Prints the build settings (prefixes, version, parameter names), every
+ * input of the leave-pinned decision with its value and source, the driver
+ * probe (every path checked), the decision and why, the support level and
+ * mallinfo2 -- as text, or as JSON with --json.  Main entry point: main().
+ * Runs in main(), so stdio is fine here (unlike config/ and hooks/).
+ *
+ * Usage: pinheap-info [--json] [--probe-root DIR] [--preloaded] [--help]
+ * Exit status: 0, or 2 for a usage error.
+ */
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pinheap.h"
+
+/* Defined before rename.h is included: it renames the token mallinfo2,
+ * which is also glibc's struct tag. */
+typedef struct mallinfo2 info_mallinfo_t;
+
+static info_mallinfo_t info_mallinfo(void)
+{
+  return PINHEAP_NAME(mallinfo2)();
+}
+
+#include "internal.h"
+
+#include "decision.h"
+#include "params.h"
+#include "probe.h"
+
+extern char **environ;
+
+typedef struct info_opts_s {
+  int is_json;
+  int is_preloaded;
+  const char *probe_root;   /* NULL: the parameter, else "/" */
+} info_opts_t;
+
+typedef struct info_s {
+  const params_t *params;
+  probe_result_t probe;
+  decision_input_t input;
+  decision_t decision;
+  info_mallinfo_t mi;
+  /* this process, after the self-test */
+  const char *process_decision;
+  int process_enabled;
+  int level;
+  char level_names[32];
+  const char *support_text;
+} info_t;
+
+static void level_names_make(int level, char *buf, size_t len)
+{
+  snprintf(buf, len, "%s%s%s%s", (level & PINHEAP_SUPPORT_FREE) ? "FREE|" : "",
+           (level & PINHEAP_SUPPORT_CHUNK) ? "CHUNK|" : "",
+           (level & PINHEAP_SUPPORT_MUNMAP) ? "MUNMAP|" : "", level == 0 ? "none|" : "");
+  buf[strlen(buf) - 1] = '\0';
+}
+
+static void usage_print(FILE *f)
+{
+  fputs("usage: pinheap-info [--json] [--probe-root DIR] [--preloaded] [--help]\n"
+        "\n"
+        "Shows pinheap's build settings, the inputs of the leave-pinned decision\n"
+        "(environment parameters, driver probe), the decision taken and why,\n"
+        "the support level and the allocator's statistics.\n"
+        "\n"
+        "  --json            print one JSON object instead of text\n"
+        "  --probe-root DIR  run the driver probe under DIR instead of /\n"
+        "                    (default: $" PINHEAP_ENV_PROBE_ROOT " if set, else /)\n"
+        "  --preloaded       decide as the preload shim would (enabled by default)\n"
+        "  --help            show this help and exit\n", f);
+}
+
+/* @return 0 to go on, 1 to exit 0 (help), 2 for a usage error. */
+static int opts_parse(int argc, char **argv, info_opts_t *opts_p)
+{
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+
+    if (strcmp(a, "--json") == 0) {
+      opts_p->is_json = 1;
+    } else if (strcmp(a, "--preloaded") == 0) {
+      opts_p->is_preloaded = 1;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage_print(stdout);
+      return 1;
+    } else if (strcmp(a, "--probe-root") == 0) {
+      if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+        fprintf(stderr, "pinheap-info: option '--probe-root' needs a directory\n");
+        usage_print(stderr);
+        return 2;
+      }
+      opts_p->probe_root = argv[++i];
+    } else if (strncmp(a, "--probe-root=", 13) == 0 && a[13] != '\0') {
+      opts_p->probe_root = a + 13;
+    } else {
+      fprintf(stderr, "pinheap-info: unknown option '%s'\n", a);
+      usage_print(stderr);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+static void info_gather(const info_opts_t *opts, info_t *info_p)
+{
+  const char *root = opts->probe_root;
+
+  info_p->params = params_get();
+  if (root == NULL && info_p->params->v[PARAM_PROBE_ROOT].value)
+    root = info_p->params->v[PARAM_PROBE_ROOT].raw;
+  /* The tool runs every check so that all of them can be shown; the
+   * decision only uses the found flag, as at start-up. */
+  probe_run(root, PROBE_ALL, &info_p->probe);
+  decision_inputs_from_params(info_p->params, opts->is_preloaded, &info_p->input);
+  info_p->input.probe_found = info_p->probe.found;
+  info_p->input.probe_path = info_p->probe.path;
+  decision_make(&info_p->input, &info_p->decision);
+
+  /* What this very process decided at start-up, and the self-test. */
+  PINHEAP_NAME(open)();
+  info_p->process_decision = PINHEAP_NAME(decision_text)();
+  info_p->process_enabled = PINHEAP_NAME(enabled)();
+  info_p->level = PINHEAP_NAME(support_level)();
+  level_names_make(info_p->level, info_p->level_names, sizeof(info_p->level_names));
+  info_p->support_text = PINHEAP_NAME(support_text)();
+  info_p->mi = info_mallinfo();
+}
+
+/* ---- text --------------------------------------------------------------- */
+
+/* Prints a raw environment value on one line: unprintable bytes as '?'. */
+static void text_raw_print(const param_value_t *pv)
+{
+  for (const char *s = pv->raw; *s != '\0'; s++) {
+    unsigned char c = (unsigned char)*s;
+    putchar(c >= 0x20 && c < 0x7f ? c : '?');
+  }
+  if (pv->raw_truncated)
+    fputs("...", stdout);
+}
+
+static void text_param_print(const params_t *params, param_id_t id)
+{
+  const param_desc_t *desc = param_desc_get(id);
+  const param_value_t *pv = &params->v[id];
+
+  printf("  %-28s %-10s ", desc->short_name, param_value_name(id, pv->value));
+  switch (pv->source) {
+  case PARAM_SOURCE_DEFAULT:
+    printf("(not set: %s)\n", desc->name);
+    break;
+  case PARAM_SOURCE_ENV:
+    printf("(from %s=\"", desc->name);
+    text_raw_print(pv);
+    printf("\")\n");
+    break;
+  case PARAM_SOURCE_INVALID:
+    printf("(%s=\"", desc->name);
+    text_raw_print(pv);
+    printf("\" is invalid, expected %s; ignored)\n", desc->expected);
+    break;
+  }
+}
+
+static void text_print(const info_opts_t *opts, const info_t *info)
+{
+  const probe_result_t *pr = &info->probe;
+
+  printf("pinheap %s\n\n", PINHEAP_VERSION_STRING);
+  printf("build settings:\n");
+  printf("  symbol prefix                %s\n", PINHEAP_PREFIX_STRING);
+  printf("  parameter prefix             %s\n", PINHEAP_PARAM_PREFIX_STRING);
+  printf("  leave-pinned variable        %s\n", PINHEAP_ENV_LEAVE_PINNED);
+  printf("  leave-pinned-pipeline var.   %s\n", PINHEAP_ENV_LEAVE_PINNED_PIPELINE);
+  printf("  disable variable             %s\n", PINHEAP_ENV_DISABLE);
+  printf("  override variable            %s (on | off | auto)\n", PINHEAP_ENV_MODE);
+  printf("  probe root variable          %s\n", PINHEAP_ENV_PROBE_ROOT);
+
+  printf("\ndecision inputs:\n");
+  for (int id = 0; id < PARAM_COUNT; id++)
+    text_param_print(info->params, (param_id_t)id);
+  printf("  %-28s %s\n", "preloaded", opts->is_preloaded ? "yes (--preloaded)" : "no");
+
+  printf("\ndriver probe (root %s):\n", pr->root);
+  for (size_t i = 0; i < pr->nchecks; i++) {
+    const probe_check_t *c = &pr->checks[i];
+    printf("  %-28s %-10s %s%s%s%s\n", c->path,
+           c->found ? "found" : "not found", c->what,
+           c->match[0] != '\0' ? " [" : "", c->match, c->match[0] != '\0' ? "]" : "");
+  }
+  printf("  => %s%s\n", pr->found ? "OS-bypass device found: " : "no OS-bypass device found",
+         pr->found ? pr->path : "");
+
+  printf("\ndecision: %s\n", info->decision.enabled ? "enabled" : "disabled");
+  printf("  reason: %s\n", info->decision.text);
+
+  printf("\nthis process: %s (pinheap %s malloc)\n", info->process_decision,
+         info->process_enabled ? "serves" : "does not serve");
+  printf("support level: %s (%d) after the self-test\n", info->level_names, info->level);
+  printf("  %s\n", info->support_text);
+
+  printf("\nmallinfo2 (pinheap's heap in this process):\n");
+  printf("  arena     %zu\n", info->mi.arena);
+  printf("  ordblks   %zu\n", info->mi.ordblks);
+  printf("  hblks     %zu\n", info->mi.hblks);
+  printf("  hblkhd    %zu\n", info->mi.hblkhd);
+  printf("  uordblks  %zu\n", info->mi.uordblks);
+  printf("  fordblks  %zu\n", info->mi.fordblks);
+  printf("  keepcost  %zu\n", info->mi.keepcost);
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+static void json_string(const char *s)
+{
+  putchar('"');
+  for (; *s != '\0'; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      printf("\\%c", c);
+    else if (c == '\n')
+      fputs("\\n", stdout);
+    else if (c == '\t')
+      fputs("\\t", stdout);
+    else if (c < 0x20 || c >= 0x7f)
+      printf("\\u%04x", c);   /* bytes >= 0x80 shown as Latin-1: still valid JSON */
+    else
+      putchar(c);
+  }
+  putchar('"');
+}
+
+static void json_field(const char *indent, const char *key, const char *value, int is_last)
+{
+  printf("%s", indent);
+  json_string(key);
+  fputs(": ", stdout);
+  json_string(value);
+  puts(is_last ? "" : ",");
+}
+
+static void json_param_print(const params_t *params, param_id_t id, int is_last)
+{
+  const param_desc_t *desc = param_desc_get(id);
+  const param_value_t *pv = &params->v[id];
+
+  printf("    ");
+  json_string(desc->short_name);
+  puts(": {");
+  json_field("      ", "variable", desc->name, 0);
+  json_field("      ", "value", param_value_name(id, pv->value), 0);
+  json_field("      ", "source", pv->source == PARAM_SOURCE_DEFAULT ? "not set" : desc->name, 0);
+  printf("      \"valid\": %s,\n", pv->is_valid ? "true" : "false");
+  printf("      \"raw\": ");
+  if (pv->source == PARAM_SOURCE_DEFAULT)
+    fputs("null", stdout);
+  else
+    json_string(pv->raw);
+  printf(",\n      \"raw_truncated\": %s\n", pv->raw_truncated ? "true" : "false");
+  printf("    }%s\n", is_last ? "" : ",");
+}
+
+static void json_print(const info_opts_t *opts, const info_t *info)
+{
+  const probe_result_t *pr = &info->probe;
+
+  puts("{");
+  json_field("  ", "version", PINHEAP_VERSION_STRING, 0);
+  puts("  \"build\": {");
+  json_field("    ", "symbol_prefix", PINHEAP_PREFIX_STRING, 0);
+  json_field("    ", "param_prefix", PINHEAP_PARAM_PREFIX_STRING, 0);
+  json_field("    ", "leave_pinned_var", PINHEAP_ENV_LEAVE_PINNED, 0);
+  json_field("    ", "leave_pinned_pipeline_var", PINHEAP_ENV_LEAVE_PINNED_PIPELINE, 0);
+  json_field("    ", "disable_var", PINHEAP_ENV_DISABLE, 0);
+  json_field("    ", "mode_var", PINHEAP_ENV_MODE, 0);
+  json_field("    ", "probe_root_var", PINHEAP_ENV_PROBE_ROOT, 1);
+  puts("  },");
+
+  puts("  \"inputs\": {");
+  for (int id = 0; id < PARAM_COUNT; id++)
+    json_param_print(info->params, (param_id_t)id, 0);
+  printf("    \"preloaded\": %s\n", opts->is_preloaded ? "true" : "false");
+  puts("  },");
+
+  puts("  \"probe\": {");
+  json_field("    ", "root", pr->root, 0);
+  printf("    \"found\": %s,\n", pr->found ? "true" : "false");
+  printf("    \"path\": ");
+  if (pr->found)
+    json_string(pr->path);
+  else
+    fputs("null", stdout);
+  puts(",\n    \"checks\": [");
+  for (size_t i = 0; i < pr->nchecks; i++) {
+    const probe_check_t *c = &pr->checks[i];
+    printf("      {\"path\": ");
+    json_string(c->path);
+    printf(", \"what\": ");
+    json_string(c->what);
+    printf(", \"found\": %s, \"match\": ", c->found ? "true" : "false");
+    if (c->match[0] != '\0')
+      json_string(c->match);
+    else
+      fputs("null", stdout);
+    printf("}%s\n", i + 1 < pr->nchecks ? "," : "");
+  }
+  puts("    ]");
+  puts("  },");
+
+  puts("  \"decision\": {");
+  printf("    \"enabled\": %s,\n", info->decision.enabled ? "true" : "false");
+  json_field("    ", "reason", decision_reason_name(info->decision.reason), 0);
+  json_field("    ", "text", info->decision.text, 1);
+  puts("  },");
+
+  puts("  \"process\": {");
+  json_field("    ", "decision", info->process_decision, 0);
+  printf("    \"enabled\": %s\n", info->process_enabled ? "true" : "false");
+  puts("  },");
+  puts("  \"support_level\": {");
+  puts("    \"measured\": true,");
+  printf("    \"value\": %d,\n", info->level);
+  json_field("    ", "flags", info->level_names, 0);
+  json_field("    ", "text", info->support_text, 1);
+  puts("  },");
+
+  puts("  \"mallinfo2\": {");
+  printf("    \"arena\": %zu,\n", info->mi.arena);
+  printf("    \"ordblks\": %zu,\n", info->mi.ordblks);
+  printf("    \"hblks\": %zu,\n", info->mi.hblks);
+  printf("    \"hblkhd\": %zu,\n", info->mi.hblkhd);
+  printf("    \"uordblks\": %zu,\n", info->mi.uordblks);
+  printf("    \"fordblks\": %zu,\n", info->mi.fordblks);
+  printf("    \"keepcost\": %zu\n", info->mi.keepcost);
+  puts("  }");
+  puts("}");
+}
+
+int main(int argc, char **argv)
+{
+  info_opts_t opts = { 0, 0, NULL };
+  info_t info;
+  int rc = opts_parse(argc, argv, &opts);
+
+  if (rc != 0)
+    return rc == 1 ? 0 : 2;
+  info_gather(&opts, &info);
+  if (opts.is_json)
+    json_print(&opts, &info);
+  else
+    text_print(&opts, &info);
+  return fflush(stdout) == 0 ? 0 : 1;
+}
