@@ -43,7 +43,7 @@ const dispatch_libc_t dispatch_libc = {
   .lc_memalign = __libc_memalign,
 };
 
-__attribute__((weak)) const int dispatch_preloaded = 0;
+__attribute__((weak)) int dispatch_preloaded = 0;  /* not const: a const weak gets folded */
 
 int dispatch_state;                         /* DISPATCH_*; written once */
 static ph_lock_t dispatch_lock;

@@ -46,7 +46,7 @@ extern PH_HIDDEN int dispatch_state;
 
 /* 1 in the preload shim (tools/preload.c defines it), else 0: preloading
  * means the user wants pinheap, so the decision defaults to enabled. */
-extern PH_HIDDEN const int dispatch_preloaded;
+extern PH_HIDDEN int dispatch_preloaded;
 
 /** Takes the leave-pinned decision once (thread-safe, never allocates) and
  *  installs the matching table.  Cheap after the first call. */

@@ -9,4 +9,4 @@
 #include "internal.h"
 
 /* Overrides the weak default (0) of hooks/dispatch.c. */
-PH_HIDDEN const int dispatch_preloaded = 1;
+PH_HIDDEN int dispatch_preloaded = 1;
