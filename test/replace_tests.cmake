@@ -36,3 +36,14 @@ foreach(group matrix switches glibc releases transitive preload)
 endforeach()
 # Preloading ASan-built code into unsanitized programs cannot work.
 set_tests_properties(replace_preload PROPERTIES LABELS "replace;noasan")
+
+# The archive stays correct when built with -flto: a second build of the
+# project with link-time optimization runs the matrix and release groups.
+add_test(NAME replace_lto
+  COMMAND sh -c "set -e; d=$(mktemp -d /tmp/pinheap-lto.XXXXXX); trap 'rm -rf $d' EXIT; \
+    \"$0\" -S \"$1\" -B $d -DCMAKE_C_FLAGS=-flto -DCMAKE_BUILD_TYPE=Release -DPINHEAP_BUILD_TOOLS=OFF > $d.log 2>&1 || { cat $d.log; exit 1; }; \
+    \"$0\" --build $d -j2 --target demoapp demoapp_transitive > $d.log 2>&1 || { cat $d.log; exit 1; }; \
+    for g in switches glibc releases transitive; do \"$2\" \"$1/test/replace_test.py\" $g $d \"$3\"; done"
+    ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR} ${PINHEAP_PYTHON3} ${PINHEAP_PREFIX})
+set_tests_properties(replace_lto PROPERTIES TIMEOUT 900 LABELS "replace;noasan"
+  FAIL_REGULAR_EXPRESSION "FAIL ")
