@@ -47,8 +47,9 @@ static int check_segment(mstate_t *ms, const seg_t *seg, size_t *free_chunks_p)
   if (!(seg->flags & PH_SEG_EXTERN)) {
     CHECK(((uintptr_t)seg->base & (PH_GRANULE - 1)) == 0, "segment not granule aligned", seg);
     CHECK((seg->size & (PH_GRANULE - 1)) == 0, "segment size not whole granules", seg);
+    uintptr_t want = (uintptr_t)seg | ((ms->flags & PH_MS_USER) ? PH_OWNER_USER_TAG : 0);
     for (size_t off = 0; off < seg->size; off += PH_GRANULE)
-      CHECK(owner_map_get(seg->base + off) == (uintptr_t)seg, "owner map does not name the segment",
+      CHECK(owner_map_get(seg->base + off) == want, "owner map does not name the segment",
             seg->base + off);
   }
   CHECK(((uintptr_t)c & PH_ALIGN_MASK) == 0, "first chunk misaligned", c);

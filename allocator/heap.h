@@ -7,7 +7,7 @@
  *            size of the previous chunk when that chunk is free.  The user's
  *            payload starts 16 bytes into the chunk and may run into the next
  *            chunk's prev_foot, so an in-use chunk costs 8 bytes of overhead.
- *   bin      A list of free chunks.  Small bins (sizes < 1024) hold one exact
+ *   bin      A list of free chunks.  Small bins (sizes < 8192) hold one exact
  *            size each; large bins hold a size range, sorted ascending, so the
  *            first fit is the best fit.  A bit map says which bins are non-empty.
  *   top      The free chunk at the end of the newest segment; it is carved
@@ -46,9 +46,9 @@
 #define PH_FENCE_SIZE     16u
 #define PH_GRANULE_SHIFT  16
 #define PH_GRANULE        ((size_t)1 << PH_GRANULE_SHIFT)   /* 64 KiB */
-#define PH_SMALL_LIMIT    1024u                 /* sizes below: exact small bins */
-#define PH_NSMALL         64u
-#define PH_NBINS          216u
+#define PH_SMALL_LIMIT    8192u                 /* sizes below: exact small bins */
+#define PH_NSMALL         512u
+#define PH_NBINS          652u                  /* + 4 sorted large bins per power of two */
 #define PH_MAX_REQUEST    ((size_t)PTRDIFF_MAX - 2 * PH_GRANULE)
 
 /* ---- head layout -------------------------------------------------------- */
@@ -121,12 +121,16 @@ typedef struct mstate_s {
   size_t footprint;          /* bytes of all segments */
   size_t max_footprint;
   size_t seg_grow;           /* size of the next segment (grows) */
+  void *_Atomic remote;      /* in-use chunks freed by other threads, linked
+                                through their payload; drained under the lock */
+  struct mstate_s *all_next; /* every heap of the process (fork, statistics) */
   uint64_t binmap[(PH_NBINS + 63) / 64];
   bin_t bins[PH_NBINS];
 } mstate_t;
 #define PH_MS_LOCKED  1u     /* take the lock on every call */
 #define PH_MS_FIXED   2u     /* over the caller's region: never touches the OS */
 #define PH_MS_INIT    4u
+#define PH_MS_USER    8u     /* an mspace of the caller's (not an arena) */
 
 /* Process-wide tunables (mallopt). */
 typedef struct mparams_s {
@@ -183,8 +187,8 @@ PH_INLINE unsigned bin_index(size_t s)
 {
   if (s < PH_SMALL_LIMIT)
     return (unsigned)(s >> 4);
-  unsigned b = 63u - (unsigned)__builtin_clzll(s);     /* 10 .. 47 */
-  return PH_NSMALL + (b - 10u) * 4u + (unsigned)((s >> (b - 2u)) & 3u);
+  unsigned b = 63u - (unsigned)__builtin_clzll(s);     /* 13 .. 47 */
+  return PH_NSMALL + (b - 13u) * 4u + (unsigned)((s >> (b - 2u)) & 3u);
 }
 
 PH_INLINE chunk_t *bin_at(mstate_t *ms, unsigned i)
@@ -200,11 +204,34 @@ PH_HIDDEN mstate_t *heap_default(void);
  *  @return the number of problems (each written to stderr). */
 PH_HIDDEN int mstate_check(mstate_t *ms);
 
-/* For the replacement entry points: act on mem if pinheap owns it (a
- * pointer that is not pinheap's is left alone and false returned). */
-PH_HIDDEN bool heap_free_any(void *mem);
-PH_HIDDEN bool heap_realloc_any(void *mem, size_t n, void **out_p);
-PH_HIDDEN bool heap_usable_any(void *mem, size_t *out_p);
+/* ---- heap operations (malloc.c), used by the front end (front.c) ------- */
+/** A new OS-backed heap: flags PH_MS_LOCKED and PH_MS_USER (a caller's
+ *  mspace) or 0 (an arena).  NULL with errno ENOMEM. */
+PH_HIDDEN mstate_t *ms_create(size_t capacity, unsigned flags);
+PH_HIDDEN void *ms_malloc(mstate_t *ms, size_t n);
+PH_HIDDEN void *ms_calloc(mstate_t *ms, size_t n, size_t elem);
+PH_HIDDEN void *ms_memalign(mstate_t *ms, size_t align, size_t n);
+/** want: the heap mem must belong to, or NULL for any heap. */
+PH_HIDDEN void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn);
+/** Frees mem, whose owner map entry o (non-zero) was already read. */
+PH_HIDDEN void ms_free_owned(uintptr_t o, void *mem, const char *fn);
+PH_HIDDEN int ms_trim(mstate_t *ms, size_t pad);
+PH_HIDDEN struct mallinfo2 ms_info(mstate_t *ms);
+/** Usable bytes of mem; lenient: accept pointers outside the owner map. */
+PH_HIDDEN size_t mem_usable(const void *mem, const char *fn, bool lenient);
+/** Takes up to k chunks of size nb, linked through their payload; returns
+ *  how many (0: out of memory). */
+PH_HIDDEN unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p);
+/** Frees a list of in-use chunks of ms (payloads linked through their
+ *  first word), validating each. */
+PH_HIDDEN void ms_free_list(mstate_t *ms, void *list, const char *fn);
+/** Hands a list of ms's chunks (first..last) to ms without its lock. */
+PH_HIDDEN void ms_remote_push(mstate_t *ms, void *first, void *last);
+/** Fork: take every heap lock (registry order) / release them all. */
+PH_HIDDEN void ms_lock_all(void);
+PH_HIDDEN void ms_unlock_all(void);
+/** Calls fn on every heap of the process (arenas and mspaces). */
+PH_HIDDEN void ms_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg);
 
 /* ---- the owner map (allocator/owner.c) ---------------------------------- */
 /*
@@ -215,7 +242,9 @@ PH_HIDDEN bool heap_usable_any(void *mem, size_t *out_p);
  */
 #define PH_OWNER_ROOT_BITS 15
 #define PH_OWNER_LEAF_BITS 16
-#define PH_OWNER_HUGE_TAG  ((uintptr_t)1)
+#define PH_OWNER_HUGE_TAG  ((uintptr_t)1)  /* mstate_t * | 1: a huge chunk */
+#define PH_OWNER_USER_TAG  ((uintptr_t)2)  /* seg_t * | 2: a segment of a caller's mspace */
+#define PH_OWNER_TAGS      ((uintptr_t)3)  /* seg_t * alone: a segment of an arena */
 extern PH_HIDDEN _Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
 
 PH_INLINE uintptr_t owner_map_get(const void *p)
@@ -232,6 +261,8 @@ PH_INLINE uintptr_t owner_map_get(const void *p)
   return __atomic_load_n(&leaf[(a >> PH_GRANULE_SHIFT) & (((uintptr_t)1 << PH_OWNER_LEAF_BITS) - 1)],
                          __ATOMIC_RELAXED);
 }
+PH_INLINE seg_t *owner_seg(uintptr_t o) { return (seg_t *)(o & ~PH_OWNER_TAGS); }
+
 /** Sets the entry of every granule of [base, base+len) (both granule
  *  aligned) to value.  @return false if a leaf could not be mapped. */
 PH_HIDDEN bool owner_map_set(const void *base, size_t len, uintptr_t value);
@@ -247,5 +278,17 @@ PH_INLINE void ph_lock(ph_lock_t *l)
   ph_lock_slow(l);
 }
 PH_INLINE void ph_unlock(ph_lock_t *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
+
+PH_INLINE void ms_lock(mstate_t *ms)
+{
+  if (ms->flags & PH_MS_LOCKED)
+    ph_lock(&ms->lock);
+}
+
+PH_INLINE void ms_unlock(mstate_t *ms)
+{
+  if (ms->flags & PH_MS_LOCKED)
+    ph_unlock(&ms->lock);
+}
 
 #endif /* PINHEAP_HEAP_H */

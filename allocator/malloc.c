@@ -1,12 +1,13 @@
 /*
- * malloc.c -- the allocator: chunks, bins, top, segments, huge chunks,
- * mspaces, and the name-shifted malloc family on top of them.
+ * malloc.c -- the heap: chunks, bins, top, segments, huge chunks, and the
+ * mspace API.  The malloc family, thread caches and arenas sit on top of
+ * it in front.c.
  *
  * Written in the dlmalloc/ptmalloc lineage (see heap.h for the glossary).
  * One lock per heap.  Every call that gives memory back to the OS works out
  * what to release while locked and calls the OS layer after unlocking, so a
  * release listener may itself call malloc.  Main entry points: ms_malloc()
- * and ms_free_mem(); the public functions at the end are thin wrappers.
+ * and ms_free_owned().
  */
 #include "heap.h"
 
@@ -27,8 +28,10 @@ mparams_t mparams = {
   .mmap_threshold_set = false,
 };
 
-static mstate_t gm;                      /* the heap behind malloc() */
+static mstate_t gm;                      /* arena 0: the first heap behind malloc() */
 static ph_lock_t gm_init_lock;
+static mstate_t *ms_all;                 /* every heap, newest first */
+static ph_lock_t ms_all_lock;
 static atomic_size_t huge_total;         /* live huge chunks, all heaps */
 static atomic_size_t cookie_counter;
 
@@ -57,17 +60,6 @@ void ph_lock_slow(ph_lock_t *l)
   }
 }
 
-PH_INLINE void ms_lock(mstate_t *ms)
-{
-  if (ms->flags & PH_MS_LOCKED)
-    ph_lock(&ms->lock);
-}
-
-PH_INLINE void ms_unlock(mstate_t *ms)
-{
-  if (ms->flags & PH_MS_LOCKED)
-    ph_unlock(&ms->lock);
-}
 
 /* ======================================================================= */
 /*  heap set-up                                                             */
@@ -94,8 +86,54 @@ static void ms_init(mstate_t *ms, unsigned flags)
     chunk_t *b = bin_at(ms, i);
     b->fd = b->bk = b;
   }
+  if (!(flags & PH_MS_FIXED)) {     /* the caller's regions may vanish unannounced */
+    ph_lock(&ms_all_lock);
+    ms->all_next = ms_all;
+    __atomic_store_n(&ms_all, ms, __ATOMIC_RELEASE);
+    ph_unlock(&ms_all_lock);
+  }
   /* last: heap_default() tests PH_MS_INIT without the lock */
   __atomic_store_n(&ms->flags, flags | PH_MS_INIT, __ATOMIC_RELEASE);
+}
+
+static void ms_unregister(mstate_t *ms)
+{
+  ph_lock(&ms_all_lock);
+  mstate_t **pp = &ms_all;
+  while (*pp != NULL && *pp != ms)
+    pp = &(*pp)->all_next;
+  if (*pp == ms)
+    *pp = ms->all_next;
+  ph_unlock(&ms_all_lock);
+}
+
+void ms_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg)
+{
+  /* Heaps are only ever added at the head, and only mspaces are removed
+   * (by their owner, who must not use them concurrently): walking without
+   * the registry lock is safe, and fn may take heap locks. */
+  for (mstate_t *ms = __atomic_load_n(&ms_all, __ATOMIC_ACQUIRE); ms != NULL; ms = ms->all_next)
+    fn(ms, arg);
+}
+
+void ms_lock_all(void)
+{
+  ph_lock(&ms_all_lock);
+  for (mstate_t *ms = ms_all; ms != NULL; ms = ms->all_next)
+    ph_lock(&ms->lock);
+}
+
+void ms_unlock_all(void)
+{
+  for (mstate_t *ms = ms_all; ms != NULL; ms = ms->all_next)
+    ph_unlock(&ms->lock);
+  ph_unlock(&ms_all_lock);
+}
+
+/* The owner map entry of a segment of ms. */
+PH_INLINE uintptr_t seg_owner_value(const mstate_t *ms, const seg_t *seg)
+{
+  return (uintptr_t)seg | ((ms->flags & PH_MS_USER) ? PH_OWNER_USER_TAG : 0);
 }
 
 PH_INLINE char *seg_fence(const seg_t *seg) { return seg->base + seg->size - PH_FENCE_SIZE; }
@@ -260,7 +298,7 @@ static bool ms_grow(mstate_t *ms, size_t nb)
   if (tseg != NULL && p == tseg->base + tseg->size && !(tseg->flags & PH_SEG_EXTERN) &&
       ms->top != NULL) {  /* no top: malloc_trim has borrowed it; start a new segment */
     /* Adjacent: the old fence and the new range join the top. */
-    if (!owner_map_set(p, len, (uintptr_t)tseg))
+    if (!owner_map_set(p, len, seg_owner_value(ms, tseg)))
       goto fail;
     tseg->size += len;
     ms->footprint += len;
@@ -271,7 +309,7 @@ static bool ms_grow(mstate_t *ms, size_t nb)
     fence_write(ms, tseg);
     ((chunk_t *)seg_fence(tseg))->prev_foot = tsize;
   } else {
-    if (!owner_map_set(p, len, (uintptr_t)p))
+    if (!owner_map_set(p, len, seg_owner_value(ms, (seg_t *)p)))
       goto fail;
     chunk_t *old_top = ms->top;
     seg_format(ms, p, len, sizeof(seg_t), 0);
@@ -424,11 +462,16 @@ static void huge_free(mstate_t *ms, void *mem, const char *fn)
 
 /* Takes a chunk of nb bytes (a chunk size) from the bins or the top,
  * growing the heap if needed.  Locked.  NULL when out of memory. */
+static void ms_drain_remote(mstate_t *ms);
+
 static chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
 {
   unsigned i = bin_index(nb);
   chunk_t *b = bin_at(ms, i);
   chunk_t *c;
+
+  if (atomic_load_explicit(&ms->remote, memory_order_relaxed) != NULL)
+    ms_drain_remote(ms);
 
   if (i < PH_NSMALL) {
     c = b->fd;
@@ -471,7 +514,7 @@ static chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
   }
 }
 
-static void *ms_malloc(mstate_t *ms, size_t n)
+void *ms_malloc(mstate_t *ms, size_t n)
 {
   size_t nb;
   chunk_t *c;
@@ -606,7 +649,7 @@ static mstate_t *mem_owner(mstate_t *want, const void *mem, const char *fn, seg_
     ms = (mstate_t *)(o & ~PH_OWNER_HUGE_TAG);
     *seg_p = NULL;
   } else {
-    *seg_p = (seg_t *)o;
+    *seg_p = owner_seg(o);
     ms = (*seg_p)->ms;
   }
   if (want != NULL && ms != want)
@@ -640,11 +683,92 @@ static void ms_free_mem(mstate_t *want, void *mem, const char *fn)
   ms_free_resolved(ms, seg, mem, fn);
 }
 
+void ms_free_owned(uintptr_t o, void *mem, const char *fn)
+{
+  if (ph_unlikely(((uintptr_t)mem & PH_ALIGN_MASK) != 0))
+    ph_fatal(fn, "invalid pointer", mem);
+  if (o & PH_OWNER_HUGE_TAG) {
+    huge_free((mstate_t *)(o & ~PH_OWNER_TAGS), mem, fn);
+  } else {
+    seg_t *seg = owner_seg(o);
+    ms_free_resolved(seg->ms, seg, mem, fn);
+  }
+}
+
+/* Frees one chunk of a list, ms locked; a release drops the lock briefly. */
+static void ms_free_locked(mstate_t *ms, void *mem, const char *fn)
+{
+  release_t rel = { NULL, 0 };
+  seg_t *seg = owner_seg(owner_map_get(mem));
+
+  if (seg == NULL || seg->ms != ms || (owner_map_get(mem) & PH_OWNER_HUGE_TAG))
+    ph_fatal(fn, "invalid pointer", mem);
+  chunk_t *c = chunk_check_inuse(ms, seg, mem, fn);
+  ms_free_chunk(ms, seg, c, chunk_size(c), &rel, fn);
+  if (rel.len != 0) {
+    ms_unlock(ms);
+    os_release(rel.addr, rel.len);
+    ms_lock(ms);
+  }
+}
+
+/* Frees what other threads handed over through ms->remote.  Locked. */
+static void ms_drain_remote(mstate_t *ms)
+{
+  void *mem = atomic_exchange_explicit(&ms->remote, NULL, memory_order_acquire);
+
+  while (mem != NULL) {
+    void *next = *(void **)mem;
+    ms_free_locked(ms, mem, "free");
+    mem = next;
+  }
+}
+
+void ms_remote_push(mstate_t *ms, void *first, void *last)
+{
+  void *old = atomic_load_explicit(&ms->remote, memory_order_relaxed);
+  do {
+    *(void **)last = old;
+  } while (!atomic_compare_exchange_weak_explicit(&ms->remote, &old, first, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
+{
+  void *head = NULL;
+  unsigned n = 0;
+
+  ms_lock(ms);
+  while (n < k) {
+    chunk_t *c = ms_alloc_chunk(ms, nb);
+    if (c == NULL)
+      break;
+    void *m = chunk_mem(c);
+    *(void **)m = head;
+    head = m;
+    n++;
+  }
+  ms_unlock(ms);
+  *list_p = head;
+  return n;
+}
+
+void ms_free_list(mstate_t *ms, void *list, const char *fn)
+{
+  ms_lock(ms);
+  while (list != NULL) {
+    void *next = *(void **)list;
+    ms_free_locked(ms, list, fn);
+    list = next;
+  }
+  ms_unlock(ms);
+}
+
 /* ======================================================================= */
 /*  realloc, memalign, calloc                                               */
 /* ======================================================================= */
 
-static void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
+void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
 {
   seg_t *seg;
   release_t rel = { NULL, 0 };
@@ -755,7 +879,7 @@ static void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
   return fresh;
 }
 
-static void *ms_memalign(mstate_t *ms, size_t align, size_t n)
+void *ms_memalign(mstate_t *ms, size_t align, size_t n)
 {
   release_t rel = { NULL, 0 };
   size_t nb;
@@ -791,8 +915,7 @@ static void *ms_memalign(mstate_t *ms, size_t align, size_t n)
   if (ms->flags & PH_MS_FIXED) {
     seg = ms->segs;
   } else {
-    uintptr_t o = owner_map_get(chunk_mem(c));
-    seg = (seg_t *)o;
+    seg = owner_seg(owner_map_get(chunk_mem(c)));
   }
   size_t size = chunk_size(c);
   uintptr_t m = (uintptr_t)chunk_mem(c);
@@ -820,7 +943,7 @@ static void *ms_memalign(mstate_t *ms, size_t align, size_t n)
   return chunk_mem(c);
 }
 
-static void *ms_calloc(mstate_t *ms, size_t n, size_t elem)
+void *ms_calloc(mstate_t *ms, size_t n, size_t elem)
 {
   size_t total;
   void *p;
@@ -844,7 +967,7 @@ static void *ms_calloc(mstate_t *ms, size_t n, size_t elem)
  * their bins -- while their pages are decommitted with the lock dropped,
  * then freed again; a chunk that then ends the top segment becomes the top
  * once more.  @return 1 if anything was released. */
-static int ms_trim(mstate_t *ms, size_t pad)
+int ms_trim(mstate_t *ms, size_t pad)
 {
   release_t rel = { NULL, 0 };
   chunk_t *borrowed = NULL, *top_borrowed = NULL;
@@ -870,7 +993,7 @@ static int ms_trim(mstate_t *ms, size_t pad)
       borrowed = top_borrowed = t;
     }
   }
-  for (unsigned i = PH_NSMALL; i < PH_NBINS; i++) {
+  for (unsigned i = bin_index(align_up(os_page_size() + PH_MIN_CHUNK, PH_ALIGN)); i < PH_NBINS; i++) {
     chunk_t *bin = bin_at(ms, i);
     for (chunk_t *c = bin->fd, *nx; c != bin; c = nx) {
       size_t cs = chunk_size(c);
@@ -920,7 +1043,7 @@ static int ms_trim(mstate_t *ms, size_t pad)
       bin_insert(ms, c, cs);
       continue;
     }
-    ms_free_chunk(ms, (seg_t *)owner_map_get(chunk_mem(c)), c, cs, &r2, "malloc_trim");
+    ms_free_chunk(ms, owner_seg(owner_map_get(chunk_mem(c))), c, cs, &r2, "malloc_trim");
     if (r2.len != 0) {
       ms_unlock(ms);
       os_release(r2.addr, r2.len);
@@ -944,7 +1067,7 @@ static int ms_trim(mstate_t *ms, size_t pad)
   return released;
 }
 
-static struct mallinfo2 ms_info(mstate_t *ms)
+struct mallinfo2 ms_info(mstate_t *ms)
 {
   struct mallinfo2 mi;
   size_t free_bytes = 0, free_count = 0, overhead = 0;
@@ -983,7 +1106,7 @@ static struct mallinfo2 ms_info(mstate_t *ms)
 #define PH_MS_OFF align_up(sizeof(seg_t), PH_ALIGN)
 #define PH_MS_CHUNK_OFF (align_up(PH_MS_OFF + sizeof(mstate_t) + PH_CHUNK_HDR, PH_ALIGN) - PH_CHUNK_HDR)
 
-pinheap_mspace create_mspace(size_t capacity, int locked)
+mstate_t *ms_create(size_t capacity, unsigned flags)
 {
   size_t len;
   char *p;
@@ -1001,20 +1124,22 @@ pinheap_mspace create_mspace(size_t capacity, int locked)
     return NULL;
   }
   mstate_t *ms = (mstate_t *)(p + PH_MS_OFF);
-  ms_init(ms, locked ? PH_MS_LOCKED : 0);
-  ms->seg_grow = align_up(capacity, PH_GRANULE);
-  seg_format(ms, p, len, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
-  ms->top_seg = (seg_t *)p;
-  ms->top = seg_first(ms->top_seg);
-  ms_lock(ms);
-  bool ok = owner_map_set(p, len, (uintptr_t)p);
-  ms_unlock(ms);
-  if (!ok) {
+  if (!owner_map_set(p, len, (uintptr_t)p | ((flags & PH_MS_USER) ? PH_OWNER_USER_TAG : 0))) {
     os_release(p, len);
     errno = ENOMEM;
     return NULL;
   }
+  ms_init(ms, flags);
+  ms->seg_grow = align_up(capacity, PH_GRANULE);
+  seg_format(ms, p, len, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
+  ms->top_seg = (seg_t *)p;
+  ms->top = seg_first(ms->top_seg);
   return ms;
+}
+
+pinheap_mspace create_mspace(size_t capacity, int locked)
+{
+  return ms_create(capacity, (locked ? PH_MS_LOCKED : 0) | PH_MS_USER);
 }
 
 pinheap_mspace create_mspace_with_base(void *base, size_t capacity, int locked)
@@ -1059,6 +1184,9 @@ size_t destroy_mspace(pinheap_mspace msp)
     ms->flags = 0;
     return 0;
   }
+  if (!(ms->flags & PH_MS_USER))
+    ph_fatal("destroy_mspace", "not an mspace (an arena of malloc)", msp);
+  ms_unregister(ms);
   ms_lock(ms);
   huge_t *h = ms->huge;
   seg_t *s = ms->segs;
@@ -1123,7 +1251,7 @@ void *mspace_memalign(pinheap_mspace msp, size_t alignment, size_t bytes)
 
 /* Usable bytes behind mem.  lenient: a pointer outside the owner map may be
  * a fixed-region heap's; its header is read as it is, as dlmalloc does. */
-static size_t mem_usable(const void *mem, const char *fn, bool lenient)
+size_t mem_usable(const void *mem, const char *fn, bool lenient)
 {
   const chunk_t *c;
   seg_t *seg;
@@ -1174,204 +1302,3 @@ int mspace_check(pinheap_mspace msp)
   return problems;
 }
 
-/* ======================================================================= */
-/*  the malloc family                                                       */
-/* ======================================================================= */
-
-void *malloc(size_t size)
-{
-  return ms_malloc(heap_default(), size);
-}
-
-void free(void *ptr)
-{
-  if (ptr != NULL) {
-    int saved = errno;
-    ms_free_mem(NULL, ptr, "free");
-    errno = saved;
-  }
-}
-
-void *calloc(size_t nmemb, size_t size)
-{
-  return ms_calloc(heap_default(), nmemb, size);
-}
-
-void *realloc(void *ptr, size_t size)
-{
-  return ms_realloc(NULL, ptr, size, "realloc");
-}
-
-void *reallocarray(void *ptr, size_t nmemb, size_t size)
-{
-  size_t total;
-  if (__builtin_mul_overflow(nmemb, size, &total)) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return ms_realloc(NULL, ptr, total, "reallocarray");
-}
-
-void *memalign(size_t alignment, size_t size)
-{
-  return ms_memalign(heap_default(), alignment, size);
-}
-
-int posix_memalign(void **memptr, size_t alignment, size_t size)
-{
-  if (alignment % sizeof(void *) != 0 || (alignment & (alignment - 1)) != 0 || alignment == 0)
-    return EINVAL;
-  int saved = errno;
-  void *p = ms_memalign(heap_default(), alignment, size);
-  if (p == NULL) {
-    errno = saved;
-    return ENOMEM;
-  }
-  *memptr = p;
-  return 0;
-}
-
-void *aligned_alloc(size_t alignment, size_t size)
-{
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
-    errno = EINVAL;
-    return NULL;
-  }
-  return ms_memalign(heap_default(), alignment, size);
-}
-
-void *valloc(size_t size)
-{
-  return ms_memalign(heap_default(), os_page_size(), size);
-}
-
-void *pvalloc(size_t size)
-{
-  size_t page = os_page_size();
-  if (size > PH_MAX_REQUEST) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return ms_memalign(heap_default(), page, size == 0 ? page : align_up(size, page));
-}
-
-size_t malloc_usable_size(void *ptr)
-{
-  return mem_usable(ptr, "malloc_usable_size", false);
-}
-
-int mallopt(int param, int value)
-{
-  heap_default();
-  switch (param) {
-  case M_TRIM_THRESHOLD:
-    mparams.trim_threshold = value < 0 ? SIZE_MAX : (size_t)value;
-    mparams.mmap_threshold_set = true;
-    return 1;
-  case M_TOP_PAD:
-    if (value < 0)
-      return 0;
-    mparams.top_pad = (size_t)value;
-    mparams.mmap_threshold_set = true;
-    return 1;
-  case M_MMAP_THRESHOLD:
-    if (value < 0 || (size_t)value > PH_MAX_MMAP_THRESHOLD)
-      return 0;
-    mparams.mmap_threshold = (size_t)value;
-    mparams.mmap_threshold_set = true;
-    return 1;
-  case M_MMAP_MAX:
-    if (value < 0)
-      return 0;
-    mparams.mmap_max = value;
-    mparams.mmap_threshold_set = true;
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-struct mallinfo2 mallinfo2(void)
-{
-  return ms_info(heap_default());
-}
-
-static void stats_line(const char *label, size_t v)
-{
-  char num[24];
-  ph_write_str(2, label);
-  ph_write_str(2, ph_fmt_dec(num, v));
-  ph_write_str(2, "\n");
-}
-
-void malloc_stats(void)
-{
-  mstate_t *ms = heap_default();
-  struct mallinfo2 mi = ms_info(ms);
-  os_stats_t os;
-
-  os_stats_get(&os);
-  ph_write_str(2, "pinheap heap 0:\n");
-  stats_line("system bytes     = ", mi.arena);
-  stats_line("in use bytes     = ", mi.uordblks);
-  stats_line("free bytes       = ", mi.fordblks);
-  stats_line("free chunks      = ", mi.ordblks);
-  ph_write_str(2, "Total (incl. mmap):\n");
-  stats_line("system bytes     = ", mi.arena + mi.hblkhd);
-  stats_line("in use bytes     = ", mi.uordblks + mi.hblkhd);
-  stats_line("max system bytes = ", ms->max_footprint + mi.hblkhd);
-  stats_line("mmap regions     = ", mi.hblks);
-  stats_line("mmap bytes       = ", mi.hblkhd);
-  stats_line("os mapped bytes  = ", os.mapped);
-  stats_line("os released bytes= ", os.released_bytes);
-}
-
-int malloc_trim(size_t pad)
-{
-  return ms_trim(heap_default(), pad);
-}
-
-int PINHEAP_NAME(owns)(const void *ptr)
-{
-  return owner_map_get(ptr) != 0;
-}
-
-/* ---- for the replacement entry points (hooks/replace.c) ---------------- */
-
-bool heap_free_any(void *mem)
-{
-  uintptr_t o = owner_map_get(mem);
-  if (o == 0)
-    return false;
-  int saved = errno;
-  seg_t *seg;
-  mstate_t *ms = mem_owner(NULL, mem, "free", &seg);
-  ms_free_resolved(ms, seg, mem, "free");
-  errno = saved;
-  return true;
-}
-
-bool heap_realloc_any(void *mem, size_t n, void **out_p)
-{
-  if (owner_map_get(mem) == 0)
-    return false;
-  *out_p = ms_realloc(NULL, mem, n, "realloc");
-  return true;
-}
-
-bool heap_usable_any(void *mem, size_t *out_p)
-{
-  if (owner_map_get(mem) == 0)
-    return false;
-  *out_p = mem_usable(mem, "malloc_usable_size", false);
-  return true;
-}
-
-int malloc_check(void)
-{
-  mstate_t *ms = heap_default();
-  ms_lock(ms);
-  int problems = mstate_check(ms);
-  ms_unlock(ms);
-  return problems;
-}

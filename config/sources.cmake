@@ -4,6 +4,7 @@ set(PINHEAP_ALLOCATOR_SOURCES
   allocator/os.c
   allocator/owner.c
   allocator/malloc.c
+  allocator/front.c
   allocator/check.c
 )
 # hooks/ and config/: parameters, the decision matrix, the driver probe.

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "decision.h"
-#include "heap.h"
+#include "front.h"
 #include "pinheap.h"
 
 /* glibc's exported allocator (stable ABI, GLIBC_2.2.5). */
@@ -57,17 +57,22 @@ static char dispatch_text[DECISION_TEXT_MAX + 16];  /* "enabled: why" */
 
 static void en_free(void *p)
 {
-  if (p != NULL && !heap_free_any(p))
-    __libc_free(p);
+  if (p == NULL)
+    return;
+  uintptr_t o = owner_map_get(p);
+  if (ph_likely(o != 0)) {
+    if (ph_likely(front_free_fast(p, o)))
+      return;
+    front_free_slow(p, o, "free");
+    return;
+  }
+  __libc_free(p);                           /* glibc's block goes back to glibc */
 }
 
 static void *en_realloc(void *p, size_t n)
 {
-  void *r;
-  if (p == NULL)
-    return malloc(n);
-  if (heap_realloc_any(p, n, &r))
-    return r;
+  if (p == NULL || owner_map_get(p) != 0)
+    return realloc(p, n);
   return __libc_realloc(p, n);              /* glibc's block stays glibc's */
 }
 
@@ -96,11 +101,10 @@ static void *libc_lookup(const char *name)
 
 static size_t en_malloc_usable_size(void *p)
 {
-  size_t n;
   if (p == NULL)
     return 0;
-  if (heap_usable_any(p, &n))
-    return n;
+  if (owner_map_get(p) != 0)
+    return malloc_usable_size(p);
   if (libc_usable_size == NULL)
     libc_usable_size = (size_t (*)(void *))libc_lookup("malloc_usable_size");
   return libc_usable_size(p);

@@ -591,6 +591,12 @@ static void fixed_random_run(int locked, uint64_t seed)
       pinheap_mspace_free(f.msp, ptr[i]);
       ptr[i] = NULL;
       snprintf(what, sizeof(what), "step %d: mspace_free", step);
+    } else if (ptr[i] != NULL && want == 0) { /* realloc(p, 0) frees, as glibc's */
+      errno = 0;
+      cr_assert_null(pinheap_mspace_realloc(f.msp, ptr[i], 0), "step %d: mspace_realloc(p, 0)", step);
+      cr_assert_eq(errno, 0, "step %d: mspace_realloc(p, 0) set errno %d", step, errno);
+      ptr[i] = NULL;
+      snprintf(what, sizeof(what), "step %d: mspace_realloc(0)", step);
     } else if (ptr[i] != NULL) {             /* realloc */
       errno = 0;
       void *q = pinheap_mspace_realloc(f.msp, ptr[i], want);

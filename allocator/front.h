@@ -1,0 +1,83 @@
+/*
+ * front.h -- the fast paths of malloc and free: per-thread caches.
+ *
+ * Each thread keeps, per chunk size up to PH_TC_MAX_CHUNK, a short LIFO
+ * list of in-use chunks of its arena's heaps.  malloc pops, free pushes:
+ * no lock, no atomic read-modify-write.  A miss or a full list tail-calls a
+ * named slow path in front.c that refills or flushes in batches under the
+ * arena lock, or hands chunks of another arena over through its lock-free
+ * remote list.  The thread's cache pointer starts at an empty sentinel (all
+ * lists empty, all limits 0), so the fast paths need no "initialized?"
+ * test.  Included by front.c and by hooks/dispatch.c (the enabled free).
+ */
+#ifndef PINHEAP_FRONT_H
+#define PINHEAP_FRONT_H
+
+#include "heap.h"
+
+#define PH_TC_MAX_CHUNK 2032u                             /* largest cached chunk */
+#define PH_TC_MAX_REQUEST (PH_TC_MAX_CHUNK - PH_CHUNK_OVERHEAD)
+#define PH_TC_NBINS ((PH_TC_MAX_CHUNK >> 4) + 1)         /* index: chunk size >> 4 */
+/* A cached chunk's head must match CINUSE under this mask: in use, not
+ * mapped, size below 2048. */
+#define PH_TC_HEAD_MASK (((size_t)PH_SIZE_MASK & ~(size_t)0x7f0) | PH_MMAPPED | PH_CINUSE)
+
+typedef struct tc_bin_s {
+  void *head;          /* payloads, linked through their first word */
+  uint32_t count;
+  uint32_t limit;      /* 0 in the sentinels: every push goes slow */
+} tc_bin_t;
+
+typedef struct tcache_s {
+  tc_bin_t bins[PH_TC_NBINS];
+  mstate_t *arena;     /* the heap this thread allocates from */
+} tcache_t;
+
+extern PH_HIDDEN __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec")));
+/* Stored in the second word of a cached chunk: a free that finds it there
+ * may be a double free, and the slow path looks. */
+extern PH_HIDDEN uint64_t tcache_key;
+
+PH_HIDDEN void *front_malloc_slow(size_t n);
+/** o: the owner map entry of mem (0 if none). */
+PH_HIDDEN void front_free_slow(void *mem, uintptr_t o, const char *fn);
+/** The calling thread's arena. */
+PH_HIDDEN mstate_t *front_arena(void);
+
+PH_INLINE void *front_malloc(size_t n)
+{
+  if (ph_likely(n <= PH_TC_MAX_REQUEST)) {
+    size_t i = (n + PH_CHUNK_OVERHEAD + PH_ALIGN_MASK) >> 4;
+    i = i < 2 ? 2 : i;                                    /* 32-byte minimum chunk */
+    tc_bin_t *b = &tcache_tls->bins[i];
+    void *p = b->head;
+    if (ph_likely(p != NULL)) {
+      b->head = *(void **)p;
+      b->count--;
+      return p;
+    }
+  }
+  return front_malloc_slow(n);
+}
+
+/* Pushes mem (owner entry o, non-zero) onto this thread's cache; false when
+ * it must take the slow path (not an arena chunk, bad header, full list,
+ * possible double free). */
+PH_INLINE bool front_free_fast(void *mem, uintptr_t o)
+{
+  if (ph_unlikely(((uintptr_t)mem & PH_ALIGN_MASK) | (o & PH_OWNER_TAGS)))
+    return false;
+  size_t head = mem_chunk(mem)->head;
+  if (ph_unlikely((head & PH_TC_HEAD_MASK) != PH_CINUSE))
+    return false;
+  tc_bin_t *b = &tcache_tls->bins[(head >> 4) & 0x7f];
+  if (ph_unlikely(b->count >= b->limit || ((uint64_t *)mem)[1] == tcache_key))
+    return false;
+  *(void **)mem = b->head;
+  ((uint64_t *)mem)[1] = tcache_key;
+  b->head = mem;
+  b->count++;
+  return true;
+}
+
+#endif /* PINHEAP_FRONT_H */

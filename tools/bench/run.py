@@ -1,0 +1,621 @@
+#!/usr/bin/env python3
+"""run.py -- the pinheap benchmark runner.  Main entry point: main().
+
+Compares allocators on the pinheap-bench workloads by LD_PRELOAD: glibc
+(nothing preloaded), jemalloc, tcmalloc, mimalloc and pinheap (its preload
+shim, libpinheap-preload.so).  Runs are interleaved (A B C D E A B C ...) so
+that slow drifts of a noisy machine hit every allocator alike; each
+workload is reported at every thread count as the median time and the
+median peak RSS of its runs, with ratios to glibc and to the best peer (the
+best of glibc, jemalloc, tcmalloc, mimalloc), and a geometric-mean row.
+It also measures instructions per malloc(32)+free pair on the fast path
+with callgrind (N and 2N pairs; the difference / N, so start-up cancels).
+
+Writes into --out: table.md (for the README), summary.csv, summary.json,
+runs.csv (every run), callgrind.csv, chart.png (gnuplot) with its chart.dat
+and chart.gp.  Python 3 standard library only.  See README.md.
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+# name -> soname to find on the system (None: nothing preloaded)
+PEER_SONAMES = [
+    ("glibc", None),
+    ("jemalloc", "libjemalloc.so.2"),
+    ("tcmalloc", "libtcmalloc_minimal.so.4"),
+    ("mimalloc", "libmimalloc.so.2"),
+]
+PEERS = [name for name, _ in PEER_SONAMES]
+ALL_ALLOCATORS = PEERS + ["pinheap"]
+PINHEAP_SHIM = "libpinheap-preload.so"
+
+
+class UsageError(Exception):
+    """A bad option value; the message names the option and the value."""
+
+
+def note(msg):
+    print("run.py: " + msg, file=sys.stderr, flush=True)
+
+
+# ---- options --------------------------------------------------------------
+
+def int_in_range(option, text, lo, hi):
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError("%s: '%s' is not an integer; expected %d..%d" % (option, text, lo, hi))
+    if value < lo or value > hi:
+        raise UsageError("%s: '%s' is out of range; expected %d..%d" % (option, text, lo, hi))
+    return value
+
+
+def list_parse(option, text):
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise UsageError("%s: '%s' is not a comma-separated list (e.g. a,b)" % (option, text))
+    if len(set(items)) != len(items):
+        raise UsageError("%s: '%s' names an entry twice" % (option, text))
+    return items
+
+
+def args_parse(argv):
+    p = argparse.ArgumentParser(
+        prog="run.py",
+        description="Compare malloc implementations on the pinheap-bench workloads "
+                    "(LD_PRELOAD), with callgrind fast-path counts.")
+    p.add_argument("--quick", action="store_true",
+                   help="small run: 2 runs, scale 0.05, 20000 callgrind pairs "
+                        "(explicit --runs/--scale/--pairs still win)")
+    p.add_argument("--runs", help="interleaved runs per workload and allocator (default 5)")
+    p.add_argument("--scale", help="workload scale, > 0 and <= 1000 (default 1)")
+    p.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
+    p.add_argument("--workloads", default="all",
+                   help="comma-separated workloads (default all; see pinheap-bench list)")
+    p.add_argument("--allocators", default=None,
+                   help="comma-separated subset of %s (default: every one found)"
+                        % ",".join(ALL_ALLOCATORS))
+    p.add_argument("--pinheap", default=None,
+                   help="path to %s (default BUILD/tools/%s if it exists)"
+                        % (PINHEAP_SHIM, PINHEAP_SHIM))
+    p.add_argument("--build", default=os.path.join(REPO, "build"),
+                   help="the CMake build directory (default REPO/build)")
+    p.add_argument("--bench", default=None,
+                   help="pinheap-bench program (default BUILD/tools/bench/pinheap-bench)")
+    p.add_argument("--pair", default=None,
+                   help="pinheap-bench-pair program (default BUILD/tools/bench/pinheap-bench-pair)")
+    p.add_argument("--out", default=os.path.join(os.getcwd(), "bench-results"),
+                   help="output directory (default ./bench-results)")
+    p.add_argument("--pairs", default=None,
+                   help="callgrind: N, the smaller pair count (default 200000)")
+    p.add_argument("--timeout", default="300", help="seconds allowed per run (default 300)")
+    p.add_argument("--no-callgrind", action="store_true", help="skip the callgrind measurement")
+    p.add_argument("--no-chart", action="store_true", help="skip the gnuplot chart")
+    a = p.parse_args(argv)
+
+    a.runs = int_in_range("--runs", a.runs, 1, 1000) if a.runs is not None else (2 if a.quick else 5)
+    if a.scale is None:
+        a.scale = 0.05 if a.quick else 1.0
+    else:
+        try:
+            value = float(a.scale)
+        except ValueError:
+            raise UsageError("--scale: '%s' is not a number; expected > 0 and <= 1000" % a.scale)
+        if not (0 < value <= 1000) or math.isnan(value):
+            raise UsageError("--scale: '%s' is out of range; expected > 0 and <= 1000" % a.scale)
+        a.scale = value
+    a.pairs = (int_in_range("--pairs", a.pairs, 100, 100000000) if a.pairs is not None
+               else (20000 if a.quick else 200000))
+    a.timeout = int_in_range("--timeout", a.timeout, 1, 86400)
+    a.threads = [int_in_range("--threads", t, 1, 256) for t in list_parse("--threads", a.threads)]
+    a.workloads = list_parse("--workloads", a.workloads)
+    if a.allocators is not None:
+        a.allocators = list_parse("--allocators", a.allocators)
+        for name in a.allocators:
+            if name not in ALL_ALLOCATORS:
+                raise UsageError("--allocators: unknown allocator '%s'; expected some of %s"
+                                 % (name, ",".join(ALL_ALLOCATORS)))
+    if a.pinheap is not None and not os.path.isfile(a.pinheap):
+        raise UsageError("--pinheap: '%s' does not exist; expected the path to %s "
+                         "(built by the pinheap-preload target)" % (a.pinheap, PINHEAP_SHIM))
+    a.bench = a.bench or os.path.join(a.build, "tools", "bench", "pinheap-bench")
+    a.pair = a.pair or os.path.join(a.build, "tools", "bench", "pinheap-bench-pair")
+    for option, path in (("--bench", a.bench), ("--pair", a.pair)):
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise UsageError(
+                "%s: '%s' is not an executable file; build it first:\n"
+                "  cmake -S %s -B %s && cmake --build %s -j2 --target pinheap-bench "
+                "pinheap-bench-pair\n(or pass --build DIR / %s PATH)"
+                % (option, path, REPO, a.build, a.build, option))
+    return a
+
+
+# ---- finding the allocators ----------------------------------------------------
+
+def library_find(soname):
+    """Path of soname from `ldconfig -p`, else from the usual library dirs."""
+    machine = platform.machine()
+    arch_tag = {"x86_64": "x86-64", "aarch64": "AArch64"}.get(machine)
+    for ldconfig in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):
+        exe = shutil.which(ldconfig) or (ldconfig if os.path.isfile(ldconfig) else None)
+        if not exe:
+            continue
+        try:
+            out = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        # lines look like: "\tlibjemalloc.so.2 (libc6,x86-64) => /lib/x86_64-linux-gnu/libjemalloc.so.2"
+        for line in out.splitlines():
+            fields = line.strip().split(" => ")
+            if len(fields) != 2 or fields[0].split(" ")[0] != soname:
+                continue
+            if arch_tag and arch_tag not in fields[0]:
+                continue
+            if os.path.isfile(fields[1]):
+                return fields[1]
+        break
+    for d in ("/usr/lib/%s-linux-gnu" % machine, "/lib/%s-linux-gnu" % machine,
+              "/usr/local/lib", "/usr/lib64", "/lib64", "/usr/lib", "/lib"):
+        path = os.path.join(d, soname)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def allocators_find(a):
+    """[(name, preload path or None)] to run, and notes about what was skipped."""
+    wanted = a.allocators or ALL_ALLOCATORS
+    found, notes = [], []
+    for name, soname in PEER_SONAMES:
+        if name not in wanted:
+            continue
+        if soname is None:
+            found.append((name, None))
+            continue
+        path = library_find(soname)
+        if path is None:
+            msg = "%s skipped: %s not found (ldconfig -p, /usr/lib/%s-linux-gnu)" % (
+                name, soname, platform.machine())
+            if a.allocators:
+                raise UsageError("--allocators: " + msg)
+            notes.append(msg)
+        else:
+            found.append((name, path))
+    if "pinheap" in wanted:
+        path = a.pinheap or os.path.join(a.build, "tools", PINHEAP_SHIM)
+        if os.path.isfile(path):
+            found.append(("pinheap", os.path.abspath(path)))
+        else:
+            msg = ("pinheap skipped: no preload shim at %s (build the pinheap-preload target or "
+                   "pass --pinheap PATH)" % path)
+            if a.allocators:
+                raise UsageError("--allocators: " + msg)
+            notes.append(msg)
+    if not found:
+        raise UsageError("--allocators: none of the requested allocators is available")
+    return found, notes
+
+
+def expect_token(name, path):
+    """What the file defining malloc must contain for this allocator."""
+    return "libc.so" if path is None else os.path.basename(path)
+
+
+def env_for(path):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if path is not None:
+        env["LD_PRELOAD"] = path
+    return env
+
+
+def origin_check(name, path, result):
+    """Error text if the run was not served by the allocator it was meant for."""
+    lib = result.get("malloc_lib", "?")
+    if path is None:
+        if not os.path.basename(lib).startswith("libc.so"):
+            return "glibc run got malloc from '%s'" % lib
+    elif os.path.realpath(lib) != os.path.realpath(path):
+        return "%s run got malloc from '%s', not from %s (preload failed?)" % (name, lib, path)
+    if name == "pinheap" and result.get("pinheap_enabled") == 0:
+        return "pinheap shim loaded but pinheap_enabled() is 0: it forwarded to glibc"
+    return None
+
+
+# ---- running ----------------------------------------------------------------------
+
+def workloads_list(bench):
+    out = subprocess.run([bench, "list"], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise UsageError("--bench: '%s list' failed: %s" % (bench, out.stderr.strip()))
+    return [line.split()[0] for line in out.stdout.splitlines() if line.strip()]
+
+
+def bench_run(a, name, path, workload, threads):
+    """One run: (result dict, None) or (None, error text)."""
+    cmd = [a.bench, workload, repr(a.scale), str(threads),
+           "--expect-malloc", expect_token(name, path)]
+    try:
+        proc = subprocess.run(cmd, env=env_for(path), capture_output=True, text=True,
+                              timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        return None, "timed out after %d s: %s" % (a.timeout, " ".join(cmd))
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        return None, "exit status %d: %s\n%s" % (proc.returncode, " ".join(cmd), tail)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    try:
+        result = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        return None, "no result line from: %s\nstdout: %s" % (" ".join(cmd), proc.stdout[-500:])
+    if result.get("workload") != workload or result.get("threads") != threads:
+        return None, "result line is for another run: %s" % lines[-1]
+    problem = origin_check(name, path, result)
+    if problem:
+        return None, problem
+    return result, None
+
+
+def callgrind_ir(a, name, path, pairs):
+    """Total instructions (Ir) of pinheap-bench-pair `pairs` under callgrind."""
+    with tempfile.TemporaryDirectory(prefix="pinheap-cg-") as tmp:
+        out_file = os.path.join(tmp, "callgrind.out")
+        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out_file,
+               a.pair, str(pairs), "--expect-malloc", expect_token(name, path)]
+        proc = subprocess.run(cmd, env=env_for(path), capture_output=True, text=True,
+                              timeout=max(a.timeout, 600))
+        if proc.returncode != 0:
+            raise RuntimeError("exit status %d: %s\n%s" % (
+                proc.returncode, " ".join(cmd), "\n".join(proc.stderr.splitlines()[-5:])))
+        try:
+            result = json.loads([l for l in proc.stdout.splitlines() if l.startswith("{")][-1])
+        except (IndexError, ValueError):
+            raise RuntimeError("no result line from: " + " ".join(cmd))
+        problem = origin_check(name, path, result)
+        if problem:
+            raise RuntimeError(problem)
+        totals = None
+        with open(out_file) as f:
+            for line in f:
+                if line.startswith("totals:") or (totals is None and line.startswith("summary:")):
+                    totals = int(line.split()[1])
+        if totals is None:
+            raise RuntimeError("no totals line in callgrind output of: " + " ".join(cmd))
+        return totals
+
+
+def callgrind_measure(a, allocators, notes):
+    if a.no_callgrind:
+        notes.append("callgrind measurement skipped (--no-callgrind)")
+        return {}
+    if shutil.which("valgrind") is None:
+        notes.append("callgrind measurement skipped: valgrind not installed (apt-get install valgrind)")
+        return {}
+    n = a.pairs   # the program prints n once; its cost per digit is noise next to n pairs
+    results = {}
+    for name, path in allocators:
+        try:
+            ir1 = callgrind_ir(a, name, path, n)
+            ir2 = callgrind_ir(a, name, path, 2 * n)
+            results[name] = (ir2 - ir1) / n
+            note("callgrind %-9s %.1f instructions per malloc(32)+free" % (name, results[name]))
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            notes.append("callgrind failed for %s: %s" % (name, e))
+            note("callgrind failed for %s: %s" % (name, e))
+    return results
+
+
+# ---- statistics and output ----------------------------------------------------
+
+def geomean(values):
+    values = [v for v in values if v is not None and v > 0]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def ratio(x, y):
+    return None if x is None or y is None or y <= 0 else x / y
+
+
+def summarize(allocs, workloads, threads, runs):
+    """rows[(workload, threads)] = {alloc: stats}, plus best peers."""
+    rows = {}
+    for w in workloads:
+        for t in threads:
+            row = {}
+            for name in allocs:
+                rs = runs.get((name, w, t), [])
+                if not rs:
+                    row[name] = None
+                    continue
+                secs = [r["seconds"] for r in rs]
+                rss = [r["peak_rss_kb"] for r in rs]
+                row[name] = {
+                    "median_seconds": statistics.median(secs),
+                    "min_seconds": min(secs), "max_seconds": max(secs),
+                    "median_peak_rss_kb": statistics.median(rss),
+                    "min_peak_rss_kb": min(rss), "max_peak_rss_kb": max(rss),
+                    "median_rss_end_kb": statistics.median(r["rss_end_kb"] for r in rs),
+                    "runs": len(rs),
+                }
+            peers = [(row[p]["median_seconds"], p) for p in PEERS if row.get(p)]
+            peers_rss = [(row[p]["median_peak_rss_kb"], p) for p in PEERS if row.get(p)]
+            best_t = min(peers) if peers else (None, None)
+            best_m = min(peers_rss) if peers_rss else (None, None)
+            glibc = row.get("glibc")
+            for name in allocs:
+                s = row[name]
+                if s is None:
+                    continue
+                s["time_vs_glibc"] = ratio(s["median_seconds"], glibc and glibc["median_seconds"])
+                s["time_vs_best_peer"] = ratio(s["median_seconds"], best_t[0])
+                s["rss_vs_glibc"] = ratio(s["median_peak_rss_kb"], glibc and glibc["median_peak_rss_kb"])
+                s["rss_vs_best_peer"] = ratio(s["median_peak_rss_kb"], best_m[0])
+            rows[(w, t)] = {"allocators": row, "best_peer_time": best_t[1],
+                            "best_peer_rss": best_m[1]}
+    geo = {}
+    for name in allocs:
+        cells = [r["allocators"][name] for r in rows.values() if r["allocators"].get(name)]
+        geo[name] = {k: geomean([c[k] for c in cells])
+                     for k in ("time_vs_glibc", "time_vs_best_peer", "rss_vs_glibc", "rss_vs_best_peer")}
+    return rows, geo
+
+
+def fmt_ratio(r):
+    return "-" if r is None else "%.2f" % r
+
+
+def table_markdown(a, allocs, rows, geo, callgrind, meta, notes, failures):
+    lines = []
+    lines.append("Benchmark run of %s on %s (%s, %d CPUs); %d interleaved run(s) per cell, "
+                 "scale %g; runner wall time %s." % (
+                     meta["date"], meta["host"], meta["cpu"], meta["cpus"], a.runs, a.scale,
+                     meta["wall_time"]))
+    lines.append("")
+    for title, key, unit, fmt, rkey, best in (
+            ("Time", "median_seconds", "s", lambda v: "%.3f" % v, "time", "best_peer_time"),
+            ("Peak RSS", "median_peak_rss_kb", "MiB", lambda v: "%.1f" % (v / 1024.0), "rss",
+             "best_peer_rss")):
+        lines.append("**%s** (median, %s; in parentheses: ratio to glibc / ratio to the best peer)"
+                     % (title, unit))
+        lines.append("")
+        lines.append("| workload | threads | " + " | ".join(allocs) + " | best peer |")
+        lines.append("|---|---:|" + "---:|" * len(allocs) + "---|")
+        for (w, t), row in rows.items():
+            cells = []
+            for name in allocs:
+                s = row["allocators"].get(name)
+                if s is None:
+                    cells.append("FAIL" if (name, w, t) in failures else "-")
+                else:
+                    cells.append("%s (%s / %s)" % (fmt(s[key]), fmt_ratio(s[rkey + "_vs_glibc"]),
+                                                    fmt_ratio(s[rkey + "_vs_best_peer"])))
+            lines.append("| %s | %d | %s | %s |" % (w, t, " | ".join(cells), row[best] or "-"))
+        cells = ["%s / %s" % (fmt_ratio(geo[n][rkey + "_vs_glibc"]),
+                              fmt_ratio(geo[n][rkey + "_vs_best_peer"])) for n in allocs]
+        lines.append("| **geometric mean** | | %s | |" % " | ".join(cells))
+        lines.append("")
+    if callgrind:
+        lines.append("**Fast path** (callgrind: instructions per malloc(32)+free pair, "
+                     "(I(2N) - I(N)) / N with N = %d)" % a.pairs)
+        lines.append("")
+        lines.append("| allocator | instructions per pair | ratio to glibc |")
+        lines.append("|---|---:|---:|")
+        for name in allocs:
+            if name in callgrind:
+                lines.append("| %s | %.1f | %s |" % (name, callgrind[name],
+                                                    fmt_ratio(ratio(callgrind[name], callgrind.get("glibc")))))
+        lines.append("")
+    lines.append("Peers: " + ", ".join("%s (%s)" % (n, p or "no preload") for n, p in meta["libraries"])
+                 + ". The machine is noisy: treat differences under ~1.3x as noise unless repeated.")
+    for n in notes:
+        lines.append("")
+        lines.append("Note: " + n)
+    return "\n".join(lines) + "\n"
+
+
+def outputs_write(a, allocs, runs_log, rows, geo, callgrind, meta, notes, failures):
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "runs.csv"), "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["allocator", "workload", "threads", "run", "seconds", "peak_rss_kb",
+                     "rss_end_kb", "ops", "malloc_lib"])
+        for r in runs_log:
+            wr.writerow(r)
+    keys = ["median_seconds", "min_seconds", "max_seconds", "median_peak_rss_kb",
+            "min_peak_rss_kb", "max_peak_rss_kb", "median_rss_end_kb", "time_vs_glibc",
+            "time_vs_best_peer", "rss_vs_glibc", "rss_vs_best_peer", "runs"]
+    with open(os.path.join(a.out, "summary.csv"), "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["allocator", "workload", "threads"] + keys + ["best_peer_time", "best_peer_rss"])
+        for (w, t), row in rows.items():
+            for name in allocs:
+                s = row["allocators"].get(name)
+                if s is None:
+                    wr.writerow([name, w, t] + ["FAIL" if (name, w, t) in failures else ""] * len(keys)
+                                + [row["best_peer_time"], row["best_peer_rss"]])
+                else:
+                    wr.writerow([name, w, t] + [s[k] for k in keys]
+                                + [row["best_peer_time"], row["best_peer_rss"]])
+        for name in allocs:
+            g = geo[name]
+            wr.writerow([name, "geometric_mean", ""] + [""] * 7 +
+                        [g["time_vs_glibc"], g["time_vs_best_peer"], g["rss_vs_glibc"],
+                         g["rss_vs_best_peer"], ""] + ["", ""])
+    with open(os.path.join(a.out, "callgrind.csv"), "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["allocator", "instructions_per_pair", "pairs"])
+        for name in allocs:
+            if name in callgrind:
+                wr.writerow([name, "%.2f" % callgrind[name], a.pairs])
+    summary = {
+        "meta": meta, "notes": notes,
+        "failures": [{"allocator": n, "workload": w, "threads": t, "error": e}
+                     for (n, w, t), e in failures.items()],
+        "rows": [{"workload": w, "threads": t, "best_peer_time": row["best_peer_time"],
+                  "best_peer_rss": row["best_peer_rss"], "allocators": row["allocators"]}
+                 for (w, t), row in rows.items()],
+        "geometric_mean": geo,
+        "callgrind_instructions_per_pair": callgrind,
+    }
+    with open(os.path.join(a.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=True)
+        f.write("\n")
+    table = table_markdown(a, allocs, rows, geo, callgrind, meta, notes, failures)
+    with open(os.path.join(a.out, "table.md"), "w") as f:
+        f.write(table)
+    return table
+
+
+def chart_write(a, allocs, rows, notes):
+    if a.no_chart:
+        return
+    gnuplot = shutil.which("gnuplot")
+    if gnuplot is None:
+        notes.append("chart skipped: gnuplot not installed (apt-get install gnuplot-nox)")
+        return
+    others = [n for n in allocs if n != "glibc"]
+    if "glibc" not in allocs or not others:
+        notes.append("chart skipped: it plots ratios to glibc, so it needs glibc and another allocator")
+        return
+    dat = os.path.join(a.out, "chart.dat")
+    with open(dat, "w") as f:
+        f.write("label " + " ".join(others) + " " + " ".join(others) + "\n")
+        for (w, t), row in rows.items():
+            vals = []
+            for k in ("time_vs_glibc", "rss_vs_glibc"):
+                for n in others:
+                    s = row["allocators"].get(n)
+                    vals.append("%.4f" % s[k] if s and s[k] else "NaN")
+            f.write("%s/%d %s\n" % (w, t, " ".join(vals)))
+    k = len(others)
+    gp = os.path.join(a.out, "chart.gp")
+    with open(gp, "w") as f:
+        f.write("""# chart.gp -- written by run.py; plots chart.dat into chart.png
+set terminal pngcairo size 1400,900 noenhanced font ",10"
+set output '%(png)s'
+set datafile missing 'NaN'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set grid ytics
+set logscale y 2
+set key outside right top
+set xtics rotate by -35 scale 0
+set multiplot layout 2,1
+set title 'Median time relative to glibc (lower is better; log scale)'
+plot for [i=2:%(last_t)d] '%(dat)s' using i:xtic(1) title columnheader(i), 1 with lines lc rgb 'black' dt 2 notitle
+set title 'Median peak RSS relative to glibc (lower is better; log scale)'
+plot for [i=%(first_m)d:%(last_m)d] '%(dat)s' using i:xtic(1) title columnheader(i), 1 with lines lc rgb 'black' dt 2 notitle
+unset multiplot
+""" % {"png": os.path.join(a.out, "chart.png"), "dat": dat, "last_t": 1 + k,
+       "first_m": 2 + k, "last_m": 1 + 2 * k})
+    proc = subprocess.run([gnuplot, gp], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        notes.append("chart failed: gnuplot: " + proc.stderr.strip()[-300:])
+
+
+def machine_info():
+    cpu = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"host": "%s %s" % (platform.system(), platform.release()), "cpu": cpu,
+            "cpus": os.cpu_count() or 0}
+
+
+# ---- main ----------------------------------------------------------------------------
+
+def main(argv):
+    try:
+        a = args_parse(argv)
+        known = workloads_list(a.bench)
+        if a.workloads == ["all"]:
+            a.workloads = known
+        for w in a.workloads:
+            if w not in known:
+                raise UsageError("--workloads: unknown workload '%s'; expected some of %s"
+                                 % (w, ",".join(known)))
+        allocators, notes = allocators_find(a)
+    except UsageError as e:
+        print("run.py: " + str(e), file=sys.stderr)
+        return 2
+    for n in notes:
+        note(n)
+
+    started = time.monotonic()
+    names = [n for n, _ in allocators]
+    total = a.runs * len(a.workloads) * len(a.threads) * len(allocators)
+    note("%d runs: %d x %s x threads %s x %s, scale %g" % (
+        total, a.runs, ",".join(a.workloads), ",".join(map(str, a.threads)), ",".join(names), a.scale))
+    runs, runs_log, failures = {}, [], {}
+    done = 0
+    for r in range(a.runs):
+        for w in a.workloads:
+            for t in a.threads:
+                for name, path in allocators:     # interleaved: A B C D E, A B C D E, ...
+                    done += 1
+                    if (name, w, t) in failures:
+                        continue
+                    result, err = bench_run(a, name, path, w, t)
+                    if err:
+                        failures[(name, w, t)] = err
+                        note("[%d/%d] %s %s t=%d FAILED: %s" % (done, total, w, name, t, err))
+                        continue
+                    runs.setdefault((name, w, t), []).append(result)
+                    runs_log.append([name, w, t, r + 1, result["seconds"], result["peak_rss_kb"],
+                                     result["rss_end_kb"], result["ops"], result["malloc_lib"]])
+                    elapsed = time.monotonic() - started
+                    note("[%d/%d] %-18s t=%d %-9s %8.3f s %8.1f MiB   (elapsed %.0f s, ~%.0f s left)"
+                         % (done, total, w, t, name, result["seconds"],
+                            result["peak_rss_kb"] / 1024.0, elapsed,
+                            elapsed / done * (total - done)))
+    for key in failures:
+        runs.pop(key, None)    # a cell with a failed run is reported as FAIL, never half-measured
+
+    callgrind = callgrind_measure(a, allocators, notes)
+    rows, geo = summarize(names, a.workloads, a.threads, runs)
+    wall = time.monotonic() - started
+    meta = dict(machine_info())
+    meta.update({"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+                 "wall_time": "%dm%02ds" % (wall // 60, wall % 60), "wall_seconds": round(wall, 1),
+                 "runs": a.runs, "scale": a.scale, "threads": a.threads, "workloads": a.workloads,
+                 "libraries": allocators, "callgrind_pairs": a.pairs})
+    os.makedirs(a.out, exist_ok=True)
+    chart_write(a, names, rows, notes)
+    for (n, w, t), e in failures.items():
+        notes.append("%s failed on %s at %d thread(s): %s" % (n, w, t, e.splitlines()[0]))
+    table = outputs_write(a, names, runs_log, rows, geo, callgrind, meta, notes, failures)
+    print(table)
+    note("results in %s (table.md, summary.csv, summary.json, runs.csv, callgrind.csv%s)"
+         % (a.out, ", chart.png" if os.path.exists(os.path.join(a.out, "chart.png")) else ""))
+    if failures:
+        note("%d workload/allocator cell(s) FAILED; see the notes above" % len(failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

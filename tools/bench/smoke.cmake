@@ -1,0 +1,201 @@
+# smoke.cmake -- the CI checks of the benchmark suite, run by ctest with
+# `cmake -DMODE=<smoke|usage|runner> ... -P smoke.cmake`.  Main entry point:
+# the MODE dispatch at the bottom.
+#
+#   smoke   every workload once at a tiny scale, 1 and 2 threads, on glibc and,
+#           when PRELOAD names the pinheap preload shim, on pinheap; each run
+#           must exit 0, print one result line per workload and report the
+#           malloc it was supposed to get (on pinheap: pinheap_enabled() = 1).  The callgrind probe runs once too.
+#   usage   bad command lines of both programs get exit status 64 (2 for a
+#           failed --expect-malloc) and a message naming the bad value.
+#   runner  run.py rejects bad options by name, and a tiny real run on glibc
+#           writes its table, CSV and JSON.
+#   verify  under the deliberately broken allocator BROKEN (broken.c), each
+#           workload that can see the fault exits with status 2 and says
+#           what was wrong; with no fault selected every workload passes.
+
+cmake_minimum_required(VERSION 3.20)
+
+function(bench_fail_test)
+  string(JOIN "" msg ${ARGN})
+  message(FATAL_ERROR "${msg}")
+endfunction()
+
+# bench_expect(<exit code> <stderr regex> <command...>)
+function(bench_expect code regex)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(JOIN " " cmd ${ARGN})
+  if(NOT rc STREQUAL "${code}")
+    bench_fail_test("`${cmd}` exited with '${rc}', expected ${code}\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  if(NOT err MATCHES "${regex}")
+    bench_fail_test("`${cmd}` printed on stderr:\n${err}\nwhich does not match: ${regex}")
+  endif()
+endfunction()
+
+# The smoke run for one allocator: env_args are the `cmake -E env` arguments.
+function(bench_smoke_allocator label expect)
+  set(env_args ${ARGN})
+  execute_process(COMMAND ${BENCH} list RESULT_VARIABLE rc OUTPUT_VARIABLE listing)
+  if(NOT rc EQUAL 0)
+    bench_fail_test("`${BENCH} list` failed with ${rc}")
+  endif()
+  string(REGEX MATCHALL "(^|\n)[a-z_]+" names "${listing}")
+  list(TRANSFORM names STRIP)
+  list(LENGTH names nworkloads)
+  if(nworkloads LESS 9)
+    bench_fail_test("`${BENCH} list` names ${nworkloads} workloads, expected at least 9:\n${listing}")
+  endif()
+
+  foreach(threads 1 2)
+    execute_process(
+      COMMAND ${CMAKE_COMMAND} -E env ${env_args} ${BENCH} all 0.01 ${threads} --expect-malloc ${expect}
+      RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0)
+      bench_fail_test("${label}: `pinheap-bench all 0.01 ${threads}` exited with '${rc}'\nstdout: ${out}\nstderr: ${err}")
+    endif()
+    foreach(name ${names})
+      if(NOT out MATCHES "\"workload\":\"${name}\",\"threads\":${threads},[^\n]*\"malloc_lib\":\"[^\"]*${expect}")
+        bench_fail_test("${label}: no result line for workload '${name}' at ${threads} threads "
+                        "served by a malloc from '${expect}' in:\n${out}")
+      endif()
+    endforeach()
+    if(label STREQUAL "pinheap" AND NOT out MATCHES "\"pinheap_enabled\":1}")
+      bench_fail_test("pinheap: the preload shim was loaded but pinheap_enabled() is not 1, so every "
+                      "call was forwarded to glibc (the shim must default to enabled when preloaded; "
+                      "see `LD_PRELOAD=${PRELOAD} pinheap-info`):\n${out}")
+    endif()
+    message(STATUS "${label}: ${nworkloads} workloads at ${threads} thread(s): ok")
+  endforeach()
+
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env ${env_args} ${PAIR} 1000 --expect-malloc ${expect}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "\"pairs\":1000,")
+    bench_fail_test("${label}: `pinheap-bench-pair 1000` exited with '${rc}'\nstdout: ${out}\nstderr: ${err}")
+  endif()
+endfunction()
+
+function(bench_mode_smoke)
+  bench_smoke_allocator(glibc "libc.so" --unset=LD_PRELOAD)
+  if(PRELOAD)
+    if(NOT EXISTS "${PRELOAD}")
+      bench_fail_test("the preload shim '${PRELOAD}' does not exist; build the pinheap-preload target")
+    endif()
+    get_filename_component(shim_name "${PRELOAD}" NAME)
+    # Variables that legitimately switch the shim off are cleared: here it must be on.
+    bench_smoke_allocator(pinheap "${shim_name}" "LD_PRELOAD=${PRELOAD}"
+      --unset=PINHEAP_MODE --unset=OMPI_MCA_mpi_leave_pinned
+      --unset=OMPI_MCA_mpi_leave_pinned_pipeline --unset=OMPI_MCA_memory_ptmalloc2_disable
+      --unset=FAKEROOTKEY --unset=FAKED_MODE --unset=SANDBOX_ON)
+  else()
+    message(STATUS "no pinheap preload shim in this build: smoke-tested on glibc only")
+  endif()
+endfunction()
+
+function(bench_mode_usage)
+  bench_expect(64 "missing WORKLOAD" ${BENCH})
+  bench_expect(64 "unknown workload 'nosuch'" ${BENCH} nosuch 1 1)
+  bench_expect(64 "SCALE 'abc' is not a number" ${BENCH} churn abc 1)
+  bench_expect(64 "SCALE 0 is out of range" ${BENCH} churn 0 1)
+  bench_expect(64 "SCALE 1e9 is out of range" ${BENCH} churn 1e9 1)
+  bench_expect(64 "THREADS 'x' is not an integer" ${BENCH} churn 1 x)
+  bench_expect(64 "THREADS 0 is out of range" ${BENCH} churn 1 0)
+  bench_expect(64 "THREADS 999 is out of range" ${BENCH} churn 1 999)
+  bench_expect(64 "missing THREADS after WORKLOAD 'churn'" ${BENCH} churn 1)
+  bench_expect(64 "unknown option '--bogus'" ${BENCH} churn 1 1 --bogus)
+  bench_expect(64 "unexpected extra argument 'extra'" ${BENCH} churn 1 1 extra)
+  bench_expect(2 "malloc resolves to '[^']*libc[^']*', expected a file matching 'no-such-allocator'"
+               ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD ${BENCH} fixed 0.001 1 --expect-malloc no-such-allocator)
+  bench_expect(64 "N 'abc' is not valid" ${PAIR} abc)
+  bench_expect(64 "N '0' is not valid" ${PAIR} 0)
+  bench_expect(2 "expected a file matching 'no-such-allocator'"
+               ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD ${PAIR} 10 --expect-malloc no-such-allocator)
+endfunction()
+
+function(bench_mode_runner)
+  set(common --bench ${BENCH} --pair ${PAIR} --out ${OUT})
+  bench_expect(2 "--runs: '0' is out of range" ${PYTHON} ${RUNNER} ${common} --runs 0)
+  bench_expect(2 "--threads: 'x' is not an integer" ${PYTHON} ${RUNNER} ${common} --threads 1,x)
+  bench_expect(2 "--workloads: unknown workload 'nosuch'" ${PYTHON} ${RUNNER} ${common} --workloads nosuch)
+  bench_expect(2 "--allocators: unknown allocator 'nosuch'" ${PYTHON} ${RUNNER} ${common} --allocators glibc,nosuch)
+  bench_expect(2 "--pinheap: '/nonexistent/libpinheap-preload.so' does not exist"
+               ${PYTHON} ${RUNNER} ${common} --pinheap /nonexistent/libpinheap-preload.so)
+  bench_expect(2 "--scale: 'big' is not a number" ${PYTHON} ${RUNNER} ${common} --scale big)
+
+  file(REMOVE_RECURSE ${OUT})
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD
+      ${PYTHON} ${RUNNER} ${common} --quick --runs 1 --scale 0.01 --allocators glibc
+      --workloads fixed,frag --threads 1,2 --no-chart --pairs 2000
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    bench_fail_test("run.py quick run exited with '${rc}'\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  foreach(f table.md summary.csv summary.json runs.csv)
+    if(NOT EXISTS ${OUT}/${f})
+      bench_fail_test("run.py did not write ${OUT}/${f}")
+    endif()
+  endforeach()
+  file(READ ${OUT}/table.md table)
+  foreach(want "| fixed | 1 |" "| fixed | 2 |" "| frag | 2 |" "geometric mean")
+    string(FIND "${table}" "${want}" at)
+    if(at LESS 0)
+      bench_fail_test("${OUT}/table.md lacks '${want}':\n${table}")
+    endif()
+  endforeach()
+  file(STRINGS ${OUT}/runs.csv rows)
+  list(LENGTH rows nrows)
+  if(NOT nrows EQUAL 5)   # header + 2 workloads x 2 thread counts x 1 run
+    bench_fail_test("${OUT}/runs.csv has ${nrows} lines, expected 5")
+  endif()
+endfunction()
+
+# bench_verify_case(<fault> <workload> <scale> <threads> <stderr regex>)
+function(bench_verify_case fault workload scale threads regex)
+  bench_expect(2 "pinheap-bench: ${workload}: [^\n]*${regex}"
+    ${CMAKE_COMMAND} -E env BENCH_BROKEN=${fault} LD_PRELOAD=${BROKEN}
+      ${BENCH} ${workload} ${scale} ${threads} --expect-malloc bench-broken-malloc)
+endfunction()
+
+function(bench_mode_verify)
+  # No fault: the shim itself is harmless, so the failures below are the faults'.
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env --unset=BENCH_BROKEN LD_PRELOAD=${BROKEN}
+      ${BENCH} all 0.02 1 --expect-malloc bench-broken-malloc
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    bench_fail_test("workloads fail under the broken shim with no fault selected (${rc}):\n${err}")
+  endif()
+
+  # Two owners of one block: caught by marks, tags and batch checks.
+  set(handed_twice "(overwritten or handed out twice|blocks of one batch overlap)")
+  foreach(w churn prodcons smallobj fixed frag large)
+    bench_verify_case(overlap ${w} 0.05 1 "${handed_twice}")
+  endforeach()
+  foreach(w churn prodcons)
+    bench_verify_case(overlap ${w} 0.05 2 "${handed_twice}")
+  endforeach()
+  # realloc that drops the contents.
+  bench_verify_case(nocopy realloc 0.05 1 "realloc lost data")
+  bench_verify_case(nocopy realloc 0.05 2 "realloc lost data")
+  # malloc returning NULL: a clear message from every workload, never a crash.
+  foreach(w churn prodcons falseshare_active falseshare_passive smallobj fixed frag)
+    bench_verify_case(null ${w} 0.05 2 "alloc\\(.*\\) returned NULL")
+  endforeach()
+  foreach(w realloc large)
+    bench_verify_case(null ${w} 0.5 1 "alloc\\(.*\\) returned NULL")
+  endforeach()
+endfunction()
+
+if(MODE STREQUAL "smoke")
+  bench_mode_smoke()
+elseif(MODE STREQUAL "usage")
+  bench_mode_usage()
+elseif(MODE STREQUAL "runner")
+  bench_mode_runner()
+elseif(MODE STREQUAL "verify")
+  bench_mode_verify()
+else()
+  message(FATAL_ERROR "smoke.cmake: MODE='${MODE}', expected smoke, usage, runner or verify")
+endif()
