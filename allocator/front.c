@@ -261,6 +261,7 @@ void *front_malloc_slow(size_t n)
   void *p = b->head;
   b->head = *(void **)p;
   b->count--;
+  ((uint64_t *)p)[1] = 0;
   return p;
 }
 

@@ -54,6 +54,7 @@ PH_INLINE void *front_malloc(size_t n)
     if (ph_likely(p != NULL)) {
       b->head = *(void **)p;
       b->count--;
+      ((uint64_t *)p)[1] = 0;                             /* the cache key */
       return p;
     }
   }
