@@ -42,15 +42,23 @@ static atomic_int front_state;           /* 0 not started, 1 starting, 2 ready *
 /*  set-up                                                                  */
 /* ======================================================================= */
 
+static ph_lock_t tc_pool_lock;            /* the pool of thread caches, below */
+
+/* Every lock of the allocator, always in this order. */
 void malloc_prefork_lock(void)
 {
   ph_lock(&arenas_lock);
+  ph_lock(&tc_pool_lock);
   ms_lock_all();
 }
 
+/* In the parent and in the child: the child's copies are held by the
+ * forking thread, the only thread the child has, so releasing them is
+ * the same as making them new. */
 void malloc_postfork_unlock(void)
 {
   ms_unlock_all();
+  ph_unlock(&tc_pool_lock);
   ph_unlock(&arenas_lock);
 }
 
@@ -112,7 +120,6 @@ static mstate_t *arena_pick(void)
 /* Thread caches live outside the heaps (they are the allocator's own
  * bookkeeping, not the program's memory): carved from mappings of their
  * own and recycled when threads exit. */
-static ph_lock_t tc_pool_lock;
 static tcache_t *tc_pool_free;            /* linked through ->arena */
 static char *tc_pool_cur, *tc_pool_end;
 

@@ -58,3 +58,7 @@ else()
       "pinheap: the release_trace test needs python3 (not found at configure time); install python3 and reconfigure")
   set_tests_properties(release_trace PROPERTIES WILL_FAIL TRUE)
 endif()
+
+# Fork safety: children forked while threads churn allocate at once.
+pinheap_add_criterion_test(test_fork test_fork.c)
+set_tests_properties(test_fork PROPERTIES LABELS stress)
