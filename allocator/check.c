@@ -163,6 +163,20 @@ int mstate_check(mstate_t *ms)
     CHECK(chunk_size(ms->top) >= PH_MIN_CHUNK, "top chunk too small", ms->top);
   }
   CHECK(footprint == ms->footprint, "footprint disagrees with the segments", ms);
+  size_t fast = 0;
+  for (unsigned i = 0; i < PH_FAST_NBINS; i++) {
+    for (void *m = ms->fast[i]; m != NULL; m = *(void **)m) {
+      const chunk_t *c = mem_chunk(m);
+      if (seg_of(ms, c) == NULL) {
+        problems += check_report("deferred chunk outside every segment", c);
+        break;
+      }
+      CHECK(head_ok(ms, c) && chunk_cinuse(c) && chunk_size(c) == (size_t)i << 4,
+            "deferred chunk damaged or in the wrong list", c);
+      fast += chunk_size(c);
+    }
+  }
+  CHECK(fast == ms->fast_bytes, "deferred byte count wrong", ms);
   problems += check_bins(ms, &binned);
   CHECK(binned == free_walked, "free chunks missing from the bins", ms);
   problems += check_huge(ms);

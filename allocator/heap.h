@@ -67,6 +67,20 @@
 #define PH_DEFAULT_TRIM_THRESHOLD  ((size_t)128 * 1024)
 #define PH_DEFAULT_MMAP_MAX        65536
 #define PH_DEFAULT_SEGMENT         ((size_t)1024 * 1024)
+#define PH_MAX_SEGMENT_GROW        ((size_t)16 * 1024 * 1024)
+/* With the default (dynamic) thresholds, the top's tail is given back only
+ * once it has stayed unused this long: memory follows the program without
+ * a map/unmap per free.  A threshold set with mallopt trims at once, as
+ * glibc does. */
+#define PH_TRIM_DECAY_MS           100u
+
+/* Deferred coalescing: small chunks coming back from the thread caches wait
+ * in per-size lists of their heap ("fast" lists, as glibc's fastbins) and
+ * are handed out again as they are; they are coalesced only when the heap
+ * would otherwise grow, when the lists hold too much, and before trim and
+ * statistics. */
+#define PH_FAST_MAX_CHUNK 2032u
+#define PH_FAST_NBINS ((PH_FAST_MAX_CHUNK >> 4) + 1)
 
 typedef struct chunk_s {
   size_t prev_foot;          /* size of the previous chunk, if it is free */
@@ -120,7 +134,13 @@ typedef struct mstate_s {
   size_t huge_bytes;         /* mapped bytes of huge chunks */
   size_t footprint;          /* bytes of all segments */
   size_t max_footprint;
-  size_t seg_grow;           /* size of the next segment (grows) */
+  size_t seg_grow;           /* least size of the next segment */
+  uint64_t trim_since;       /* decay: when the top last rose above the trim
+                                threshold (ms, monotonic), 0 if it is below */
+  size_t trim_low;           /* the top's smallest size since then */
+  void *fast[PH_FAST_NBINS]; /* freed small chunks kept in use, not coalesced:
+                                by chunk size >> 4, linked through their payload */
+  size_t fast_bytes;
   void *_Atomic remote;      /* in-use chunks freed by other threads, linked
                                 through their payload; drained under the lock */
   struct mstate_s *all_next; /* every heap of the process (fork, statistics) */

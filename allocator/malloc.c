@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pinheap.h"
@@ -284,7 +285,11 @@ static bool ms_grow(mstate_t *ms, size_t nb)
   need = nb + PH_MIN_CHUNK + PH_FENCE_SIZE + sizeof(seg_t) + mparams.top_pad;
   if (need < nb)
     return false;
-  len = align_up(need > ms->seg_grow ? need : ms->seg_grow, PH_GRANULE);
+  /* Segments grow with the heap (an eighth of it), within bounds. */
+  size_t grow = ms->footprint / 8;
+  grow = grow > PH_MAX_SEGMENT_GROW ? PH_MAX_SEGMENT_GROW : grow;
+  grow = grow < ms->seg_grow ? ms->seg_grow : grow;
+  len = align_up(need > grow ? need : grow, PH_GRANULE);
   if (ms->top_seg != NULL)
     hint = ms->top_seg->base + ms->top_seg->size;
 
@@ -321,8 +326,6 @@ static bool ms_grow(mstate_t *ms, size_t nb)
       bin_insert(ms, old_top, osize);
     }
   }
-  if (ms->seg_grow < PH_MAX_MMAP_THRESHOLD)
-    ms->seg_grow *= 2;
   return true;
 
 fail:
@@ -355,6 +358,42 @@ static void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
   ((chunk_t *)seg_fence(seg))->prev_foot = tsize - len;
   rel->addr = end - len;
   rel->len = len;
+}
+
+static uint64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1u;
+}
+
+/* The top has grown past the trim threshold (a free merged into it).  With
+ * a threshold set by mallopt, trim now; otherwise give back only what has
+ * stayed unused for PH_TRIM_DECAY_MS: the part of the top below its lowest
+ * point since it crossed the threshold. */
+static void ms_trim_decay(mstate_t *ms, release_t *rel)
+{
+  size_t tsize = chunk_size(ms->top);
+
+  if (mparams.mmap_threshold_set) {
+    ms_trim_top(ms, mparams.top_pad, rel);
+    return;
+  }
+  uint64_t now = now_ms();
+  if (ms->trim_since == 0 || tsize < ms->trim_low) {
+    if (ms->trim_since == 0)
+      ms->trim_since = now;
+    ms->trim_low = tsize < ms->trim_low || ms->trim_low == 0 ? tsize : ms->trim_low;
+  }
+  if (now - ms->trim_since < PH_TRIM_DECAY_MS)
+    return;
+  /* [top + (tsize - trim_low), end) was never reused: release it, keeping
+   * the threshold's worth as a cushion. */
+  size_t keep = tsize - ms->trim_low + mparams.trim_threshold / 2;
+  ms->trim_since = 0;
+  ms->trim_low = 0;
+  if (tsize > keep + PH_GRANULE)
+    ms_trim_top(ms, keep, rel);
 }
 
 /* ======================================================================= */
@@ -463,6 +502,7 @@ static void huge_free(mstate_t *ms, void *mem, const char *fn)
 /* Takes a chunk of nb bytes (a chunk size) from the bins or the top,
  * growing the heap if needed.  Locked.  NULL when out of memory. */
 static void ms_drain_remote(mstate_t *ms);
+static bool ms_fast_consolidate(mstate_t *ms);
 
 static chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
 {
@@ -505,9 +545,15 @@ static chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
         head_set(ms, rest, (ts - nb) | PH_PINUSE | (c->head & PH_DECOMMITTED));
         head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
         ms->top = rest;
+        if (ts - nb < ms->trim_low)                /* decay: the top was reused */
+          ms->trim_low = ts - nb;
         return c;
       }
     }
+    /* Before the heap grows, the deferred chunks are coalesced: they may
+     * make room (then start over with the bins). */
+    if (ms->fast_bytes != 0 && ms_fast_consolidate(ms))
+      return ms_alloc_chunk(ms, nb);
     if (!ms_grow(ms, nb))
       return NULL;
     /* the lock was dropped: a bin may fit now, but the top surely does */
@@ -566,7 +612,7 @@ static void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, rel
     ms->top = c;
     head_set(ms, c, size | PH_PINUSE);
     if (size >= mparams.trim_threshold)
-      ms_trim_top(ms, mparams.top_pad, rel);
+      ms_trim_decay(ms, rel);
     return;
   }
   if (!chunk_cinuse(next)) {
@@ -575,10 +621,10 @@ static void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, rel
     size += nsize;
   }
   chunk_set_free(ms, c, size);
-  /* A whole segment (not the top's, not the one holding the heap) free:
-   * give it back. */
+  /* A whole segment (not the top's, not the one holding the heap) free and
+   * at least the trim threshold: give it back. */
   if (c == seg_first(seg) && (char *)chunk_at(c, size) == seg_fence(seg) && seg != ms->top_seg &&
-      !(seg->flags & (PH_SEG_EXTERN | PH_SEG_HOLDS_MS))) {
+      !(seg->flags & (PH_SEG_EXTERN | PH_SEG_HOLDS_MS)) && seg->size >= mparams.trim_threshold) {
     seg_t **pp = &ms->segs;
     while (*pp != seg)
       pp = &(*pp)->next;
@@ -699,9 +745,10 @@ void ms_free_owned(uintptr_t o, void *mem, const char *fn)
 static void ms_free_locked(mstate_t *ms, void *mem, const char *fn)
 {
   release_t rel = { NULL, 0 };
-  seg_t *seg = owner_seg(owner_map_get(mem));
+  uintptr_t o = owner_map_get(mem);
+  seg_t *seg = owner_seg(o);
 
-  if (seg == NULL || seg->ms != ms || (owner_map_get(mem) & PH_OWNER_HUGE_TAG))
+  if (seg == NULL || (o & PH_OWNER_HUGE_TAG) || seg->ms != ms)
     ph_fatal(fn, "invalid pointer", mem);
   chunk_t *c = chunk_check_inuse(ms, seg, mem, fn);
   ms_free_chunk(ms, seg, c, chunk_size(c), &rel, fn);
@@ -712,6 +759,52 @@ static void ms_free_locked(mstate_t *ms, void *mem, const char *fn)
   }
 }
 
+/* Coalesces every deferred chunk into the heap.  Locked.  @return whether
+ * there was any. */
+static bool ms_fast_consolidate(mstate_t *ms)
+{
+  bool any = false;
+
+  /* A release inside drops the lock (a fork may come then): each chunk is
+   * taken off its list and accounted for before it is freed. */
+  for (unsigned i = 0; i < PH_FAST_NBINS; i++) {
+    while (ms->fast[i] != NULL) {          /* one at a time: consistent at every unlock */
+      void *mem = ms->fast[i];
+      ms->fast[i] = *(void **)mem;
+      ms->fast_bytes -= (size_t)i << 4;
+      ms_free_locked(ms, mem, "free");
+      any = true;
+    }
+  }
+  return any;
+}
+
+/* Takes one freed chunk back, ms locked: a small one waits in its fast
+ * list, anything else is freed at once.  Checked like any free. */
+static void ms_defer_locked(mstate_t *ms, void *mem, const char *fn)
+{
+  chunk_t *c = mem_chunk(mem);
+  size_t size = chunk_size(c);
+  uintptr_t o = owner_map_get(mem);
+
+  if (size <= PH_FAST_MAX_CHUNK && ((uintptr_t)mem & PH_ALIGN_MASK) == 0 &&
+      (o & PH_OWNER_TAGS) == 0 && o != 0 && owner_seg(o)->ms == ms && head_ok(ms, c) &&
+      (c->head & (PH_CINUSE | PH_MMAPPED)) == PH_CINUSE && size >= PH_MIN_CHUNK) {
+    *(void **)mem = ms->fast[size >> 4];
+    ms->fast[size >> 4] = mem;
+    ms->fast_bytes += size;
+    return;
+  }
+  ms_free_locked(ms, mem, fn);
+}
+
+/* The deferred chunks may not hold more than a quarter of the heap. */
+static void ms_fast_bound(mstate_t *ms)
+{
+  if (ms->fast_bytes > ((size_t)1 << 20) && ms->fast_bytes > ms->footprint / 4)
+    ms_fast_consolidate(ms);
+}
+
 /* Frees what other threads handed over through ms->remote.  Locked. */
 static void ms_drain_remote(mstate_t *ms)
 {
@@ -719,9 +812,10 @@ static void ms_drain_remote(mstate_t *ms)
 
   while (mem != NULL) {
     void *next = *(void **)mem;
-    ms_free_locked(ms, mem, "free");
+    ms_defer_locked(ms, mem, "free");
     mem = next;
   }
+  ms_fast_bound(ms);
 }
 
 void ms_remote_push(mstate_t *ms, void *first, void *last)
@@ -739,6 +833,37 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
   unsigned n = 0;
 
   ms_lock(ms);
+  if (atomic_load_explicit(&ms->remote, memory_order_relaxed) != NULL)
+    ms_drain_remote(ms);
+  if (nb <= PH_FAST_MAX_CHUNK) {               /* deferred chunks first, as they are */
+    void **fl = &ms->fast[nb >> 4];
+    while (n < k && *fl != NULL) {
+      void *m = *fl;
+      *fl = *(void **)m;
+      ms->fast_bytes -= nb;
+      *(void **)m = head;
+      head = m;
+      n++;
+    }
+  }
+  /* Carve the rest from the top in one go when no bin has that size. */
+  chunk_t *t = ms->top;
+  if (n < k && t != NULL && bin_at(ms, bin_index(nb))->fd == bin_at(ms, bin_index(nb))) {
+    size_t ts = chunk_size(t), dec = t->head & PH_DECOMMITTED;
+    while (n < k && ts >= nb + PH_MIN_CHUNK) {
+      head_set(ms, t, nb | PH_CINUSE | PH_PINUSE);
+      void *m = chunk_mem(t);
+      *(void **)m = head;
+      head = m;
+      n++;
+      t = chunk_at(t, nb);
+      ts -= nb;
+    }
+    head_set(ms, t, ts | PH_PINUSE | dec);
+    ms->top = t;
+    if (ts < ms->trim_low)
+      ms->trim_low = ts;
+  }
   while (n < k) {
     chunk_t *c = ms_alloc_chunk(ms, nb);
     if (c == NULL)
@@ -758,9 +883,10 @@ void ms_free_list(mstate_t *ms, void *list, const char *fn)
   ms_lock(ms);
   while (list != NULL) {
     void *next = *(void **)list;
-    ms_free_locked(ms, list, fn);
+    ms_defer_locked(ms, list, fn);
     list = next;
   }
+  ms_fast_bound(ms);
   ms_unlock(ms);
 }
 
@@ -979,6 +1105,7 @@ int ms_trim(mstate_t *ms, size_t pad)
   if (ms->flags & PH_MS_FIXED)
     return 0;
   ms_lock(ms);
+  ms_fast_consolidate(ms);
   if (ms->top != NULL)
     ms_trim_top(ms, pad, &rel);
   if (ms->top != NULL) {
@@ -1074,6 +1201,7 @@ struct mallinfo2 ms_info(mstate_t *ms)
 
   memset(&mi, 0, sizeof(mi));
   ms_lock(ms);
+  ms_fast_consolidate(ms);                  /* deferred chunks count as free */
   for (unsigned i = 0; i < PH_NBINS; i++) {
     chunk_t *b = bin_at(ms, i);
     for (chunk_t *c = b->fd; c != b; c = c->fd) {
