@@ -110,7 +110,7 @@ typedef struct huge_s {
   size_t map_size;
   struct mstate_s *ms;
   size_t chunk_off;          /* offset of the chunk from the base */
-  size_t pad;
+  size_t recycled;           /* 1: reused from the mapping cache (not zeroed) */
 } huge_t;
 
 typedef struct bin_s {

@@ -117,8 +117,11 @@ void ms_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg)
     fn(ms, arg);
 }
 
+static ph_lock_t huge_cache_lock;
+
 void ms_lock_all(void)
 {
+  ph_lock(&huge_cache_lock);
   ph_lock(&ms_all_lock);
   for (mstate_t *ms = ms_all; ms != NULL; ms = ms->all_next)
     ph_lock(&ms->lock);
@@ -129,6 +132,7 @@ void ms_unlock_all(void)
   for (mstate_t *ms = ms_all; ms != NULL; ms = ms->all_next)
     ph_unlock(&ms->lock);
   ph_unlock(&ms_all_lock);
+  ph_unlock(&huge_cache_lock);
 }
 
 /* The owner map entry of a segment of ms. */
@@ -400,6 +404,100 @@ static void ms_trim_decay(mstate_t *ms, release_t *rel)
 /*  huge chunks: mapped on their own                                        */
 /* ======================================================================= */
 
+/* The mapping cache.  Blocks above the dynamic threshold's ceiling are
+ * mapped on their own every time; a program that keeps allocating them
+ * would map, fault in and unmap each one.  Freed mappings of that kind wait
+ * here (still mapped: nothing is released, so no listener is told) and are
+ * reused for a request they fit; one unused for PH_TRIM_DECAY_MS goes back
+ * to the OS, as does everything on malloc_trim.  Only with the default
+ * thresholds: M_MMAP_THRESHOLD and friends set by mallopt mean "unmap on
+ * free", as in glibc. */
+#define PH_HUGE_CACHE_SLOTS 8
+#define PH_HUGE_CACHE_MAX_ENTRY ((size_t)128 << 20)
+#define PH_HUGE_CACHE_MAX_BYTES ((size_t)256 << 20)
+
+typedef struct huge_cached_s {
+  char *base;
+  size_t len;
+  uint64_t since;
+} huge_cached_t;
+
+static huge_cached_t huge_cache[PH_HUGE_CACHE_SLOTS];
+static size_t huge_cache_bytes;
+
+static uint64_t now_ms(void);
+
+/* Gives back the entries older than the decay (all of them if all).
+ * @return whether anything was released. */
+static bool huge_cache_decay(bool all)
+{
+  huge_cached_t out[PH_HUGE_CACHE_SLOTS];
+  unsigned n = 0;
+  uint64_t now = now_ms();
+
+  ph_lock(&huge_cache_lock);
+  for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
+    if (huge_cache[i].base != NULL && (all || now - huge_cache[i].since >= PH_TRIM_DECAY_MS)) {
+      out[n++] = huge_cache[i];
+      huge_cache_bytes -= huge_cache[i].len;
+      huge_cache[i].base = NULL;
+    }
+  }
+  ph_unlock(&huge_cache_lock);
+  for (unsigned i = 0; i < n; i++)
+    os_release(out[i].base, out[i].len);
+  return n != 0;
+}
+
+/* A cached mapping of at least len bytes (and not much more), or NULL;
+ * *len_p becomes its length. */
+static char *huge_cache_take(size_t *len_p)
+{
+  size_t len = *len_p;
+  char *p = NULL;
+  unsigned best = PH_HUGE_CACHE_SLOTS;
+
+  if (huge_cache_bytes == 0)
+    return NULL;
+  ph_lock(&huge_cache_lock);
+  for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++)
+    if (huge_cache[i].base != NULL && huge_cache[i].len >= len &&
+        huge_cache[i].len - len <= len / 4 &&
+        (best == PH_HUGE_CACHE_SLOTS || huge_cache[i].len < huge_cache[best].len))
+      best = i;
+  if (best != PH_HUGE_CACHE_SLOTS) {
+    p = huge_cache[best].base;
+    *len_p = huge_cache[best].len;
+    huge_cache_bytes -= huge_cache[best].len;
+    huge_cache[best].base = NULL;
+  }
+  ph_unlock(&huge_cache_lock);
+  return p;
+}
+
+static bool huge_cache_put(char *base, size_t len)
+{
+  bool kept = false;
+
+  if (mparams.mmap_threshold_set || len <= PH_MAX_MMAP_THRESHOLD || len > PH_HUGE_CACHE_MAX_ENTRY)
+    return false;
+  ph_lock(&huge_cache_lock);
+  if (huge_cache_bytes + len <= PH_HUGE_CACHE_MAX_BYTES) {
+    for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
+      if (huge_cache[i].base == NULL) {
+        huge_cache[i].base = base;
+        huge_cache[i].len = len;
+        huge_cache[i].since = now_ms();
+        huge_cache_bytes += len;
+        kept = true;
+        break;
+      }
+    }
+  }
+  ph_unlock(&huge_cache_lock);
+  return kept;
+}
+
 static void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
 {
   size_t a = align > PH_ALIGN ? align : PH_ALIGN;
@@ -410,12 +508,19 @@ static void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
   if (nb > PH_MAX_REQUEST - off - a)
     return NULL;
   len = align_up(off + nb, PH_GRANULE);
-  p = os_map_aligned(NULL, len, a > PH_GRANULE ? a : PH_GRANULE);
+  huge_cache_decay(false);
+  bool recycled = false;
+  p = a <= PH_GRANULE ? huge_cache_take(&len) : NULL;
+  if (p != NULL)
+    recycled = true;
+  else
+    p = os_map_aligned(NULL, len, a > PH_GRANULE ? a : PH_GRANULE);
   if (p == NULL)
     return NULL;
 
   huge_t *h = (huge_t *)p;
   chunk_t *c = chunk_at(p, off);
+  h->recycled = recycled;
   h->map_size = len;
   h->ms = ms;
   h->chunk_off = off;
@@ -492,7 +597,8 @@ static void huge_free(mstate_t *ms, void *mem, const char *fn)
   }
   ms_unlock(ms);
   atomic_fetch_sub_explicit(&huge_total, 1, memory_order_relaxed);
-  os_release(h, len);
+  if (!huge_cache_put((char *)h, len))
+    os_release(h, len);
 }
 
 /* ======================================================================= */
@@ -1079,8 +1185,12 @@ void *ms_calloc(mstate_t *ms, size_t n, size_t elem)
     return NULL;
   }
   p = ms_malloc(ms, total);
-  if (p != NULL && !(mem_chunk(p)->head & PH_MMAPPED))   /* fresh mappings are zero */
-    memset(p, 0, total);
+  if (p != NULL) {
+    chunk_t *c = mem_chunk(p);
+    /* fresh mappings are zero; heap chunks and recycled mappings are not */
+    if (!(c->head & PH_MMAPPED) || ((huge_t *)((char *)c - c->prev_foot))->recycled)
+      memset(p, 0, total);
+  }
   return p;
 }
 
@@ -1104,6 +1214,8 @@ int ms_trim(mstate_t *ms, size_t pad)
 
   if (ms->flags & PH_MS_FIXED)
     return 0;
+  if (huge_cache_decay(true))
+    released = 1;
   ms_lock(ms);
   ms_fast_consolidate(ms);
   if (ms->top != NULL)
