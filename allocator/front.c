@@ -324,12 +324,11 @@ void *malloc(size_t size)
 
 void free(void *ptr)
 {
+  if (ph_likely(owner_kind_get(ptr) == PH_KIND_ARENA) && front_free_fast(ptr))
+    return;
   if (ptr == NULL)
     return;
-  uintptr_t o = owner_map_get(ptr);
-  if (ph_likely(o != 0) && front_free_fast(ptr, o))
-    return;
-  front_free_slow(ptr, o, "free");
+  front_free_slow(ptr, owner_map_get(ptr), "free");
 }
 
 void *calloc(size_t nmemb, size_t size)

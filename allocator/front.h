@@ -61,12 +61,12 @@ PH_INLINE void *front_malloc(size_t n)
   return front_malloc_slow(n);
 }
 
-/* Pushes mem (owner entry o, non-zero) onto this thread's cache; false when
- * it must take the slow path (not an arena chunk, bad header, full list,
- * possible double free). */
-PH_INLINE bool front_free_fast(void *mem, uintptr_t o)
+/* Pushes mem, which the kind map says lies in an arena segment, onto this
+ * thread's cache; false when it must take the slow path (misaligned, bad
+ * header, full list, possible double free). */
+PH_INLINE bool front_free_fast(void *mem)
 {
-  if (ph_unlikely(((uintptr_t)mem & PH_ALIGN_MASK) | (o & PH_OWNER_TAGS)))
+  if (ph_unlikely((uintptr_t)mem & PH_ALIGN_MASK))
     return false;
   size_t head = mem_chunk(mem)->head;
   if (ph_unlikely((head & PH_TC_HEAD_MASK) != PH_CINUSE))

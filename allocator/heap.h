@@ -283,6 +283,28 @@ PH_INLINE uintptr_t owner_map_get(const void *p)
 }
 PH_INLINE seg_t *owner_seg(uintptr_t o) { return (seg_t *)(o & ~PH_OWNER_TAGS); }
 
+/* The kind map: one byte per granule, the fast paths' ownership test (one
+ * bounds check and one load).  It mirrors the owner map's entries, coarsely:
+ * PH_KIND_NONE, or what kind of pinheap memory.  A flat reservation of
+ * 2 GiB of address space (a byte per 64 KiB of 47-bit space); pages are
+ * touched only where pinheap has memory.  If the OS refuses it, the limit
+ * stays 0 and every pointer takes the owner map instead. */
+#define PH_KIND_NONE  0u
+#define PH_KIND_ARENA 1u     /* a segment of an arena: the thread caches' memory */
+#define PH_KIND_HUGE  2u
+#define PH_KIND_USER  3u     /* a segment of a caller's mspace */
+#define PH_KIND_UNKNOWN 0xffu
+extern PH_HIDDEN uint8_t *owner_kind;
+extern PH_HIDDEN uintptr_t owner_kind_limit;
+
+PH_INLINE unsigned owner_kind_get(const void *p)
+{
+  uintptr_t g = (uintptr_t)p >> PH_GRANULE_SHIFT;
+  if (ph_unlikely(g >= owner_kind_limit))
+    return PH_KIND_UNKNOWN;
+  return owner_kind[g];
+}
+
 /** Sets the entry of every granule of [base, base+len) (both granule
  *  aligned) to value.  @return false if a leaf could not be mapped. */
 PH_HIDDEN bool owner_map_set(const void *base, size_t len, uintptr_t value);

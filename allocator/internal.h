@@ -56,6 +56,11 @@ typedef void os_release_fn(void *addr, size_t len, void *ctx);
 PH_HIDDEN size_t os_page_size(void);
 /** Fresh zeroed private anonymous memory, page aligned. */
 PH_HIDDEN void  *os_map(size_t size);
+/** A large reservation for pinheap's own metadata (the owner kind map):
+ *  zero-filled, pages committed only when touched, never released, and not
+ *  counted in the statistics.  NULL if the OS refuses (then the caller does
+ *  without). */
+PH_HIDDEN void  *os_reserve_meta(size_t size);
 /** As os_map, aligned to align (a power of two multiple of the page size).
  *  hint, if not NULL, is where the caller would like the mapping (used to
  *  extend a heap segment in place); the result may be elsewhere. */

@@ -83,6 +83,14 @@ void *os_map(size_t size)
   return p;
 }
 
+void *os_reserve_meta(size_t size)
+{
+  int saved = errno;
+  void *p = os_sys_mmap(NULL, size);
+  errno = saved;
+  return p;
+}
+
 void *os_map_aligned(void *hint, size_t size, size_t align)
 {
   int saved = errno;

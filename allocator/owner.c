@@ -11,6 +11,36 @@
 #include "heap.h"
 
 _Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
+uint8_t *owner_kind;
+uintptr_t owner_kind_limit;
+static ph_lock_t owner_kind_lock;
+
+/* Reserves the kind map on first use.  Until it exists (or if it cannot),
+ * owner_kind_limit is 0 and the fast paths ask the owner map. */
+static void owner_kind_init(void)
+{
+  const uintptr_t entries = (uintptr_t)1 << (PH_OWNER_ROOT_BITS + PH_OWNER_LEAF_BITS);
+
+  if (__atomic_load_n(&owner_kind_limit, __ATOMIC_ACQUIRE) != 0 || owner_kind == (uint8_t *)1)
+    return;
+  ph_lock(&owner_kind_lock);
+  if (owner_kind == NULL) {
+    uint8_t *m = os_reserve_meta(entries);
+    owner_kind = m != NULL ? m : (uint8_t *)1;      /* 1: tried and refused */
+    if (m != NULL)
+      __atomic_store_n(&owner_kind_limit, entries, __ATOMIC_RELEASE);
+  }
+  ph_unlock(&owner_kind_lock);
+}
+
+static uint8_t owner_kind_of(uintptr_t value)
+{
+  if (value == 0)
+    return PH_KIND_NONE;
+  if (value & PH_OWNER_HUGE_TAG)
+    return PH_KIND_HUGE;
+  return (value & PH_OWNER_USER_TAG) ? PH_KIND_USER : PH_KIND_ARENA;
+}
 
 static uintptr_t *owner_leaf_get(uintptr_t addr)
 {
@@ -39,11 +69,19 @@ bool owner_map_set(const void *base, size_t len, uintptr_t value)
 
   if ((end >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS + PH_OWNER_ROOT_BITS)) != 0)
     return false;
+  owner_kind_init();
+  uint8_t kind = owner_kind_of(value);
+  bool has_kind = owner_kind_limit != 0;
   for (; a < end; a += PH_GRANULE) {
     uintptr_t *leaf = owner_leaf_get(a);
     if (leaf == NULL)
       return false;
+    /* set: the full entry first; clear: the kind first */
+    if (value == 0 && has_kind)
+      __atomic_store_n(&owner_kind[a >> PH_GRANULE_SHIFT], kind, __ATOMIC_RELEASE);
     __atomic_store_n(&leaf[(a >> PH_GRANULE_SHIFT) & leaf_mask], value, __ATOMIC_RELEASE);
+    if (value != 0 && has_kind)
+      __atomic_store_n(&owner_kind[a >> PH_GRANULE_SHIFT], kind, __ATOMIC_RELEASE);
   }
   return true;
 }

@@ -57,12 +57,11 @@ static char dispatch_text[DECISION_TEXT_MAX + 16];  /* "enabled: why" */
 
 static void en_free(void *p)
 {
-  if (p == NULL)
+  /* NULL is in no arena: it takes the slow way to __libc_free(NULL). */
+  if (ph_likely(owner_kind_get(p) == PH_KIND_ARENA) && front_free_fast(p))
     return;
   uintptr_t o = owner_map_get(p);
-  if (ph_likely(o != 0)) {
-    if (ph_likely(front_free_fast(p, o)))
-      return;
+  if (o != 0) {
     front_free_slow(p, o, "free");
     return;
   }
