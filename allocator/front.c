@@ -21,6 +21,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "params.h"
 #include "pinheap.h"
 
 #define PH_ARENA_SLOTS 256               /* hard cap of M_ARENA_MAX */
@@ -75,9 +76,10 @@ static bool front_init(void)
   if (!atomic_compare_exchange_strong(&front_state, &expected, 1))
     return false;                       /* starting on another thread, or re-entered */
   arenas[0] = heap_default();
-  if (arena_max == 0) {
+  if (arena_max == 0) {                  /* not set by mallopt(M_ARENA_MAX) */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    arena_max = (unsigned)(cpus > 0 ? 4 * cpus : 8);
+    int param = params_get()->v[PARAM_ARENA_MAX].value;
+    arena_max = param > 0 ? (unsigned)param : (unsigned)(cpus > 0 ? 4 * cpus : 8);
     if (arena_max > PH_ARENA_SLOTS)
       arena_max = PH_ARENA_SLOTS;
   }

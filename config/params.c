@@ -20,6 +20,7 @@ extern char **environ;
 #define EXPECT_BOOL     "1, 0, true, false, yes or no"
 #define EXPECT_MODE     "on, off, auto, 1, 0, -1, true, false, yes or no"
 #define EXPECT_PATH     "an absolute path (starting with '/')"
+#define EXPECT_COUNT    "a whole number from 1 to 256"
 
 static const param_desc_t param_descs[PARAM_COUNT] = {
   [PARAM_LEAVE_PINNED] = {
@@ -43,6 +44,11 @@ static const param_desc_t param_descs[PARAM_COUNT] = {
   [PARAM_PROBE_ROOT] = {
     PINHEAP_ENV_PROBE_ROOT, PINHEAP_ENV_PROBE_ROOT,
     PARAM_KIND_PATH, 0, EXPECT_PATH },
+  /* How many arenas threads spread over (as mallopt(M_ARENA_MAX)); 0: the
+   * default, four per CPU. */
+  [PARAM_ARENA_MAX] = {
+    "PINHEAP_ARENA_MAX", "PINHEAP_ARENA_MAX",
+    PARAM_KIND_COUNT, 0, EXPECT_COUNT },
 };
 
 /* The process's table: 0 not parsed, 1 being parsed, 2 ready (read-only). */
@@ -113,6 +119,20 @@ static int value_parse(param_kind_t kind, const char *text, int *value_p)
   runtime = span_equals(b, e, "-1");
 
   switch (kind) {
+  case PARAM_KIND_COUNT: {
+    int v = 0;
+    if (b == e || e - b > 3)
+      return 0;
+    for (const char *c = b; c < e; c++) {
+      if (*c < '0' || *c > '9')
+        return 0;
+      v = v * 10 + (*c - '0');
+    }
+    if (v < 1 || v > PARAM_COUNT_MAX)
+      return 0;
+    *value_p = v;
+    return 1;
+  }
   case PARAM_KIND_TRISTATE:
     if (yes || no || runtime) {
       *value_p = yes ? PARAM_TRI_YES : no ? PARAM_TRI_NO : PARAM_TRI_RUNTIME;
@@ -271,6 +291,8 @@ const char *param_value_name(param_id_t id, int value)
   case PARAM_KIND_PRESENCE:
   case PARAM_KIND_PATH:
     return value ? "set" : "not set";
+  case PARAM_KIND_COUNT:
+    return value ? "set" : "default";
   }
   return "unknown";
 }

@@ -44,6 +44,7 @@ typedef enum param_id_e {
   PARAM_FAKED_MODE,             /* FAKED_MODE (fakeroot daemon)       presence */
   PARAM_SANDBOX_ON,             /* SANDBOX_ON (Gentoo sandbox)        presence */
   PARAM_PROBE_ROOT,             /* PINHEAP_PROBE_ROOT                 path     */
+  PARAM_ARENA_MAX,              /* PINHEAP_ARENA_MAX                  count    */
   PARAM_COUNT
 } param_id_t;
 
@@ -52,8 +53,11 @@ typedef enum param_kind_e {
   PARAM_KIND_BOOL,
   PARAM_KIND_MODE,
   PARAM_KIND_PRESENCE,
-  PARAM_KIND_PATH
+  PARAM_KIND_PATH,
+  PARAM_KIND_COUNT              /* a whole number, 1 .. PARAM_COUNT_MAX */
 } param_kind_t;
+
+#define PARAM_COUNT_MAX 256
 
 /* Values of tristate parameters (the matrix's yes / no / runtime / not found). */
 typedef enum param_tristate_e {

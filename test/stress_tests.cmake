@@ -62,3 +62,6 @@ endif()
 # Fork safety: children forked while threads churn allocate at once.
 pinheap_add_criterion_test(test_fork test_fork.c)
 set_tests_properties(test_fork PROPERTIES LABELS stress)
+
+# Arenas, their caps, and thread-exit returns.
+pinheap_add_criterion_test(test_arenas test_arenas.c)

@@ -494,3 +494,17 @@ Test(params, first_use_from_many_threads_parses_once)
                PARAM_TRI_RUNTIME);
   cr_assert_eq(((const params_t *)r[0])->v[PARAM_MODE].value, PARAM_MODE_AUTO);
 }
+
+Test(params, arena_max_is_a_count_from_1_to_256)
+{
+  check_alone_ok(PARAM_ARENA_MAX, "1", 1);
+  check_alone_ok(PARAM_ARENA_MAX, " 8 ", 8);
+  check_alone_ok(PARAM_ARENA_MAX, "256", 256);
+  check_alone_bad(PARAM_ARENA_MAX, "0", "0");
+  check_alone_bad(PARAM_ARENA_MAX, "257", "257");
+  check_alone_bad(PARAM_ARENA_MAX, "-2", "-2");
+  check_alone_bad(PARAM_ARENA_MAX, "four", "four");
+  check_alone_bad(PARAM_ARENA_MAX, "", "");
+  cr_assert_str_eq(param_value_name(PARAM_ARENA_MAX, 0), "default");
+  cr_assert_str_eq(param_value_name(PARAM_ARENA_MAX, 4), "set");
+}

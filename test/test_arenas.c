@@ -1,0 +1,105 @@
+/*
+ * test_arenas.c -- threads spread over arenas, capped by M_ARENA_MAX or
+ * the PINHEAP_ARENA_MAX parameter, and a thread's cache returns its blocks
+ * when the thread exits.  Arenas are counted in malloc_stats' report.
+ */
+#include <criterion/criterion.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pinheap.h"
+
+enum { THREADS = 6 };
+
+static void *alloc_some(void *arg)
+{
+  void *p[64];
+  (void)arg;
+  for (int round = 0; round < 20; round++) {
+    for (int i = 0; i < 64; i++) {
+      p[i] = pinheap_malloc(16 + (size_t)i * 16);
+      memset(p[i], i, 16);
+    }
+    for (int i = 0; i < 64; i++)
+      pinheap_free(p[i]);
+  }
+  return NULL;
+}
+
+static void run_threads(void)
+{
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++)
+    cr_assert_eq(pthread_create(&t[i], NULL, alloc_some, NULL), 0);
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(t[i], NULL);
+}
+
+/* How many "Arena N:" sections malloc_stats writes. */
+static int arenas_reported(void)
+{
+  int fds[2], saved = dup(2), count = 0;
+  char buf[65536];
+  ssize_t n, have = 0;
+
+  cr_assert_eq(pipe(fds), 0);
+  dup2(fds[1], 2);
+  pinheap_malloc_stats();
+  dup2(saved, 2);
+  close(fds[1]);
+  while ((n = read(fds[0], buf + have, sizeof(buf) - 1 - (size_t)have)) > 0)
+    have += n;
+  close(fds[0]);
+  close(saved);
+  buf[have] = '\0';
+  for (char *s = buf; (s = strstr(s, "Arena ")) != NULL; s++)
+    count++;
+  return count;
+}
+
+TestSuite(arenas, .timeout = 60);
+
+Test(arenas, threads_spread_over_several_by_default)
+{
+  pinheap_free(pinheap_malloc(1));
+  run_threads();
+  int n = arenas_reported();
+  cr_assert_gt(n, 1, "%d threads used only %d arena(s) by default", THREADS, n);
+  cr_assert_eq(pinheap_malloc_check(), 0);
+}
+
+Test(arenas, mallopt_arena_max_caps_them)
+{
+  cr_assert_eq(pinheap_mallopt(M_ARENA_MAX, 0), 0, "M_ARENA_MAX 0 must be refused");
+  cr_assert_eq(pinheap_mallopt(M_ARENA_MAX, 100000), 0, "M_ARENA_MAX 100000 must be refused");
+  cr_assert_eq(pinheap_mallopt(M_ARENA_MAX, 1), 1);
+  run_threads();
+  cr_assert_eq(arenas_reported(), 1, "M_ARENA_MAX=1 but more than one arena exists");
+}
+
+Test(arenas, parameter_caps_them)
+{
+  setenv("PINHEAP_ARENA_MAX", "2", 1);      /* read once, at the first allocation */
+  run_threads();
+  int n = arenas_reported();
+  cr_assert_eq(n, 2, "PINHEAP_ARENA_MAX=2 but %d arena(s) exist", n);
+}
+
+Test(arenas, exiting_threads_return_their_cached_blocks)
+{
+  cr_assert_eq(pinheap_mallopt(M_ARENA_MAX, 1), 1);      /* one heap to look at */
+  pinheap_free(pinheap_malloc(1));
+  struct mallinfo2 before = pinheap_mallinfo2();
+  run_threads();
+  struct mallinfo2 after = pinheap_mallinfo2();
+  /* every block of the threads was freed and their caches were returned:
+   * nothing they allocated is still counted in use */
+  cr_assert_leq(after.uordblks, before.uordblks + 64,
+                "in-use bytes %zu -> %zu: exited threads kept cached blocks",
+                before.uordblks, after.uordblks);
+  cr_assert_eq(pinheap_malloc_check(), 0);
+}
