@@ -97,6 +97,7 @@
 #define ms_alloc_batch          PINHEAP_NAME(ms_alloc_batch)
 #define ms_free_list            PINHEAP_NAME(ms_free_list)
 #define ms_remote_push          PINHEAP_NAME(ms_remote_push)
+#define ms_defer_run            PINHEAP_NAME(ms_defer_run)
 #define ms_lock_all             PINHEAP_NAME(ms_lock_all)
 #define ms_unlock_all           PINHEAP_NAME(ms_unlock_all)
 #define ms_for_each             PINHEAP_NAME(ms_for_each)

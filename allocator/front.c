@@ -199,21 +199,43 @@ mstate_t *front_arena(void)
 
 /* Returns the chunks of list to their heaps: this thread's arena under its
  * lock, every other heap through its remote list. */
-static void tcache_return(tcache_t *tc, void *list)
+/* The heap of a cached chunk; consecutive chunks mostly share a granule. */
+typedef struct owner_memo_s {
+  uintptr_t granule;
+  mstate_t *ms;
+} owner_memo_t;
+
+static mstate_t *chunk_heap(const void *mem, owner_memo_t *memo)
 {
-  void *mine = NULL;
+  uintptr_t g = (uintptr_t)mem >> PH_GRANULE_SHIFT;
+  if (g != memo->granule) {
+    memo->granule = g;
+    memo->ms = owner_seg(owner_map_get(mem))->ms;
+  }
+  return memo->ms;
+}
+
+static void tcache_return(tcache_t *tc, void *list, size_t size)
+{
+  void *mine = NULL, *mine_last = NULL;
+  size_t mine_n = 0;
+  owner_memo_t memo = { 0, NULL };
 
   while (list != NULL) {
     void *next = *(void **)list;
-    seg_t *seg = owner_seg(owner_map_get(list));
-    mstate_t *ms = seg->ms;
+    mstate_t *ms = chunk_heap(list, &memo);
+    if (!head_ok(ms, mem_chunk(list)) || chunk_size(mem_chunk(list)) != size)
+      ph_fatal("free", "corrupted chunk header", list);
     if (ms == tc->arena) {
       *(void **)list = mine;
       mine = list;
+      if (mine_last == NULL)
+        mine_last = list;
+      mine_n++;
     } else {
       /* gather the run of following chunks of the same heap */
       void *last = list;
-      while (next != NULL && owner_seg(owner_map_get(next))->ms == ms) {
+      while (next != NULL && chunk_heap(next, &memo) == ms) {
         last = next;
         next = *(void **)next;
       }
@@ -221,8 +243,8 @@ static void tcache_return(tcache_t *tc, void *list)
     }
     list = next;
   }
-  if (mine != NULL)
-    ms_free_list(tc->arena, mine, "free");
+  if (mine != NULL)                      /* one size: spliced whole */
+    ms_defer_run(tc->arena, mine, mine_last, mine_n, size);
 }
 
 /* Keeps the first keep chunks of bin i, returns the rest. */
@@ -236,7 +258,7 @@ static void tcache_flush(tcache_t *tc, size_t i, uint32_t keep)
   void *rest = *link;
   *link = NULL;
   b->count = keep < b->count ? keep : b->count;
-  tcache_return(tc, rest);
+  tcache_return(tc, rest, i << 4);
 }
 
 static void tcache_exit(void *arg)

@@ -245,6 +245,9 @@ PH_HIDDEN unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **li
 /** Frees a list of in-use chunks of ms (payloads linked through their
  *  first word), validating each. */
 PH_HIDDEN void ms_free_list(mstate_t *ms, void *list, const char *fn);
+/** Appends n chunks of one size (first..last, linked through their payload,
+ *  headers already checked) to ms's deferred list for that size. */
+PH_HIDDEN void ms_defer_run(mstate_t *ms, void *first, void *last, size_t n, size_t size);
 /** Hands a list of ms's chunks (first..last) to ms without its lock. */
 PH_HIDDEN void ms_remote_push(mstate_t *ms, void *first, void *last);
 /** Fork: take every heap lock (registry order) / release them all. */

@@ -885,17 +885,16 @@ static bool ms_fast_consolidate(mstate_t *ms)
   return any;
 }
 
-/* Takes one freed chunk back, ms locked: a small one waits in its fast
- * list, anything else is freed at once.  Checked like any free. */
+/* Takes one chunk of ms back from a thread cache (whose owner the caller
+ * established through the owner map), ms locked: a small one waits in its
+ * fast list, anything else is freed at once.  Its header is checked. */
 static void ms_defer_locked(mstate_t *ms, void *mem, const char *fn)
 {
   chunk_t *c = mem_chunk(mem);
   size_t size = chunk_size(c);
-  uintptr_t o = owner_map_get(mem);
 
-  if (size <= PH_FAST_MAX_CHUNK && ((uintptr_t)mem & PH_ALIGN_MASK) == 0 &&
-      (o & PH_OWNER_TAGS) == 0 && o != 0 && owner_seg(o)->ms == ms && head_ok(ms, c) &&
-      (c->head & (PH_CINUSE | PH_MMAPPED)) == PH_CINUSE && size >= PH_MIN_CHUNK) {
+  if (size <= PH_FAST_MAX_CHUNK && size >= PH_MIN_CHUNK && head_ok(ms, c) &&
+      (c->head & (PH_CINUSE | PH_MMAPPED)) == PH_CINUSE) {
     *(void **)mem = ms->fast[size >> 4];
     ms->fast[size >> 4] = mem;
     ms->fast_bytes += size;
@@ -982,6 +981,16 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
   ms_unlock(ms);
   *list_p = head;
   return n;
+}
+
+void ms_defer_run(mstate_t *ms, void *first, void *last, size_t n, size_t size)
+{
+  ms_lock(ms);
+  *(void **)last = ms->fast[size >> 4];
+  ms->fast[size >> 4] = first;
+  ms->fast_bytes += n * size;
+  ms_fast_bound(ms);
+  ms_unlock(ms);
 }
 
 void ms_free_list(mstate_t *ms, void *list, const char *fn)
