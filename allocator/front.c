@@ -217,16 +217,20 @@ static mstate_t *chunk_heap(const void *mem, owner_memo_t *memo)
 
 static void tcache_return(tcache_t *tc, void *list, size_t size)
 {
-  void *mine = NULL, *mine_last = NULL;
+  void *mine = NULL, *mine_last = NULL, *odd = NULL;
   size_t mine_n = 0;
   owner_memo_t memo = { 0, NULL };
 
   while (list != NULL) {
     void *next = *(void **)list;
     mstate_t *ms = chunk_heap(list, &memo);
-    if (!head_ok(ms, mem_chunk(list)) || chunk_size(mem_chunk(list)) != size)
+    if (!head_ok(ms, mem_chunk(list)))
       ph_fatal("free", "corrupted chunk header", list);
-    if (ms == tc->arena) {
+    if (ms == tc->arena && chunk_size(mem_chunk(list)) != size) {
+      /* a refill may hand out a chunk 16 bytes larger than its bin */
+      *(void **)list = odd;
+      odd = list;
+    } else if (ms == tc->arena) {
       *(void **)list = mine;
       mine = list;
       if (mine_last == NULL)
@@ -245,6 +249,8 @@ static void tcache_return(tcache_t *tc, void *list, size_t size)
   }
   if (mine != NULL)                      /* one size: spliced whole */
     ms_defer_run(tc->arena, mine, mine_last, mine_n, size);
+  if (odd != NULL)
+    ms_free_list(tc->arena, odd, "free");
 }
 
 /* Keeps the first keep chunks of bin i, returns the rest. */
