@@ -171,10 +171,12 @@ PH_INLINE chunk_t *chunk_next(const chunk_t *c) { return chunk_at(c, chunk_size(
 PH_INLINE void *chunk_mem(const chunk_t *c) { return (char *)c + PH_CHUNK_HDR; }
 PH_INLINE chunk_t *mem_chunk(const void *m) { return (chunk_t *)((char *)m - PH_CHUNK_HDR); }
 
+/* The check byte always has its top bit set, so that a header of zeros (or
+ * any small number) never passes, whatever the address and the cookie. */
 PH_INLINE size_t head_check(const mstate_t *ms, const chunk_t *c, size_t sizeflags)
 {
   uint64_t h = ((uintptr_t)c >> 4) ^ sizeflags ^ ms->cookie;
-  return (size_t)((h * 0x9e3779b97f4a7c15ULL) >> 56) << PH_CHECK_SHIFT;
+  return (size_t)(((h * 0x9e3779b97f4a7c15ULL) >> 56) | 0x80) << PH_CHECK_SHIFT;
 }
 PH_INLINE void head_set(const mstate_t *ms, chunk_t *c, size_t sizeflags)
 {

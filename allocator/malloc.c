@@ -507,7 +507,9 @@ static void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
 
   if (nb > PH_MAX_REQUEST - off - a)
     return NULL;
-  len = align_up(off + nb, PH_GRANULE);
+  /* A huge chunk has no next chunk to lend its prev_foot: usable bytes
+   * are its size - 16, so it needs 8 bytes more than a heap chunk. */
+  len = align_up(off + nb + PH_CHUNK_OVERHEAD, PH_GRANULE);
   huge_cache_decay(false);
   bool recycled = false;
   p = a <= PH_GRANULE ? huge_cache_take(&len) : NULL;
@@ -1034,7 +1036,7 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     chunk_t *c = mem_chunk(mem);
     huge_t *h = huge_check(ms, c, fn);
     size_t off = c->prev_foot, oldlen = h->map_size;
-    size_t newlen = align_up(off + nb, PH_GRANULE);
+    size_t newlen = align_up(off + nb + PH_CHUNK_OVERHEAD, PH_GRANULE);
     old_usable = chunk_size(c) - PH_CHUNK_HDR;
     if (newlen == oldlen) {
       ms_unlock(ms);

@@ -987,3 +987,26 @@ Test(api, two_threads_share_the_heap)
   }
   heap_assert_sound("two threads");
 }
+
+/* A mapped chunk's usable size must cover the request even when the
+ * mapping ends exactly where the request does (granule boundaries). */
+Test(api, usable_size_of_mapped_chunks_at_granule_edges)
+{
+  /* a fixed threshold: every block here is mapped on its own */
+  cr_assert_eq(pinheap_mallopt(M_MMAP_THRESHOLD, 128 * 1024), 1);
+  for (size_t k = 3; k < 80; k++) {
+    for (size_t d = 0; d < 96; d += 8) {
+      size_t n = k * 65536 - d;
+      char *p = pinheap_malloc(n);
+      cr_assert_not_null(p, "malloc(%zu)", n);
+      size_t u = pinheap_malloc_usable_size(p);
+      cr_assert_geq(u, n, "malloc(%zu): usable size %zu is below the request", n, u);
+      p[n - 1] = 1;
+      char *q = pinheap_realloc(p, n + 65536);
+      cr_assert_not_null(q);
+      cr_assert_geq(pinheap_malloc_usable_size(q), n + 65536, "realloc(%zu): usable %zu", n + 65536,
+                    pinheap_malloc_usable_size(q));
+      pinheap_free(q);
+    }
+  }
+}
