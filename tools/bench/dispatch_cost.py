@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""dispatch_cost.py -- what linking pinheap costs a process, measured.
+
+Issue 3's targets, on the fixture runtime (build/test/libdemocore.so, the
+archive linked whole into a "core library"):
+
+  * the disabled path: callgrind instructions per malloc(32)+free pair of a
+    program linked with the core library while pinheap is switched off,
+    against the same program without it (glibc alone);
+  * start-up: callgrind instructions and median wall time of a trivial
+    program with and without the core library (decision, probe and
+    installation included), pinheap off and on.
+
+usage: dispatch_cost.py [--build DIR] [--runs N] [--pairs N]
+Prints a Markdown table.  Needs cc and valgrind.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+LOOP = r"""
+#include <stdlib.h>
+int democore_version(void) __attribute__((weak));
+int main(int argc, char **argv)
+{
+  long n = argc > 1 ? atol(argv[1]) : 0;
+  void *(*volatile m)(size_t) = malloc;
+  void (*volatile f)(void *) = free;
+  if (democore_version)
+    democore_version();
+  for (long i = 0; i < n; i++)
+    f(m(32));
+  return 0;
+}
+"""
+
+
+def die(msg):
+    sys.stderr.write("dispatch_cost.py: " + msg + "\n")
+    sys.exit(2)
+
+
+def instructions(argv, env):
+    p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] + argv,
+                       env=env, capture_output=True, text=True)
+    for line in p.stderr.splitlines():
+        if "Collected" in line:
+            return int(line.split()[-1])
+    die("no callgrind total for %s: %s" % (argv, p.stderr[-300:]))
+
+
+def wall_median(argv, env, runs):
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(argv, env=env, check=True)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+    ap.add_argument("--runs", type=int, default=300, help="wall-time runs per case (default 300)")
+    ap.add_argument("--pairs", type=int, default=100000, help="N for the pair count (default 100000)")
+    a = ap.parse_args()
+    if a.runs < 1 or a.pairs < 1:
+        die("--runs and --pairs must be positive (got %d, %d)" % (a.runs, a.pairs))
+    core = os.path.join(os.path.abspath(a.build), "test", "libdemocore.so")
+    if not os.path.exists(core):
+        die("%s not found: build the project with tests first" % core)
+    for tool in ("cc", "valgrind"):
+        if shutil.which(tool) is None:
+            die("%s is not installed" % tool)
+
+    tmp = tempfile.mkdtemp(prefix="pinheap-cost-")
+    try:
+        src = os.path.join(tmp, "loop.c")
+        with open(src, "w") as f:
+            f.write(LOOP)
+        plain = os.path.join(tmp, "plain")
+        linked = os.path.join(tmp, "linked")
+        subprocess.run(["cc", "-O2", src, "-o", plain], check=True)
+        subprocess.run(["cc", "-O2", src, "-o", linked, "-L" + os.path.dirname(core), "-ldemocore",
+                        "-Wl,-rpath," + os.path.dirname(core)], check=True)
+        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        off = dict(base, PINHEAP_MODE="off")
+        on = dict(base, PINHEAP_MODE="on")
+        cases = [("glibc alone", plain, base), ("core library, pinheap off", linked, off),
+                 ("core library, pinheap on", linked, on)]
+        rows = []
+        for name, prog, env in cases:
+            n1 = instructions([prog, str(a.pairs)], env)
+            n2 = instructions([prog, str(2 * a.pairs)], env)
+            start = instructions([prog, "0"], env)
+            wall = wall_median([prog, "0"], env, a.runs)
+            rows.append((name, (n2 - n1) / a.pairs, start, wall))
+        print("| case | instructions per malloc(32)+free pair | start-up instructions | start-up wall time (median of %d) |" % a.runs)
+        print("|---|---:|---:|---:|")
+        for name, pair, start, wall in rows:
+            print("| %s | %.1f | %d | %.1f us |" % (name, pair, start, wall * 1e6))
+        d_pair = rows[1][1] - rows[0][1]
+        d_start = rows[1][2] - rows[0][2]
+        d_wall = (rows[1][3] - rows[0][3]) * 1e6
+        print()
+        print("Disabled path: %+.1f instructions per pair over glibc alone (target: at most 4)." % d_pair)
+        print("Start-up, pinheap off: %+d instructions, %+.1f us wall (loading one more shared "
+              "library included; target: under 100 us)." % (d_start, d_wall))
+        print("Start-up, pinheap on: %+d instructions, %+.1f us wall." %
+              (rows[2][2] - rows[0][2], (rows[2][3] - rows[0][3]) * 1e6))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
