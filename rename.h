@@ -79,6 +79,8 @@
 #define owner_map_root          PINHEAP_NAME(owner_map_root)
 #define owner_kind              PINHEAP_NAME(owner_kind)
 #define owner_kind_limit        PINHEAP_NAME(owner_kind_limit)
+#define owner_fork_lock         PINHEAP_NAME(owner_fork_lock)
+#define owner_fork_unlock       PINHEAP_NAME(owner_fork_unlock)
 #define os_reserve_meta         PINHEAP_NAME(os_reserve_meta)
 #define ph_lock_slow            PINHEAP_NAME(lock_slow)
 #define heap_default            PINHEAP_NAME(heap_default)

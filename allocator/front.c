@@ -137,7 +137,7 @@ static tcache_t *tc_pool_get(void)
   } else {
     if (tc_pool_cur == NULL || tc_pool_cur + size > tc_pool_end) {
       size_t len = align_up(16 * size, os_page_size());
-      tc_pool_cur = os_map(len);
+      tc_pool_cur = os_reserve_meta(len);   /* metadata: never released */
       tc_pool_end = tc_pool_cur == NULL ? NULL : tc_pool_cur + len;
     }
     if (tc_pool_cur != NULL) {

@@ -310,6 +310,10 @@ PH_INLINE unsigned owner_kind_get(const void *p)
   return owner_kind[g];
 }
 
+/** Fork: hold / release the owner map's creation lock. */
+PH_HIDDEN void owner_fork_lock(void);
+PH_HIDDEN void owner_fork_unlock(void);
+
 /** Sets the entry of every granule of [base, base+len) (both granule
  *  aligned) to value.  @return false if a leaf could not be mapped. */
 PH_HIDDEN bool owner_map_set(const void *base, size_t len, uintptr_t value);

@@ -125,10 +125,12 @@ void ms_lock_all(void)
   ph_lock(&ms_all_lock);
   for (mstate_t *ms = ms_all; ms != NULL; ms = ms->all_next)
     ph_lock(&ms->lock);
+  owner_fork_lock();                      /* last: taken inside heap locks elsewhere */
 }
 
 void ms_unlock_all(void)
 {
+  owner_fork_unlock();
   for (mstate_t *ms = ms_all; ms != NULL; ms = ms->all_next)
     ph_unlock(&ms->lock);
   ph_unlock(&ms_all_lock);

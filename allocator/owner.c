@@ -13,7 +13,7 @@
 _Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
 uint8_t *owner_kind;
 uintptr_t owner_kind_limit;
-static ph_lock_t owner_kind_lock;
+static ph_lock_t owner_kind_lock;          /* creates the kind map and the leaves */
 
 /* Reserves the kind map on first use.  Until it exists (or if it cannot),
  * owner_kind_limit is 0 and the fast paths ask the owner map. */
@@ -47,18 +47,27 @@ static uintptr_t *owner_leaf_get(uintptr_t addr)
   size_t i = addr >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS);
   uintptr_t *leaf = atomic_load_explicit(&owner_map_root[i], memory_order_acquire);
 
-  if (leaf == NULL) {
-    size_t len = sizeof(uintptr_t) << PH_OWNER_LEAF_BITS;
-    uintptr_t *fresh = os_map(len);
-    if (fresh == NULL)
-      return NULL;
-    if (!atomic_compare_exchange_strong_explicit(&owner_map_root[i], &leaf, fresh,
-                                                 memory_order_acq_rel, memory_order_acquire))
-      os_release(fresh, len);  /* another thread won; leaf holds its leaf */
-    else
-      leaf = fresh;
+  if (leaf == NULL) {                     /* created once, under a lock: no loser to free */
+    ph_lock(&owner_kind_lock);
+    leaf = atomic_load_explicit(&owner_map_root[i], memory_order_acquire);
+    if (leaf == NULL) {
+      leaf = os_reserve_meta(sizeof(uintptr_t) << PH_OWNER_LEAF_BITS);  /* never released */
+      if (leaf != NULL)
+        atomic_store_explicit(&owner_map_root[i], leaf, memory_order_release);
+    }
+    ph_unlock(&owner_kind_lock);
   }
   return leaf;
+}
+
+void owner_fork_lock(void)
+{
+  ph_lock(&owner_kind_lock);
+}
+
+void owner_fork_unlock(void)
+{
+  ph_unlock(&owner_kind_lock);
 }
 
 bool owner_map_set(const void *base, size_t len, uintptr_t value)
