@@ -88,6 +88,7 @@
 #define mparams                 PINHEAP_NAME(mparams)
 #define heap_owns               PINHEAP_NAME(heap_owns)
 #define ms_create               PINHEAP_NAME(ms_create)
+#define ms_destroy              PINHEAP_NAME(ms_destroy)
 #define ms_malloc               PINHEAP_NAME(ms_malloc)
 #define ms_calloc               PINHEAP_NAME(ms_calloc)
 #define ms_memalign             PINHEAP_NAME(ms_memalign)

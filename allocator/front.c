@@ -102,21 +102,19 @@ static mstate_t *arena_pick(void)
 
   if (ms != NULL)
     return ms;
+  /* Created under the lock, so there is never a loser to undo.  The caller
+   * (tcache_get) has marked this thread as cacheless meanwhile: should a
+   * release listener allocate from inside ms_create, it gets arena 0 and
+   * never comes back here. */
   ph_lock(&arenas_lock);
   ms = arenas[i];
-  ph_unlock(&arenas_lock);
   if (ms == NULL) {
-    mstate_t *fresh = ms_create(0, PH_MS_LOCKED);   /* maps memory: outside the lock */
-    if (fresh == NULL)
-      return arenas[0];
-    ph_lock(&arenas_lock);
-    if (arenas[i] == NULL)
-      __atomic_store_n(&arenas[i], fresh, __ATOMIC_RELEASE);
-    ms = arenas[i];
-    ph_unlock(&arenas_lock);
-    /* a racing creator won: fresh stays an unused arena, harmless */
+    ms = ms_create(0, PH_MS_LOCKED);
+    if (ms != NULL)
+      __atomic_store_n(&arenas[i], ms, __ATOMIC_RELEASE);
   }
-  return ms;
+  ph_unlock(&arenas_lock);
+  return ms != NULL ? ms : arenas[0];
 }
 
 /* Thread caches live outside the heaps (they are the allocator's own
@@ -174,10 +172,13 @@ static tcache_t *tcache_get(void)
     return tc == &tcache_dead ? NULL : tc;
   if (!front_init())
     return NULL;
+  tcache_tls = &tcache_dead;             /* no cache while this one is being made */
   mstate_t *arena = arena_pick();
   tc = tc_pool_get();
-  if (tc == NULL)
+  if (tc == NULL) {
+    tcache_tls = &tcache_empty;
     return NULL;
+  }
   memset(tc, 0, sizeof(*tc));
   for (size_t i = 2; i < PH_TC_NBINS; i++)
     tc->bins[i].limit = tc_limit(i);

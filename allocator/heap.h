@@ -230,6 +230,8 @@ PH_HIDDEN int mstate_check(mstate_t *ms);
 /** A new OS-backed heap: flags PH_MS_LOCKED and PH_MS_USER (a caller's
  *  mspace) or 0 (an arena).  NULL with errno ENOMEM. */
 PH_HIDDEN mstate_t *ms_create(size_t capacity, unsigned flags);
+/** Unmaps an OS-backed heap whole.  @return bytes released. */
+PH_HIDDEN size_t ms_destroy(mstate_t *ms);
 PH_HIDDEN void *ms_malloc(mstate_t *ms, size_t n);
 PH_HIDDEN void *ms_calloc(mstate_t *ms, size_t n, size_t elem);
 PH_HIDDEN void *ms_memalign(mstate_t *ms, size_t align, size_t n);

@@ -1430,8 +1430,6 @@ static mstate_t *mspace_state(pinheap_mspace msp, const char *fn)
 size_t destroy_mspace(pinheap_mspace msp)
 {
   mstate_t *ms = mspace_state(msp, "destroy_mspace");
-  size_t total = 0;
-  seg_t *home = NULL;
 
   if (ms->flags & PH_MS_FIXED) {
     ms->flags = 0;
@@ -1439,6 +1437,14 @@ size_t destroy_mspace(pinheap_mspace msp)
   }
   if (!(ms->flags & PH_MS_USER))
     ph_fatal("destroy_mspace", "not an mspace (an arena of malloc)", msp);
+  return ms_destroy(ms);
+}
+
+size_t ms_destroy(mstate_t *ms)
+{
+  size_t total = 0;
+  seg_t *home = NULL;
+
   ms_unregister(ms);
   ms_lock(ms);
   huge_t *h = ms->huge;
