@@ -99,6 +99,8 @@ typedef struct seg_s {
   size_t size;               /* bytes from base to the end of the fence */
   size_t chunk_off;          /* offset of the first chunk from base */
   size_t flags;              /* PH_SEG_* */
+  uint64_t idle_since;       /* wholly free since (ms, monotonic); 0: in use */
+  size_t pad;
 } seg_t;
 #define PH_SEG_EXTERN  1u    /* the caller's region: never grown or released */
 #define PH_SEG_HOLDS_MS 2u   /* the mstate lives in this segment (an mspace) */
@@ -135,6 +137,8 @@ typedef struct mstate_s {
   size_t footprint;          /* bytes of all segments */
   size_t max_footprint;
   size_t seg_grow;           /* least size of the next segment */
+  unsigned idle_segs;        /* segments with idle_since set */
+  uint64_t idle_scan_at;     /* when they were last looked at */
   uint64_t trim_since;       /* decay: when the top last rose above the trim
                                 threshold (ms, monotonic), 0 if it is below */
   size_t trim_low;           /* the top's smallest size since then */

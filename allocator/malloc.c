@@ -464,7 +464,7 @@ static char *huge_cache_take(size_t *len_p)
   ph_lock(&huge_cache_lock);
   for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++)
     if (huge_cache[i].base != NULL && huge_cache[i].len >= len &&
-        huge_cache[i].len - len <= len / 4 &&
+        huge_cache[i].len - len <= len / 2 &&
         (best == PH_HUGE_CACHE_SLOTS || huge_cache[i].len < huge_cache[best].len))
       best = i;
   if (best != PH_HUGE_CACHE_SLOTS) {
@@ -477,27 +477,35 @@ static char *huge_cache_take(size_t *len_p)
   return p;
 }
 
-static bool huge_cache_put(char *base, size_t len)
+/* Keeps a freed mapping, evicting the oldest entries to make room (they
+ * are released by the caller: *evict_p, up to PH_HUGE_CACHE_SLOTS). */
+static bool huge_cache_put(char *base, size_t len, huge_cached_t *evict_p, unsigned *nevict_p)
 {
-  bool kept = false;
-
+  *nevict_p = 0;
   if (mparams.mmap_threshold_set || len <= PH_MAX_MMAP_THRESHOLD || len > PH_HUGE_CACHE_MAX_ENTRY)
     return false;
   ph_lock(&huge_cache_lock);
-  if (huge_cache_bytes + len <= PH_HUGE_CACHE_MAX_BYTES) {
+  for (;;) {
+    unsigned free_slot = PH_HUGE_CACHE_SLOTS, oldest = PH_HUGE_CACHE_SLOTS;
     for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
-      if (huge_cache[i].base == NULL) {
-        huge_cache[i].base = base;
-        huge_cache[i].len = len;
-        huge_cache[i].since = now_ms();
-        huge_cache_bytes += len;
-        kept = true;
-        break;
-      }
+      if (huge_cache[i].base == NULL)
+        free_slot = i;
+      else if (oldest == PH_HUGE_CACHE_SLOTS || huge_cache[i].since < huge_cache[oldest].since)
+        oldest = i;
     }
+    if (free_slot != PH_HUGE_CACHE_SLOTS && huge_cache_bytes + len <= PH_HUGE_CACHE_MAX_BYTES) {
+      huge_cache[free_slot].base = base;
+      huge_cache[free_slot].len = len;
+      huge_cache[free_slot].since = now_ms();
+      huge_cache_bytes += len;
+      break;
+    }
+    evict_p[(*nevict_p)++] = huge_cache[oldest];      /* make room */
+    huge_cache_bytes -= huge_cache[oldest].len;
+    huge_cache[oldest].base = NULL;
   }
   ph_unlock(&huge_cache_lock);
-  return kept;
+  return true;
 }
 
 static void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
@@ -601,8 +609,12 @@ static void huge_free(mstate_t *ms, void *mem, const char *fn)
   }
   ms_unlock(ms);
   atomic_fetch_sub_explicit(&huge_total, 1, memory_order_relaxed);
-  if (!huge_cache_put((char *)h, len))
+  huge_cached_t evict[PH_HUGE_CACHE_SLOTS];
+  unsigned nevict;
+  if (!huge_cache_put((char *)h, len, evict, &nevict))
     os_release(h, len);
+  for (unsigned i = 0; i < nevict; i++)
+    os_release(evict[i].base, evict[i].len);
 }
 
 /* ======================================================================= */
@@ -732,7 +744,19 @@ static void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, rel
   }
   chunk_set_free(ms, c, size);
   /* A whole segment (not the top's, not the one holding the heap) free and
-   * at least the trim threshold: give it back. */
+   * at least the trim threshold: give it back -- at once with a threshold
+   * set by mallopt (glibc's way), else once it has stayed unused for
+   * PH_TRIM_DECAY_MS (ms_idle_collect), so a program that frees and
+   * allocates big blocks in turn does not map and fault them in each time. */
+  if (c == seg_first(seg) && (char *)chunk_at(c, size) == seg_fence(seg) && seg != ms->top_seg &&
+      !(seg->flags & (PH_SEG_EXTERN | PH_SEG_HOLDS_MS)) && seg->size >= mparams.trim_threshold &&
+      !mparams.mmap_threshold_set) {
+    bin_insert(ms, c, size);
+    if (seg->idle_since == 0)
+      ms->idle_segs++;
+    seg->idle_since = now_ms();
+    return;
+  }
   if (c == seg_first(seg) && (char *)chunk_at(c, size) == seg_fence(seg) && seg != ms->top_seg &&
       !(seg->flags & (PH_SEG_EXTERN | PH_SEG_HOLDS_MS)) && seg->size >= mparams.trim_threshold) {
     seg_t **pp = &ms->segs;
@@ -813,9 +837,46 @@ static mstate_t *mem_owner(mstate_t *want, const void *mem, const char *fn, seg_
   return ms;
 }
 
+/* Takes wholly free segments that have stayed unused for the decay (all of
+ * them if force) out of the heap, up to max, into out[].  Locked; the
+ * caller releases them after unlocking.  @return how many. */
+static unsigned ms_idle_collect(mstate_t *ms, release_t *out, unsigned max, bool force)
+{
+  uint64_t now = now_ms();
+  unsigned n = 0;
+
+  if (ms->idle_segs == 0 || (!force && now - ms->idle_scan_at < PH_TRIM_DECAY_MS / 2))
+    return 0;
+  ms->idle_scan_at = now;
+  for (seg_t **pp = &ms->segs; *pp != NULL && n < max;) {
+    seg_t *seg = *pp;
+    if (seg->idle_since != 0) {
+      chunk_t *c = seg_first(seg);
+      bool whole = seg != ms->top_seg && !chunk_cinuse(c) && (char *)chunk_next(c) == seg_fence(seg);
+      if (!whole) {                         /* in use again */
+        seg->idle_since = 0;
+        ms->idle_segs--;
+      } else if (force || now - seg->idle_since >= PH_TRIM_DECAY_MS) {
+        bin_unlink(ms, c, chunk_size(c));
+        *pp = seg->next;
+        ms->footprint -= seg->size;
+        ms->idle_segs--;
+        owner_map_set(seg->base, seg->size, 0);
+        out[n].addr = seg->base;
+        out[n].len = seg->size;
+        n++;
+        continue;
+      }
+    }
+    pp = &seg->next;
+  }
+  return n;
+}
+
 static void ms_free_resolved(mstate_t *ms, seg_t *seg, void *mem, const char *fn)
 {
-  release_t rel = { NULL, 0 };
+  release_t rel = { NULL, 0 }, idle[4];
+  unsigned nidle = 0;
 
   if (seg == NULL) {
     huge_free(ms, mem, fn);
@@ -824,9 +885,13 @@ static void ms_free_resolved(mstate_t *ms, seg_t *seg, void *mem, const char *fn
   ms_lock(ms);
   chunk_t *c = chunk_check_inuse(ms, seg, mem, fn);
   ms_free_chunk(ms, seg, c, chunk_size(c), &rel, fn);
+  if (ms->idle_segs != 0)
+    nidle = ms_idle_collect(ms, idle, 4, false);
   ms_unlock(ms);
   if (rel.len != 0)
     os_release(rel.addr, rel.len);
+  for (unsigned i = 0; i < nidle; i++)
+    os_release(idle[i].addr, idle[i].len);
 }
 
 static void ms_free_mem(mstate_t *want, void *mem, const char *fn)
@@ -1231,6 +1296,17 @@ int ms_trim(mstate_t *ms, size_t pad)
     released = 1;
   ms_lock(ms);
   ms_fast_consolidate(ms);
+  for (;;) {                                /* idle segments go back whole */
+    release_t idle[8];
+    unsigned n = ms_idle_collect(ms, idle, 8, true);
+    if (n == 0)
+      break;
+    ms_unlock(ms);
+    for (unsigned i = 0; i < n; i++)
+      os_release(idle[i].addr, idle[i].len);
+    released = 1;
+    ms_lock(ms);
+  }
   if (ms->top != NULL)
     ms_trim_top(ms, pad, &rel);
   if (ms->top != NULL) {
