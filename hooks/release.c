@@ -13,6 +13,7 @@
 #include "dispatch.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "heap.h"
@@ -74,14 +75,29 @@ void release_init(void)
   os_set_release_listener(release_from_os, NULL);
 }
 
+/* The registry's lock is held across fork, so that a child forked while
+ * another thread (un)registers can register at once. */
+static void release_prefork(void)
+{
+  ph_lock(&release_lock);
+}
+
+static void release_postfork(void)
+{
+  ph_unlock(&release_lock);
+}
+
 int PINHEAP_NAME(register_release)(pinheap_release_fn *fn, void *ctx)
 {
+  static atomic_int atfork_done;
   int rc = ENOSPC;
   int free_slot = -1;
 
   if (fn == NULL)
     return EINVAL;
   dispatch_decide();                        /* connects the OS slot */
+  if (atomic_exchange(&atfork_done, 1) == 0)  /* here, not in the first malloc */
+    pthread_atfork(release_prefork, release_postfork, release_postfork);
   ph_lock(&release_lock);
   for (int i = 0; i < RELEASE_MAX_LISTENERS; i++) {
     pinheap_release_fn *f = atomic_load_explicit(&release_slots[i].fn, memory_order_relaxed);
