@@ -1011,13 +1011,17 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
     ms_drain_remote(ms);
   if (nb <= PH_FAST_MAX_CHUNK) {               /* deferred chunks first, as they are */
     void **fl = &ms->fast[nb >> 4];
-    while (n < k && *fl != NULL) {
-      void *m = *fl;
-      *fl = *(void **)m;
-      ms->fast_bytes -= nb;
-      *(void **)m = head;
-      head = m;
-      n++;
+    void *last = *fl;
+    if (last != NULL) {                        /* the first k, spliced off whole */
+      n = 1;
+      while (n < k && *(void **)last != NULL) {
+        last = *(void **)last;
+        n++;
+      }
+      head = *fl;
+      *fl = *(void **)last;
+      *(void **)last = NULL;
+      ms->fast_bytes -= n * nb;
     }
   }
   /* Carve the rest from the top in one go when no bin has that size. */
