@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "params.h"
@@ -65,6 +66,18 @@ void malloc_postfork_unlock(void)
 
 static void tcache_exit(void *arg);
 
+/* CPUs this process may run on: the affinity mask, by a raw system call
+ * (sysconf would bring in much of stdio's code for one number). */
+static long cpu_count(void)
+{
+  unsigned long mask[16];
+  long n = syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
+  long cpus = 0;
+  for (long i = 0; n > 0 && i < n / (long)sizeof(mask[0]); i++)
+    cpus += __builtin_popcountl(mask[i]);
+  return cpus;
+}
+
 /* Once per process, outside any heap lock.  pthread_atfork may allocate:
  * while this runs (state 1) allocations go to arena 0 without a cache. */
 static bool front_init(void)
@@ -77,7 +90,7 @@ static bool front_init(void)
     return false;                       /* starting on another thread, or re-entered */
   arenas[0] = heap_default();
   if (arena_max == 0) {                  /* not set by mallopt(M_ARENA_MAX) */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = cpu_count();
     int param = params_get()->v[PARAM_ARENA_MAX].value;
     arena_max = param > 0 ? (unsigned)param : (unsigned)(cpus > 0 ? 4 * cpus : 8);
     if (arena_max > PH_ARENA_SLOTS)

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,7 +28,7 @@ static _Atomic size_t os_mapped, os_peak_mapped, os_map_calls,
 size_t os_page_size(void)
 {
   if (ph_unlikely(os_page == 0)) {
-    long p = sysconf(_SC_PAGESIZE);
+    unsigned long p = getauxval(AT_PAGESZ);   /* no sysconf: small and early-safe */
     os_page = p > 0 ? (size_t)p : 4096;
   }
   return os_page;
