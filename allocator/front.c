@@ -345,10 +345,7 @@ void front_free_slow(void *mem, uintptr_t o, const char *fn)
     if (b->count >= b->limit)
       tcache_flush(tc, (head >> 4) & 0x7f, b->limit / 2);
     if (b->count < b->limit) {
-      *(void **)mem = b->head;
-      ((uint64_t *)mem)[1] = tcache_key;
-      b->head = mem;
-      b->count++;
+      tc_bin_push(b, mem);
       errno = saved;
       return;
     }

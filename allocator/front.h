@@ -61,6 +61,15 @@ PH_INLINE void *front_malloc(size_t n)
   return front_malloc_slow(n);
 }
 
+/* Pushes mem onto bin b (room checked by the caller). */
+PH_INLINE void tc_bin_push(tc_bin_t *b, void *mem)
+{
+  *(void **)mem = b->head;
+  ((uint64_t *)mem)[1] = tcache_key;
+  b->head = mem;
+  b->count++;
+}
+
 /* Pushes mem, which the kind map says lies in an arena segment, onto this
  * thread's cache; false when it must take the slow path (misaligned, bad
  * header, full list, possible double free). */
@@ -74,10 +83,7 @@ PH_INLINE bool front_free_fast(void *mem)
   tc_bin_t *b = &tcache_tls->bins[(head >> 4) & 0x7f];
   if (ph_unlikely(b->count >= b->limit || ((uint64_t *)mem)[1] == tcache_key))
     return false;
-  *(void **)mem = b->head;
-  ((uint64_t *)mem)[1] = tcache_key;
-  b->head = mem;
-  b->count++;
+  tc_bin_push(b, mem);
   return true;
 }
 

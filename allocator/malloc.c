@@ -712,6 +712,18 @@ void *ms_malloc(mstate_t *ms, size_t n)
 /*  freeing                                                                 */
 /* ======================================================================= */
 
+/* Takes the segment *pp (wholly free, its chunk out of any bin) out of the
+ * heap; the caller releases *rel after unlocking. */
+static void seg_take_out(mstate_t *ms, seg_t **pp, release_t *rel)
+{
+  seg_t *seg = *pp;
+  *pp = seg->next;
+  ms->footprint -= seg->size;
+  owner_map_set(seg->base, seg->size, 0);
+  rel->addr = seg->base;
+  rel->len = seg->size;
+}
+
 /* Frees the in-use chunk c (validated) of seg: coalesces, bins or merges
  * into the top.  Locked.  A range to release after unlocking goes to *rel. */
 static void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t *rel,
@@ -762,11 +774,7 @@ static void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, rel
     seg_t **pp = &ms->segs;
     while (*pp != seg)
       pp = &(*pp)->next;
-    *pp = seg->next;
-    ms->footprint -= seg->size;
-    owner_map_set(seg->base, seg->size, 0);
-    rel->addr = seg->base;
-    rel->len = seg->size;
+    seg_take_out(ms, pp, rel);
     return;
   }
   bin_insert(ms, c, size);
@@ -858,13 +866,8 @@ static unsigned ms_idle_collect(mstate_t *ms, release_t *out, unsigned max, bool
         ms->idle_segs--;
       } else if (force || now - seg->idle_since >= PH_TRIM_DECAY_MS) {
         bin_unlink(ms, c, chunk_size(c));
-        *pp = seg->next;
-        ms->footprint -= seg->size;
         ms->idle_segs--;
-        owner_map_set(seg->base, seg->size, 0);
-        out[n].addr = seg->base;
-        out[n].len = seg->size;
-        n++;
+        seg_take_out(ms, pp, &out[n++]);
         continue;
       }
     }
