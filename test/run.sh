@@ -71,6 +71,25 @@ step() {
   return "$rc"
 }
 
+# ctest_counted DIR ARGS... -- runs ctest, keeps its output, and adds its
+# "N tests failed out of M" to the totals of the closing line.
+total_passed=0
+total_failed=0
+ctest_counted() {
+  local dir=$1 log rc=0 line
+  shift
+  log=$(mktemp)
+  "$ctest_bin" --test-dir "$dir" "$@" > "$log" 2>&1 || rc=$?
+  cat "$log"
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
+  if [[ $line =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
+    total_failed=$((total_failed + BASH_REMATCH[1]))
+    total_passed=$((total_passed + BASH_REMATCH[2] - BASH_REMATCH[1]))
+  fi
+  rm -f "$log"
+  return "$rc"
+}
+
 # run_pass LABEL BUILD_DIR CTEST_EXTRA -- CMAKE_ARGS...
 run_pass() {
   local label=$1 dir=$2 ctest_extra=$3
@@ -79,7 +98,7 @@ run_pass() {
   step "$label: configure $dir" "$cmake_bin" -S . -B "$dir" "$@" || return 0
   step "$label: build $dir" "$cmake_bin" --build "$dir" -j"$jobs" || return 0
   # shellcheck disable=SC2086  # ctest_extra is a list of words on purpose
-  step "$label: ctest $dir" "$ctest_bin" --test-dir "$dir" --output-on-failure -j"$jobs" $ctest_extra || return 0
+  step "$label: ctest $dir" ctest_counted "$dir" --output-on-failure -j"$jobs" $ctest_extra || return 0
 }
 
 run_pass default build ""
@@ -97,4 +116,6 @@ if ((status != 0)); then
 else
   echo "run.sh: all passed"
 fi
+# The closing line, both passes together (ctest entries).
+echo "tests: $total_passed passed, $total_failed failed"
 exit "$status"
