@@ -331,8 +331,9 @@ void front_free_slow(void *mem, uintptr_t o, const char *fn)
 
   if (o == 0)
     ph_fatal(fn, "invalid pointer", mem);
-  if ((o & PH_OWNER_TAGS) || ((uintptr_t)mem & PH_ALIGN_MASK)) {
-    ms_free_owned(o, mem, fn);      /* huge, an mspace's, or misaligned */
+  if ((o & PH_OWNER_TAGS) || ((uintptr_t)mem & PH_ALIGN_MASK) ||
+      (char *)mem_chunk(mem) < (char *)seg_first_chunk(owner_seg(o))) {
+    ms_free_owned(o, mem, fn);      /* huge, an mspace's, misaligned or no chunk */
     errno = saved;
     return;
   }

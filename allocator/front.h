@@ -75,7 +75,10 @@ PH_INLINE void tc_bin_push(tc_bin_t *b, void *mem)
  * header, full list, possible double free). */
 PH_INLINE bool front_free_fast(void *mem)
 {
-  if (ph_unlikely((uintptr_t)mem & PH_ALIGN_MASK))
+  /* Misaligned, or at the very start of a granule (its header would lie in
+   * the granule before, which may not be pinheap's): the slow path. */
+  uintptr_t in_granule = (uintptr_t)mem & (PH_GRANULE - 1);
+  if (ph_unlikely((in_granule & PH_ALIGN_MASK) != 0 || in_granule == 0))
     return false;
   size_t head = mem_chunk(mem)->head;
   if (ph_unlikely((head & PH_TC_HEAD_MASK) != PH_CINUSE))

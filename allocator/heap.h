@@ -293,6 +293,7 @@ PH_INLINE uintptr_t owner_map_get(const void *p)
                          __ATOMIC_RELAXED);
 }
 PH_INLINE seg_t *owner_seg(uintptr_t o) { return (seg_t *)(o & ~PH_OWNER_TAGS); }
+PH_INLINE chunk_t *seg_first_chunk(const seg_t *seg) { return chunk_at(seg->base, seg->chunk_off); }
 
 /* The kind map: one byte per granule, the fast paths' ownership test (one
  * bounds check and one load).  It mirrors the owner map's entries, coarsely:

@@ -384,3 +384,16 @@ Test(misuse, fixed_mspace_free_of_other_region_pointer)
   region_unmap(&ra);
   region_unmap(&rb);
 }
+
+/* The first chunk of a fresh heap sits right after its segment header, so
+ * the granule start below it is the segment's base: freeing it must be
+ * named, and must not read the 16 bytes before it, which lie in memory that
+ * is not pinheap's. */
+Test(misuse, free_of_a_segment_base)
+{
+  char *p = pinheap_malloc(40);
+  cr_assert_not_null(p);
+  char *base = (char *)((uintptr_t)p & ~(uintptr_t)0xffff);
+  cr_assert(pinheap_owns(base), "the granule of the first block is pinheap's");
+  misuse_assert(act_free, base, "free", "invalid pointer", base);
+}
