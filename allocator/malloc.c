@@ -427,8 +427,6 @@ typedef struct huge_cached_s {
 static huge_cached_t huge_cache[PH_HUGE_CACHE_SLOTS];
 static size_t huge_cache_bytes;
 
-static uint64_t now_ms(void);
-
 /* Gives back the entries older than the decay (all of them if all).
  * @return whether anything was released. */
 static bool huge_cache_decay(bool all)
