@@ -165,15 +165,21 @@ int mstate_check(mstate_t *ms)
   CHECK(footprint == ms->footprint, "footprint disagrees with the segments", ms);
   size_t fast = 0;
   for (unsigned i = 0; i < PH_FAST_NBINS; i++) {
-    for (void *m = ms->fast[i]; m != NULL; m = *(void **)m) {
-      const chunk_t *c = mem_chunk(m);
-      if (seg_of(ms, c) == NULL) {
-        problems += check_report("deferred chunk outside every segment", c);
-        break;
+    for (void *bundle = ms->fast[i]; bundle != NULL;) {
+      unsigned len = (unsigned)(((uintptr_t *)bundle)[2] >> PH_BUNDLE_SHIFT), n = 0;
+      void *m;
+      for (m = bundle; m != NULL && n <= len; m = *(void **)m, n++) {
+        const chunk_t *c = mem_chunk(m);
+        if (seg_of(ms, c) == NULL) {
+          problems += check_report("deferred chunk outside every segment", c);
+          return problems;
+        }
+        CHECK(head_ok(ms, c) && chunk_cinuse(c) && !(c->head & PH_MMAPPED) &&
+              chunk_size(c) == (size_t)i << 4, "deferred chunk damaged or in the wrong list", c);
+        fast += chunk_size(c);
       }
-      CHECK(head_ok(ms, c) && chunk_cinuse(c) && chunk_size(c) == (size_t)i << 4,
-            "deferred chunk damaged or in the wrong list", c);
-      fast += chunk_size(c);
+      CHECK(n == len && len != 0, "deferred bundle length wrong", bundle);
+      bundle = (void *)(((uintptr_t *)bundle)[2] & PH_BUNDLE_LINK_MASK);
     }
   }
   CHECK(fast == ms->fast_bytes, "deferred byte count wrong", ms);

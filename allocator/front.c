@@ -27,8 +27,9 @@
 
 #define PH_ARENA_SLOTS 256               /* hard cap of M_ARENA_MAX */
 
-static tcache_t tcache_empty;            /* before a thread's first allocation */
-static tcache_t tcache_dead;             /* after its exit: no cache again */
+/* Sentinels: every list empty, every limit 0, a kind no granule has. */
+static tcache_t tcache_empty = { .kind = PH_KIND_NOTHING };  /* before the first allocation */
+static tcache_t tcache_dead = { .kind = PH_KIND_NOTHING };   /* after exit: no cache again */
 __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec"))) = &tcache_empty;
 uint64_t tcache_key;
 
@@ -122,7 +123,7 @@ static mstate_t *arena_pick(void)
   ph_lock(&arenas_lock);
   ms = arenas[i];
   if (ms == NULL) {
-    ms = ms_create(0, PH_MS_LOCKED);
+    ms = ms_create(0, PH_MS_LOCKED, i < PH_KIND_TAGS ? PH_KIND_ARENA_TAG(i) : PH_KIND_ARENA);
     if (ms != NULL)
       __atomic_store_n(&arenas[i], ms, __ATOMIC_RELEASE);
   }
@@ -168,12 +169,6 @@ static void tc_pool_put(tcache_t *tc)
   ph_unlock(&tc_pool_lock);
 }
 
-static uint32_t tc_limit(size_t i)
-{
-  size_t size = i << 4;
-  size_t n = 4096 / size;
-  return (uint32_t)(n < 4 ? 4 : n > 64 ? 64 : n);
-}
 
 /* The calling thread's cache, created on first use; NULL while the front
  * end is starting or the thread is exiting. */
@@ -194,8 +189,9 @@ static tcache_t *tcache_get(void)
   }
   memset(tc, 0, sizeof(*tc));
   for (size_t i = 2; i < PH_TC_NBINS; i++)
-    tc->bins[i].limit = tc_limit(i);
+    tc->bins[i].limit = 2 * bundle_cap(i << 4);
   tc->arena = arena;
+  tc->kind = arena->kind >= PH_KIND_ARENA_TAG(0) ? arena->kind : PH_KIND_NOTHING;
   tcache_tls = tc;
   pthread_setspecific(tcache_exit_key, tc);   /* no allocation: a low key */
   return tc;
@@ -211,74 +207,47 @@ mstate_t *front_arena(void)
 /*  refill and flush                                                        */
 /* ======================================================================= */
 
-/* Returns the chunks of list to their heaps: this thread's arena under its
- * lock, every other heap through its remote list. */
-/* The heap of a cached chunk; consecutive chunks mostly share a granule. */
-typedef struct owner_memo_s {
-  uintptr_t granule;
-  mstate_t *ms;
-} owner_memo_t;
-
-static mstate_t *chunk_heap(const void *mem, owner_memo_t *memo)
+/* Hands the chunks of another heap gathered by this thread back to it. */
+static void tcache_remote_flush(tcache_t *tc)
 {
-  uintptr_t g = (uintptr_t)mem >> PH_GRANULE_SHIFT;
-  if (g != memo->granule) {
-    memo->granule = g;
-    memo->ms = owner_seg(owner_map_get(mem))->ms;
-  }
-  return memo->ms;
+  if (tc->rem_n != 0)
+    ms_remote_push(tc->rem_ms, tc->rem_head, tc->rem_tail);
+  tc->rem_ms = NULL;
+  tc->rem_head = tc->rem_tail = NULL;
+  tc->rem_n = 0;
 }
 
-static void tcache_return(tcache_t *tc, void *list, size_t size)
+/* A chunk of heap ms, not this thread's arena: gathered with others of
+ * the same heap, then handed over with one compare-and-swap. */
+#define PH_TC_REMOTE_RUN 32u
+static void tcache_remote(tcache_t *tc, mstate_t *ms, void *mem)
 {
-  void *mine = NULL, *mine_last = NULL, *odd = NULL;
-  size_t mine_n = 0;
-  owner_memo_t memo = { 0, NULL };
+  if (tc->rem_ms != ms) {
+    tcache_remote_flush(tc);
+    tc->rem_ms = ms;
+  }
+  *(void **)mem = tc->rem_head;
+  ((uint64_t *)mem)[1] = tcache_key;
+  if (tc->rem_head == NULL)
+    tc->rem_tail = mem;
+  tc->rem_head = mem;
+  if (++tc->rem_n >= PH_TC_REMOTE_RUN)
+    tcache_remote_flush(tc);
+}
 
-  while (list != NULL) {
-    void *next = *(void **)list;
-    mstate_t *ms = chunk_heap(list, &memo);
-    if (!head_ok(ms, mem_chunk(list)))
-      ph_fatal("free", "corrupted chunk header", list);
-    if (ms == tc->arena && chunk_size(mem_chunk(list)) != size) {
-      /* a refill may hand out a chunk 16 bytes larger than its bin */
-      *(void **)list = odd;
-      odd = list;
-    } else if (ms == tc->arena) {
-      *(void **)list = mine;
-      mine = list;
-      if (mine_last == NULL)
-        mine_last = list;
-      mine_n++;
-    } else {
-      /* gather the run of following chunks of the same heap */
-      void *last = list;
-      while (next != NULL && chunk_heap(next, &memo) == ms) {
-        last = next;
-        next = *(void **)next;
-      }
-      ms_remote_push(ms, list, last);
+/* Gives everything this thread holds back to the heaps. */
+static void tcache_flush_all(tcache_t *tc)
+{
+  for (size_t i = 2; i < PH_TC_NBINS; i++) {
+    tc_bin_t *lists[2] = { &tc->bins[i], &tc->spare[i] };
+    for (int k = 0; k < 2; k++) {
+      if (lists[k]->head != NULL)
+        ms_defer_bundle(tc->arena, lists[k]->head, lists[k]->count, i << 4);
+      lists[k]->head = NULL;
+      lists[k]->count = 0;
     }
-    list = next;
   }
-  if (mine != NULL)                      /* one size: spliced whole */
-    ms_defer_run(tc->arena, mine, mine_last, mine_n, size);
-  if (odd != NULL)
-    ms_free_list(tc->arena, odd, "free");
-}
-
-/* Keeps the first keep chunks of bin i, returns the rest. */
-static void tcache_flush(tcache_t *tc, size_t i, uint32_t keep)
-{
-  tc_bin_t *b = &tc->bins[i];
-  void **link = &b->head;
-
-  for (uint32_t k = 0; k < keep && *link != NULL; k++)
-    link = (void **)*link;
-  void *rest = *link;
-  *link = NULL;
-  b->count = keep < b->count ? keep : b->count;
-  tcache_return(tc, rest, i << 4);
+  tcache_remote_flush(tc);
 }
 
 static void tcache_exit(void *arg)
@@ -286,28 +255,50 @@ static void tcache_exit(void *arg)
   tcache_t *tc = arg;
 
   tcache_tls = &tcache_dead;
-  for (size_t i = 2; i < PH_TC_NBINS; i++)
-    tcache_flush(tc, i, 0);
+  tcache_flush_all(tc);
   tc_pool_put(tc);
 }
 
+void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem)
+{
+  tc_bin_t *s = &tc->spare[b - tc->bins];
+
+  if (s->head != NULL) {
+    int saved = errno;                   /* a release listener may run */
+    ms_defer_bundle(tc->arena, s->head, s->count, (size_t)(b - tc->bins) << 4);
+    errno = saved;
+  }
+  s->head = b->head;
+  s->count = b->count;
+  b->head = NULL;
+  b->count = 0;
+  tc_bin_push(b, mem);
+}
+
+/* The bin's list is empty: the spare, or a bundle from the arena. */
 void *front_malloc_slow(size_t n)
 {
-  tcache_t *tc = tcache_get();
-
-  if (tc == NULL || n > PH_TC_MAX_REQUEST)
-    return ms_malloc(tc != NULL ? tc->arena : heap_default(), n);
+  tcache_t *tc = tcache_tls;             /* a sentinel has no spares */
   size_t nb = request_to_size(n);
-  tc_bin_t *b = &tc->bins[nb >> 4];
-  if (b->head == NULL) {
+  tc_bin_t *b, *s;
+
+  if (n <= PH_TC_MAX_REQUEST && (s = &tc->spare[nb >> 4])->head != NULL) {
+    b = &tc->bins[nb >> 4];
+    b->head = s->head;
+    b->count = s->count;
+    s->head = NULL;
+    s->count = 0;
+  } else {
+    tc = tcache_get();
+    if (tc == NULL || n > PH_TC_MAX_REQUEST)
+      return ms_malloc(tc != NULL ? tc->arena : heap_default(), n);
+    b = &tc->bins[nb >> 4];
     void *list;
-    unsigned got = ms_alloc_batch(tc->arena, nb, b->limit / 2 + 1, &list);
-    if (got == 0) {
-      errno = ENOMEM;
-      return NULL;
-    }
+    unsigned got = ms_alloc_batch(tc->arena, nb, &list);
+    if (got == 0)                        /* no whole list: one chunk, of whatever size */
+      return ms_malloc(tc->arena, n);
     b->head = list;
-    b->count += got;
+    b->count = got;
   }
   void *p = b->head;
   b->head = *(void **)p;
@@ -316,10 +307,10 @@ void *front_malloc_slow(size_t n)
   return p;
 }
 
-/* Is mem already in bin b?  (Its second word held the cache key.) */
-static bool tcache_holds(const tc_bin_t *b, const void *mem)
+/* Is mem on list? */
+static bool list_holds(const void *list, const void *mem)
 {
-  for (void *x = b->head; x != NULL; x = *(void **)x)
+  for (const void *x = list; x != NULL; x = *(void *const *)x)
     if (x == mem)
       return true;
   return false;
@@ -340,16 +331,23 @@ void front_free_slow(void *mem, uintptr_t o, const char *fn)
   size_t head = mem_chunk(mem)->head;
   tcache_t *tc = tcache_get();
   if (tc != NULL && (head & PH_TC_HEAD_MASK) == PH_CINUSE) {
-    tc_bin_t *b = &tc->bins[(head >> 4) & 0x7f];
-    if (((uint64_t *)mem)[1] == tcache_key && tcache_holds(b, mem))
+    size_t i = (head >> 4) & 0x7f;
+    tc_bin_t *b = &tc->bins[i];
+    if (((uint64_t *)mem)[1] == tcache_key &&
+        (list_holds(b->head, mem) || list_holds(tc->spare[i].head, mem) ||
+         list_holds(tc->rem_head, mem)))
       ph_fatal(fn, "double free", mem);
-    if (b->count >= b->limit)
-      tcache_flush(tc, (head >> 4) & 0x7f, b->limit / 2);
-    if (b->count < b->limit) {
-      tc_bin_push(b, mem);
-      errno = saved;
-      return;
+    mstate_t *ms = owner_seg(o)->ms;
+    if (ms != tc->arena) {
+      tcache_remote(tc, ms, mem);
+    } else {
+      if (b->count >= b->limit)
+        front_free_full(tc, b, mem);
+      else
+        tc_bin_push(b, mem);
     }
+    errno = saved;
+    return;
   }
   ms_free_owned(o, mem, fn);    /* validates the header, names any misuse */
   errno = saved;
@@ -366,7 +364,7 @@ void *malloc(size_t size)
 
 void free(void *ptr)
 {
-  if (ph_likely(owner_kind_get(ptr) == PH_KIND_ARENA) && front_free_fast(ptr))
+  if (ph_likely(front_free_fast(ptr)))
     return;
   if (ptr == NULL)
     return;
@@ -505,8 +503,7 @@ static void tcache_flush_mine(void)
 {
   tcache_t *tc = tcache_tls;
   if (tc != &tcache_empty && tc != &tcache_dead)
-    for (size_t i = 2; i < PH_TC_NBINS; i++)
-      tcache_flush(tc, i, 0);
+    tcache_flush_all(tc);
 }
 
 static void info_add(mstate_t *ms, void *arg)

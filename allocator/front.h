@@ -2,11 +2,11 @@
  * front.h -- the fast paths of malloc and free: per-thread caches.
  *
  * Each thread keeps, per chunk size up to PH_TC_MAX_CHUNK, a short LIFO
- * list of in-use chunks of its arena's heaps.  malloc pops, free pushes:
- * no lock, no atomic read-modify-write.  A miss or a full list tail-calls a
- * named slow path in front.c that refills or flushes in batches under the
- * arena lock, or hands chunks of another arena over through its lock-free
- * remote list.  The thread's cache pointer starts at an empty sentinel (all
+ * list of in-use chunks of its arena.  malloc pops, free pushes: no lock,
+ * no atomic read-modify-write.  A miss or a full list tail-calls a named
+ * slow path in front.c that moves a whole bundle (heap.h) from or to the
+ * arena under its lock, or hands chunks of another arena over through its
+ * lock-free remote list.  The thread's cache pointer starts at an empty sentinel (all
  * lists empty, all limits 0), so the fast paths need no "initialized?"
  * test.  Included by front.c and by hooks/dispatch.c (the enabled free).
  */
@@ -30,7 +30,15 @@ typedef struct tc_bin_s {
 
 typedef struct tcache_s {
   tc_bin_t bins[PH_TC_NBINS];
+  unsigned kind;       /* the kind map byte of the arena's segments; the
+                          sentinels' and untagged arenas' PH_KIND_NOTHING */
   mstate_t *arena;     /* the heap this thread allocates from */
+  tc_bin_t spare[PH_TC_NBINS];  /* per size, a full list set aside: given
+                                   back as a bundle when the next one fills */
+  mstate_t *rem_ms;    /* chunks of another heap freed here, on their way */
+  void *rem_head;      /* back to it (rem_n of them, rem_head..rem_tail) */
+  void *rem_tail;
+  unsigned rem_n;
 } tcache_t;
 
 extern PH_HIDDEN __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec")));
@@ -39,6 +47,8 @@ extern PH_HIDDEN __thread tcache_t *tcache_tls __attribute__((tls_model("initial
 extern PH_HIDDEN uint64_t tcache_key;
 
 PH_HIDDEN void *front_malloc_slow(size_t n);
+/** Bin b of tc is full: sets its list aside, then pushes mem. */
+PH_HIDDEN void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem);
 /** o: the owner map entry of mem (0 if none). */
 PH_HIDDEN void front_free_slow(void *mem, uintptr_t o, const char *fn);
 /** The calling thread's arena. */
@@ -70,11 +80,17 @@ PH_INLINE void tc_bin_push(tc_bin_t *b, void *mem)
   b->count++;
 }
 
-/* Pushes mem, which the kind map says lies in an arena segment, onto this
- * thread's cache; false when it must take the slow path (misaligned, bad
- * header, full list, possible double free). */
+/* Pushes mem onto this thread's cache if the kind map says it lies in a
+ * segment of this thread's arena; false when it must take the slow path
+ * (any other memory, NULL, misaligned, bad header, full list, possible
+ * double free).  So a cache holds only chunks of its own arena, and gives
+ * them back whole, without looking at each. */
 PH_INLINE bool front_free_fast(void *mem)
 {
+  uintptr_t g = (uintptr_t)mem >> PH_GRANULE_SHIFT;
+  tcache_t *tc = tcache_tls;
+  if (ph_unlikely(g >= owner_kind_limit || owner_kind[g] != tc->kind))
+    return false;
   /* Misaligned, or at the very start of a granule (its header would lie in
    * the granule before, which may not be pinheap's): the slow path. */
   uintptr_t in_granule = (uintptr_t)mem & (PH_GRANULE - 1);
@@ -83,9 +99,13 @@ PH_INLINE bool front_free_fast(void *mem)
   size_t head = mem_chunk(mem)->head;
   if (ph_unlikely((head & PH_TC_HEAD_MASK) != PH_CINUSE))
     return false;
-  tc_bin_t *b = &tcache_tls->bins[(head >> 4) & 0x7f];
-  if (ph_unlikely(b->count >= b->limit || ((uint64_t *)mem)[1] == tcache_key))
+  tc_bin_t *b = &tc->bins[(head >> 4) & 0x7f];
+  if (ph_unlikely(((uint64_t *)mem)[1] == tcache_key))
     return false;
+  if (ph_unlikely(b->count >= b->limit)) {
+    front_free_full(tc, b, mem);
+    return true;
+  }
   tc_bin_push(b, mem);
   return true;
 }

@@ -81,6 +81,23 @@
  * statistics. */
 #define PH_FAST_MAX_CHUNK 2032u
 #define PH_FAST_NBINS ((PH_FAST_MAX_CHUNK >> 4) + 1)
+/* The deferred chunks of one size move between a heap and the thread
+ * caches in bundles, whole: a bundle is a list of chunks linked through
+ * the first word of their payloads, and its first chunk's third word holds
+ * the next bundle and, in its top 16 bits, the bundle's length.  (The
+ * second word is the thread caches' double-free key; the third exists in
+ * the smallest chunk, as it runs into the next chunk's prev_foot.)  So a
+ * thread cache refills and flushes in O(1), without walking the chunks. */
+#define PH_BUNDLE_SHIFT 48
+#define PH_BUNDLE_LINK_MASK (((uintptr_t)1 << PH_BUNDLE_SHIFT) - 1)
+
+/* Length of a bundle of chunks of size s: half a thread cache bin's
+ * capacity, about 2 KiB of chunks, 2..32. */
+PH_INLINE unsigned bundle_cap(size_t s)
+{
+  size_t n = 2048 / s;
+  return (unsigned)(n < 2 ? 2 : n > 32 ? 32 : n);
+}
 
 typedef struct chunk_s {
   size_t prev_foot;          /* size of the previous chunk, if it is free */
@@ -127,6 +144,7 @@ typedef struct ph_lock_s {
 typedef struct mstate_s {
   ph_lock_t lock;
   unsigned flags;            /* PH_MS_* */
+  unsigned kind;             /* the kind map byte of its segments (PH_KIND_*) */
   size_t cookie;             /* secret mixed into every check byte */
   chunk_t *top;
   seg_t *top_seg;
@@ -143,7 +161,7 @@ typedef struct mstate_s {
                                 threshold (ms, monotonic), 0 if it is below */
   size_t trim_low;           /* the top's smallest size since then */
   void *fast[PH_FAST_NBINS]; /* freed small chunks kept in use, not coalesced:
-                                by chunk size >> 4, linked through their payload */
+                                by chunk size >> 4, a stack of bundles (below) */
   size_t fast_bytes;
   void *_Atomic remote;      /* in-use chunks freed by other threads, linked
                                 through their payload; drained under the lock */
@@ -232,8 +250,9 @@ PH_HIDDEN int mstate_check(mstate_t *ms);
 
 /* ---- heap operations (malloc.c), used by the front end (front.c) ------- */
 /** A new OS-backed heap: flags PH_MS_LOCKED and PH_MS_USER (a caller's
- *  mspace) or 0 (an arena).  NULL with errno ENOMEM. */
-PH_HIDDEN mstate_t *ms_create(size_t capacity, unsigned flags);
+ *  mspace, kind PH_KIND_USER) or 0 (an arena, kind PH_KIND_ARENA or
+ *  PH_KIND_ARENA_TAG(i)).  NULL with errno ENOMEM. */
+PH_HIDDEN mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind);
 /** Unmaps an OS-backed heap whole.  @return bytes released. */
 PH_HIDDEN size_t ms_destroy(mstate_t *ms);
 PH_HIDDEN void *ms_malloc(mstate_t *ms, size_t n);
@@ -247,15 +266,14 @@ PH_HIDDEN int ms_trim(mstate_t *ms, size_t pad);
 PH_HIDDEN struct mallinfo2 ms_info(mstate_t *ms);
 /** Usable bytes of mem; lenient: accept pointers outside the owner map. */
 PH_HIDDEN size_t mem_usable(const void *mem, const char *fn, bool lenient);
-/** Takes up to k chunks of size nb, linked through their payload; returns
- *  how many (0: out of memory). */
-PH_HIDDEN unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p);
-/** Frees a list of in-use chunks of ms (payloads linked through their
- *  first word), validating each. */
-PH_HIDDEN void ms_free_list(mstate_t *ms, void *list, const char *fn);
-/** Appends n chunks of one size (first..last, linked through their payload,
- *  headers already checked) to ms's deferred list for that size. */
-PH_HIDDEN void ms_defer_run(mstate_t *ms, void *first, void *last, size_t n, size_t size);
+/** A list of chunks of size nb (nb <= PH_FAST_MAX_CHUNK), linked through
+ *  their payload: a deferred bundle whole, or up to bundle_cap(nb) new
+ *  ones.  Every chunk's header is checked.  @return how many (0: out of
+ *  memory). */
+PH_HIDDEN unsigned ms_alloc_batch(mstate_t *ms, size_t nb, void **list_p);
+/** Takes back n in-use chunks of ms, all of size `size` (a list linked
+ *  through their payload, from a thread cache of ms), as one bundle. */
+PH_HIDDEN void ms_defer_bundle(mstate_t *ms, void *list, unsigned n, size_t size);
 /** Hands a list of ms's chunks (first..last) to ms without its lock. */
 PH_HIDDEN void ms_remote_push(mstate_t *ms, void *first, void *last);
 /** Fork: take every heap lock (registry order) / release them all. */
@@ -302,10 +320,15 @@ PH_INLINE chunk_t *seg_first_chunk(const seg_t *seg) { return chunk_at(seg->base
  * touched only where pinheap has memory.  If the OS refuses it, the limit
  * stays 0 and every pointer takes the owner map instead. */
 #define PH_KIND_NONE  0u
-#define PH_KIND_ARENA 1u     /* a segment of an arena: the thread caches' memory */
+#define PH_KIND_ARENA 1u     /* a segment of an arena without a tag of its own */
 #define PH_KIND_HUGE  2u
 #define PH_KIND_USER  3u     /* a segment of a caller's mspace */
 #define PH_KIND_UNKNOWN 0xffu
+/* A segment of arena i < PH_KIND_TAGS: the thread caches of that arena's
+ * threads take its chunks on their fast path (one compare). */
+#define PH_KIND_TAGS 126u
+#define PH_KIND_ARENA_TAG(i) (0x80u | (unsigned)(i))
+#define PH_KIND_NOTHING 0xfeu  /* the sentinel caches' tag: matches no granule */
 extern PH_HIDDEN uint8_t *owner_kind;
 extern PH_HIDDEN uintptr_t owner_kind_limit;
 
@@ -322,8 +345,9 @@ PH_HIDDEN void owner_fork_lock(void);
 PH_HIDDEN void owner_fork_unlock(void);
 
 /** Sets the entry of every granule of [base, base+len) (both granule
- *  aligned) to value.  @return false if a leaf could not be mapped. */
-PH_HIDDEN bool owner_map_set(const void *base, size_t len, uintptr_t value);
+ *  aligned) to value, and its kind map byte to kind.  @return false if a
+ *  leaf could not be mapped. */
+PH_HIDDEN bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind);
 
 /* ---- locks --------------------------------------------------------------- */
 PH_HIDDEN void ph_lock_slow(ph_lock_t *l);

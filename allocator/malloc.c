@@ -78,9 +78,10 @@ static size_t cookie_make(const void *salt)
   return (size_t)(c & PH_SIZE_MASK);   /* never disturbs bits outside size */
 }
 
-static void ms_init(mstate_t *ms, unsigned flags)
+static void ms_init(mstate_t *ms, unsigned flags, unsigned kind)
 {
   memset(ms, 0, sizeof(*ms));
+  ms->kind = kind;
   ms->cookie = cookie_make(ms);
   ms->seg_grow = PH_DEFAULT_SEGMENT;
   for (unsigned i = 0; i < PH_NBINS; i++) {
@@ -180,7 +181,7 @@ mstate_t *heap_default(void)
     return &gm;
   ph_lock(&gm_init_lock);
   if (!(gm.flags & PH_MS_INIT))
-    ms_init(&gm, PH_MS_LOCKED);
+    ms_init(&gm, PH_MS_LOCKED, PH_KIND_ARENA_TAG(0));    /* arena 0 */
   ph_unlock(&gm_init_lock);
   return &gm;
 }
@@ -309,7 +310,7 @@ static bool ms_grow(mstate_t *ms, size_t nb)
   if (tseg != NULL && p == tseg->base + tseg->size && !(tseg->flags & PH_SEG_EXTERN) &&
       ms->top != NULL) {  /* no top: malloc_trim has borrowed it; start a new segment */
     /* Adjacent: the old fence and the new range join the top. */
-    if (!owner_map_set(p, len, seg_owner_value(ms, tseg)))
+    if (!owner_map_set(p, len, seg_owner_value(ms, tseg), ms->kind))
       goto fail;
     tseg->size += len;
     ms->footprint += len;
@@ -320,7 +321,7 @@ static bool ms_grow(mstate_t *ms, size_t nb)
     fence_write(ms, tseg);
     ((chunk_t *)seg_fence(tseg))->prev_foot = tsize;
   } else {
-    if (!owner_map_set(p, len, seg_owner_value(ms, (seg_t *)p)))
+    if (!owner_map_set(p, len, seg_owner_value(ms, (seg_t *)p), ms->kind))
       goto fail;
     chunk_t *old_top = ms->top;
     seg_format(ms, p, len, sizeof(seg_t), 0);
@@ -356,7 +357,7 @@ static void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
   if (len == 0)
     return;
   char *end = seg->base + seg->size;
-  owner_map_set(end - len, len, 0);
+  owner_map_set(end - len, len, 0, PH_KIND_NONE);
   seg->size -= len;
   ms->footprint -= len;
   head_set(ms, ms->top, (tsize - len) | PH_PINUSE | (ms->top->head & PH_DECOMMITTED));
@@ -538,7 +539,7 @@ static void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
   head_set(ms, c, (len - off) | PH_CINUSE | PH_PINUSE | PH_MMAPPED);
 
   ms_lock(ms);
-  if (!owner_map_set(p, len, (uintptr_t)ms | PH_OWNER_HUGE_TAG)) {
+  if (!owner_map_set(p, len, (uintptr_t)ms | PH_OWNER_HUGE_TAG, PH_KIND_HUGE)) {
     ms_unlock(ms);
     os_release(p, len);
     return NULL;
@@ -597,7 +598,7 @@ static void huge_free(mstate_t *ms, void *mem, const char *fn)
   huge_t *h = huge_check(ms, mem_chunk(mem), fn);
   size_t len = h->map_size;
   huge_unlink(ms, h);
-  owner_map_set(h, len, 0);
+  owner_map_set(h, len, 0, PH_KIND_NONE);
   /* glibc's dynamic threshold: a freed huge chunk raises it, so programs
    * that keep allocating blocks of that size reuse the heap instead. */
   if (!mparams.mmap_threshold_set && len > mparams.mmap_threshold &&
@@ -717,7 +718,7 @@ static void seg_take_out(mstate_t *ms, seg_t **pp, release_t *rel)
   seg_t *seg = *pp;
   *pp = seg->next;
   ms->footprint -= seg->size;
-  owner_map_set(seg->base, seg->size, 0);
+  owner_map_set(seg->base, seg->size, 0, PH_KIND_NONE);
   rel->addr = seg->base;
   rel->len = seg->size;
 }
@@ -935,6 +936,52 @@ static void ms_free_locked(mstate_t *ms, void *mem, const char *fn)
   }
 }
 
+/* ---- deferred bundles --------------------------------------------------- */
+
+PH_INLINE uintptr_t *bundle_word(void *mem) { return &((uintptr_t *)mem)[2]; }
+PH_INLINE unsigned bundle_len(void *mem) { return (unsigned)(*bundle_word(mem) >> PH_BUNDLE_SHIFT); }
+PH_INLINE void *bundle_next(void *mem) { return (void *)(*bundle_word(mem) & PH_BUNDLE_LINK_MASK); }
+
+/* Pushes the n chunks of list (size i << 4) as one bundle.  Locked. */
+static void fast_push_bundle(mstate_t *ms, unsigned i, void *list, unsigned n)
+{
+  *bundle_word(list) = (uintptr_t)ms->fast[i] | ((uintptr_t)n << PH_BUNDLE_SHIFT);
+  ms->fast[i] = list;
+  ms->fast_bytes += (size_t)n * ((size_t)i << 4);
+}
+
+/* Adds one chunk to the top bundle of its size, or starts a bundle.  Locked. */
+static void fast_push_one(mstate_t *ms, unsigned i, void *mem)
+{
+  void *top = ms->fast[i];
+
+  if (top != NULL && bundle_len(top) < bundle_cap((size_t)i << 4)) {
+    *(void **)mem = top;
+    *bundle_word(mem) = *bundle_word(top) + ((uintptr_t)1 << PH_BUNDLE_SHIFT);
+    ms->fast[i] = mem;
+    ms->fast_bytes += (size_t)i << 4;
+    return;
+  }
+  *(void **)mem = NULL;
+  fast_push_bundle(ms, i, mem, 1);
+}
+
+/* Takes the first chunk of the top bundle of size i << 4.  Locked. */
+static void *fast_pop_one(mstate_t *ms, unsigned i)
+{
+  void *mem = ms->fast[i];
+  void *next = *(void **)mem;
+
+  if (next != NULL) {
+    *bundle_word(next) = *bundle_word(mem) - ((uintptr_t)1 << PH_BUNDLE_SHIFT);
+    ms->fast[i] = next;
+  } else {
+    ms->fast[i] = bundle_next(mem);
+  }
+  ms->fast_bytes -= (size_t)i << 4;
+  return mem;
+}
+
 /* Coalesces every deferred chunk into the heap.  Locked.  @return whether
  * there was any. */
 static bool ms_fast_consolidate(mstate_t *ms)
@@ -945,19 +992,16 @@ static bool ms_fast_consolidate(mstate_t *ms)
    * taken off its list and accounted for before it is freed. */
   for (unsigned i = 0; i < PH_FAST_NBINS; i++) {
     while (ms->fast[i] != NULL) {          /* one at a time: consistent at every unlock */
-      void *mem = ms->fast[i];
-      ms->fast[i] = *(void **)mem;
-      ms->fast_bytes -= (size_t)i << 4;
-      ms_free_locked(ms, mem, "free");
+      ms_free_locked(ms, fast_pop_one(ms, i), "free");
       any = true;
     }
   }
   return any;
 }
 
-/* Takes one chunk of ms back from a thread cache (whose owner the caller
- * established through the owner map), ms locked: a small one waits in its
- * fast list, anything else is freed at once.  Its header is checked. */
+/* Takes one chunk of ms back from another thread, ms locked: a small one
+ * waits in its deferred list, anything else is freed at once.  Its header
+ * is checked. */
 static void ms_defer_locked(mstate_t *ms, void *mem, const char *fn)
 {
   chunk_t *c = mem_chunk(mem);
@@ -965,9 +1009,7 @@ static void ms_defer_locked(mstate_t *ms, void *mem, const char *fn)
 
   if (size <= PH_FAST_MAX_CHUNK && size >= PH_MIN_CHUNK && head_ok(ms, c) &&
       (c->head & (PH_CINUSE | PH_MMAPPED)) == PH_CINUSE) {
-    *(void **)mem = ms->fast[size >> 4];
-    ms->fast[size >> 4] = mem;
-    ms->fast_bytes += size;
+    fast_push_one(ms, (unsigned)(size >> 4), mem);
     return;
   }
   ms_free_locked(ms, mem, fn);
@@ -1002,32 +1044,41 @@ void ms_remote_push(mstate_t *ms, void *first, void *last)
                                                   memory_order_relaxed));
 }
 
-unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
+/* Checks every chunk of a bundle on its way out to a thread cache: a chunk
+ * overwritten while it waited (a write after free) is caught here, not
+ * handed out.  Locked. */
+static void bundle_check(mstate_t *ms, void *list, size_t nb, unsigned n)
+{
+  for (void *m = list; n-- > 0; m = *(void **)m) {
+    chunk_t *c = mem_chunk(m);
+    if (ph_unlikely(((uintptr_t)m & PH_ALIGN_MASK) != 0 || !head_ok(ms, c) ||
+                    (c->head & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) != (nb | PH_CINUSE) ||
+                    (n == 0) != (*(void **)m == NULL)))
+      ph_fatal("malloc", "corrupted chunk header", m);
+  }
+}
+
+unsigned ms_alloc_batch(mstate_t *ms, size_t nb, void **list_p)
 {
   void *head = NULL;
-  unsigned n = 0;
+  unsigned n = 0, k = bundle_cap(nb), i = (unsigned)(nb >> 4);
 
   ms_lock(ms);
   if (atomic_load_explicit(&ms->remote, memory_order_relaxed) != NULL)
     ms_drain_remote(ms);
-  if (nb <= PH_FAST_MAX_CHUNK) {               /* deferred chunks first, as they are */
-    void **fl = &ms->fast[nb >> 4];
-    void *last = *fl;
-    if (last != NULL) {                        /* the first k, spliced off whole */
-      n = 1;
-      while (n < k && *(void **)last != NULL) {
-        last = *(void **)last;
-        n++;
-      }
-      head = *fl;
-      *fl = *(void **)last;
-      *(void **)last = NULL;
-      ms->fast_bytes -= n * nb;
-    }
+  head = ms->fast[i];
+  if (head != NULL) {                          /* a deferred bundle, whole */
+    n = bundle_len(head);
+    ms->fast[i] = bundle_next(head);
+    ms->fast_bytes -= (size_t)n * nb;
+    bundle_check(ms, head, nb, n);
+    ms_unlock(ms);
+    *list_p = head;
+    return n;
   }
-  /* Carve the rest from the top in one go when no bin has that size. */
+  /* Carve from the top in one go when no bin has that size. */
   chunk_t *t = ms->top;
-  if (n < k && t != NULL && bin_at(ms, bin_index(nb))->fd == bin_at(ms, bin_index(nb))) {
+  if (t != NULL && bin_at(ms, bin_index(nb))->fd == bin_at(ms, bin_index(nb))) {
     size_t ts = chunk_size(t), dec = t->head & PH_DECOMMITTED;
     while (n < k && ts >= nb + PH_MIN_CHUNK) {
       head_set(ms, t, nb | PH_CINUSE | PH_PINUSE);
@@ -1048,6 +1099,13 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
     if (c == NULL)
       break;
     void *m = chunk_mem(c);
+    if (chunk_size(c) != nb) {       /* 16 bytes over (no room for a remainder): */
+      if (chunk_size(c) <= PH_FAST_MAX_CHUNK)
+        fast_push_one(ms, (unsigned)(chunk_size(c) >> 4), m);  /* the list of its size */
+      else
+        ms_free_locked(ms, m, "malloc");
+      break;                         /* (retrying could take it back at once) */
+    }
     *(void **)m = head;
     head = m;
     n++;
@@ -1057,24 +1115,10 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
   return n;
 }
 
-void ms_defer_run(mstate_t *ms, void *first, void *last, size_t n, size_t size)
+void ms_defer_bundle(mstate_t *ms, void *list, unsigned n, size_t size)
 {
   ms_lock(ms);
-  *(void **)last = ms->fast[size >> 4];
-  ms->fast[size >> 4] = first;
-  ms->fast_bytes += n * size;
-  ms_fast_bound(ms);
-  ms_unlock(ms);
-}
-
-void ms_free_list(mstate_t *ms, void *list, const char *fn)
-{
-  ms_lock(ms);
-  while (list != NULL) {
-    void *next = *(void **)list;
-    ms_defer_locked(ms, list, fn);
-    list = next;
-  }
+  fast_push_bundle(ms, (unsigned)(size >> 4), list, n);
   ms_fast_bound(ms);
   ms_unlock(ms);
 }
@@ -1115,7 +1159,7 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
       return mem;
     }
     if (newlen < oldlen && nb >= mparams.mmap_threshold / 2) {
-      owner_map_set((char *)h + newlen, oldlen - newlen, 0);
+      owner_map_set((char *)h + newlen, oldlen - newlen, 0, PH_KIND_NONE);
       h->map_size = newlen;
       ms->huge_bytes -= oldlen - newlen;
       head_set(ms, c, (newlen - off) | PH_CINUSE | PH_PINUSE | PH_MMAPPED);
@@ -1126,7 +1170,8 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     ms_unlock(ms);
     if (newlen > oldlen && os_remap(h, oldlen, newlen) == 0) {
       ms_lock(ms);
-      if (!owner_map_set((char *)h + oldlen, newlen - oldlen, (uintptr_t)ms | PH_OWNER_HUGE_TAG)) {
+      if (!owner_map_set((char *)h + oldlen, newlen - oldlen, (uintptr_t)ms | PH_OWNER_HUGE_TAG,
+                         PH_KIND_HUGE)) {
         ms_unlock(ms);
         os_remap(h, newlen, oldlen);
       } else {
@@ -1440,7 +1485,7 @@ struct mallinfo2 ms_info(mstate_t *ms)
 #define PH_MS_OFF align_up(sizeof(seg_t), PH_ALIGN)
 #define PH_MS_CHUNK_OFF (align_up(PH_MS_OFF + sizeof(mstate_t) + PH_CHUNK_HDR, PH_ALIGN) - PH_CHUNK_HDR)
 
-mstate_t *ms_create(size_t capacity, unsigned flags)
+mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
 {
   size_t len;
   char *p;
@@ -1458,12 +1503,12 @@ mstate_t *ms_create(size_t capacity, unsigned flags)
     return NULL;
   }
   mstate_t *ms = (mstate_t *)(p + PH_MS_OFF);
-  if (!owner_map_set(p, len, (uintptr_t)p | ((flags & PH_MS_USER) ? PH_OWNER_USER_TAG : 0))) {
+  if (!owner_map_set(p, len, (uintptr_t)p | ((flags & PH_MS_USER) ? PH_OWNER_USER_TAG : 0), kind)) {
     os_release(p, len);
     errno = ENOMEM;
     return NULL;
   }
-  ms_init(ms, flags);
+  ms_init(ms, flags, kind);
   ms->seg_grow = align_up(capacity, PH_GRANULE);
   seg_format(ms, p, len, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
   ms->top_seg = (seg_t *)p;
@@ -1473,7 +1518,7 @@ mstate_t *ms_create(size_t capacity, unsigned flags)
 
 pinheap_mspace create_mspace(size_t capacity, int locked)
 {
-  return ms_create(capacity, (locked ? PH_MS_LOCKED : 0) | PH_MS_USER);
+  return ms_create(capacity, (locked ? PH_MS_LOCKED : 0) | PH_MS_USER, PH_KIND_USER);
 }
 
 pinheap_mspace create_mspace_with_base(void *base, size_t capacity, int locked)
@@ -1491,7 +1536,7 @@ pinheap_mspace create_mspace_with_base(void *base, size_t capacity, int locked)
     return NULL;
   }
   mstate_t *ms = (mstate_t *)(b + PH_MS_OFF);
-  ms_init(ms, (locked ? PH_MS_LOCKED : 0) | PH_MS_FIXED);
+  ms_init(ms, (locked ? PH_MS_LOCKED : 0) | PH_MS_FIXED, PH_KIND_NONE);
   seg_format(ms, (char *)b, end - b, PH_MS_CHUNK_OFF, PH_SEG_EXTERN | PH_SEG_HOLDS_MS);
   ms->top_seg = (seg_t *)b;
   ms->top = seg_first(ms->top_seg);
@@ -1533,9 +1578,9 @@ size_t ms_destroy(mstate_t *ms)
   ms->huge = NULL;
   ms->segs = NULL;
   for (huge_t *x = h; x != NULL; x = x->next)
-    owner_map_set(x, x->map_size, 0);
+    owner_map_set(x, x->map_size, 0, PH_KIND_NONE);
   for (seg_t *x = s; x != NULL; x = x->next)
-    owner_map_set(x->base, x->size, 0);
+    owner_map_set(x->base, x->size, 0, PH_KIND_NONE);
   ms_unlock(ms);
   while (h != NULL) {
     huge_t *nx = h->next;

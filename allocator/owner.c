@@ -33,15 +33,6 @@ static void owner_kind_init(void)
   ph_unlock(&owner_kind_lock);
 }
 
-static uint8_t owner_kind_of(uintptr_t value)
-{
-  if (value == 0)
-    return PH_KIND_NONE;
-  if (value & PH_OWNER_HUGE_TAG)
-    return PH_KIND_HUGE;
-  return (value & PH_OWNER_USER_TAG) ? PH_KIND_USER : PH_KIND_ARENA;
-}
-
 static uintptr_t *owner_leaf_get(uintptr_t addr)
 {
   size_t i = addr >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS);
@@ -70,7 +61,7 @@ void owner_fork_unlock(void)
   ph_unlock(&owner_kind_lock);
 }
 
-bool owner_map_set(const void *base, size_t len, uintptr_t value)
+bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind)
 {
   uintptr_t a = (uintptr_t)base;
   uintptr_t end = a + len;
@@ -79,7 +70,6 @@ bool owner_map_set(const void *base, size_t len, uintptr_t value)
   if ((end >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS + PH_OWNER_ROOT_BITS)) != 0)
     return false;
   owner_kind_init();
-  uint8_t kind = owner_kind_of(value);
   bool has_kind = owner_kind_limit != 0;
   for (; a < end; a += PH_GRANULE) {
     uintptr_t *leaf = owner_leaf_get(a);
@@ -87,10 +77,10 @@ bool owner_map_set(const void *base, size_t len, uintptr_t value)
       return false;
     /* set: the full entry first; clear: the kind first */
     if (value == 0 && has_kind)
-      __atomic_store_n(&owner_kind[a >> PH_GRANULE_SHIFT], kind, __ATOMIC_RELEASE);
+      __atomic_store_n(&owner_kind[a >> PH_GRANULE_SHIFT], (uint8_t)kind, __ATOMIC_RELEASE);
     __atomic_store_n(&leaf[(a >> PH_GRANULE_SHIFT) & leaf_mask], value, __ATOMIC_RELEASE);
     if (value != 0 && has_kind)
-      __atomic_store_n(&owner_kind[a >> PH_GRANULE_SHIFT], kind, __ATOMIC_RELEASE);
+      __atomic_store_n(&owner_kind[a >> PH_GRANULE_SHIFT], (uint8_t)kind, __ATOMIC_RELEASE);
   }
   return true;
 }

@@ -58,7 +58,7 @@ static char dispatch_text[DECISION_TEXT_MAX + 16];  /* "enabled: why" */
 static void en_free(void *p)
 {
   /* NULL is in no arena: it takes the slow way to __libc_free(NULL). */
-  if (ph_likely(owner_kind_get(p) == PH_KIND_ARENA) && front_free_fast(p))
+  if (ph_likely(front_free_fast(p)))
     return;
   uintptr_t o = owner_map_get(p);
   if (o != 0) {

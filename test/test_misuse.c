@@ -397,3 +397,84 @@ Test(misuse, free_of_a_segment_base)
   cr_assert(pinheap_owns(base), "the granule of the first block is pinheap's");
   misuse_assert(act_free, base, "free", "invalid pointer", base);
 }
+
+/* ---- writes after free, caught before the chunk is handed out again -------- */
+
+#define WAF_CHUNKS 4096
+
+/* Frees many chunks of one size, so that the thread cache gives the first
+ * ones back to its arena as a bundle, then damages the header of the first
+ * (its size looks valid: 48 becomes 64) and allocates that size until the
+ * bundle comes back out.  The check of a bundle leaving the arena must
+ * name the damaged chunk; handing it out would overlap its neighbour. */
+static void act_write_after_free(void *arg)
+{
+  void **p = arg;
+  for (int i = 0; i < WAF_CHUNKS; i++)
+    pinheap_free(p[i]);
+  uint64_t head;
+  memcpy(&head, (char *)p[0] - 8, 8);
+  head += 16;                                  /* the size field: 48 -> 64 */
+  memcpy((char *)p[0] - 8, &head, 8);
+  for (int i = 0; i < 2 * WAF_CHUNKS; i++)
+    if (pinheap_malloc(40) == p[0])
+      _exit(3);                                /* handed out: not caught */
+}
+
+Test(misuse, write_after_free_of_a_deferred_chunk)
+{
+  static void *p[WAF_CHUNKS];
+  for (int i = 0; i < WAF_CHUNKS; i++) {
+    p[i] = pinheap_malloc(40);
+    cr_assert_not_null(p[i], "malloc failed");
+  }
+  cr_assert_eq(pinheap_malloc_usable_size(p[0]), 40, "the test needs 48-byte chunks");
+  misuse_assert(act_write_after_free, p, "malloc", "corrupted chunk header", p[0]);
+}
+
+/* The same damage, found by the heap checker while the chunk waits. */
+Test(misuse, heap_check_sees_a_damaged_deferred_chunk)
+{
+  static void *p[WAF_CHUNKS];
+  for (int i = 0; i < WAF_CHUNKS; i++)
+    p[i] = pinheap_malloc(40);
+  cr_assert_eq(pinheap_malloc_check(), 0, "heap unsound before the test");
+  for (int i = 0; i < WAF_CHUNKS; i++)
+    pinheap_free(p[i]);
+  cr_assert_eq(pinheap_malloc_check(), 0, "heap unsound after the frees");
+  uint64_t head, saved;
+  memcpy(&head, (char *)p[0] - 8, 8);
+  saved = head;
+  head += 16;
+  memcpy((char *)p[0] - 8, &head, 8);
+  int problems = pinheap_malloc_check();
+  memcpy((char *)p[0] - 8, &saved, 8);
+  cr_assert_geq(problems, 1, "a damaged deferred chunk went unnoticed by the checker");
+  cr_assert_eq(pinheap_malloc_check(), 0, "heap unsound after repair");
+}
+
+/* A chunk of another thread's arena, freed twice here: the second free
+ * finds it on the way back to its arena. */
+static void *remote_alloc(void *arg)
+{
+  *(void **)arg = pinheap_malloc(100);
+  return NULL;
+}
+
+static void act_remote_double_free(void *p)
+{
+  pinheap_free(p);
+  pinheap_free(p);
+}
+
+Test(misuse, double_free_of_another_arenas_chunk)
+{
+  pinheap_mallopt(M_ARENA_MAX, 8);
+  void *mine = pinheap_malloc(100);             /* this thread: the first arena */
+  void *theirs = NULL;
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, remote_alloc, &theirs), 0, "pthread_create failed");
+  pthread_join(t, NULL);
+  cr_assert(mine != NULL && theirs != NULL, "setup failed");
+  misuse_assert(act_remote_double_free, theirs, "free", "double free", theirs);
+}
