@@ -982,20 +982,28 @@ static void *fast_pop_one(mstate_t *ms, unsigned i)
   return mem;
 }
 
+/* Coalesces the deferred chunks of size i << 4.  Locked. */
+static bool ms_fast_consolidate_one(mstate_t *ms, unsigned i)
+{
+  bool any = false;
+
+  /* A release inside drops the lock (a fork may come then): each chunk is
+   * taken off its list and accounted for before it is freed. */
+  while (ms->fast[i] != NULL) {            /* one at a time: consistent at every unlock */
+    ms_free_locked(ms, fast_pop_one(ms, i), "free");
+    any = true;
+  }
+  return any;
+}
+
 /* Coalesces every deferred chunk into the heap.  Locked.  @return whether
  * there was any. */
 static bool ms_fast_consolidate(mstate_t *ms)
 {
   bool any = false;
 
-  /* A release inside drops the lock (a fork may come then): each chunk is
-   * taken off its list and accounted for before it is freed. */
-  for (unsigned i = 0; i < PH_FAST_NBINS; i++) {
-    while (ms->fast[i] != NULL) {          /* one at a time: consistent at every unlock */
-      ms_free_locked(ms, fast_pop_one(ms, i), "free");
-      any = true;
-    }
-  }
+  for (unsigned i = 0; i < PH_FAST_NBINS; i++)
+    any |= ms_fast_consolidate_one(ms, i);
   return any;
 }
 
@@ -1015,11 +1023,20 @@ static void ms_defer_locked(mstate_t *ms, void *mem, const char *fn)
   ms_free_locked(ms, mem, fn);
 }
 
-/* The deferred chunks may not hold more than a quarter of the heap. */
+/* The deferred chunks may not hold more than a quarter of the heap (and
+ * 1 MiB at least): past that, sizes are coalesced in turn until they hold
+ * half as much, so the lists in use now are seldom all emptied at once. */
 static void ms_fast_bound(mstate_t *ms)
 {
-  if (ms->fast_bytes > ((size_t)1 << 20) && ms->fast_bytes > ms->footprint / 4)
-    ms_fast_consolidate(ms);
+  size_t bound = ms->footprint / 4 > ((size_t)1 << 20) ? ms->footprint / 4 : (size_t)1 << 20;
+
+  if (ms->fast_bytes <= bound)
+    return;
+  for (unsigned k = 0; k < PH_FAST_NBINS && ms->fast_bytes > bound / 2; k++) {
+    unsigned i = ms->fast_sweep;
+    ms->fast_sweep = (i + 1) % PH_FAST_NBINS;
+    ms_fast_consolidate_one(ms, i);
+  }
 }
 
 /* Frees what other threads handed over through ms->remote.  Locked. */
@@ -1345,6 +1362,7 @@ int ms_trim(mstate_t *ms, size_t pad)
   if (huge_cache_decay(true))
     released = 1;
   ms_lock(ms);
+  ms_drain_remote(ms);
   ms_fast_consolidate(ms);
   for (;;) {                                /* idle segments go back whole */
     release_t idle[8];
@@ -1452,7 +1470,8 @@ struct mallinfo2 ms_info(mstate_t *ms)
 
   memset(&mi, 0, sizeof(mi));
   ms_lock(ms);
-  ms_fast_consolidate(ms);                  /* deferred chunks count as free */
+  ms_drain_remote(ms);                      /* chunks freed by other threads, */
+  ms_fast_consolidate(ms);                  /* and deferred ones, count as free */
   for (unsigned i = 0; i < PH_NBINS; i++) {
     chunk_t *b = bin_at(ms, i);
     for (chunk_t *c = b->fd; c != b; c = c->fd) {

@@ -103,3 +103,56 @@ Test(arenas, exiting_threads_return_their_cached_blocks)
                 before.uordblks, after.uordblks);
   cr_assert_eq(pinheap_malloc_check(), 0);
 }
+
+/* Arenas past the kind map's tags (126) have no fast path of their own:
+ * their threads' chunks go through the slow path, and must still come back
+ * to the right heap.  Each thread frees the blocks its predecessor (in
+ * another arena) kept, so chunks of one untagged arena are freed by a
+ * thread of another. */
+typedef struct handoff_s {
+  void *blocks[64];
+  struct handoff_s *prev;
+} handoff_t;
+
+static void free_kept(handoff_t *h)
+{
+  for (int k = 0; k < 64; k++) {
+    unsigned char *b = h->blocks[k];
+    cr_assert(b[0] == 0x5a && b[23] == 0x5a, "kept block %d damaged", k);
+    pinheap_free(b);
+  }
+}
+
+static void *alloc_and_keep(void *arg)
+{
+  handoff_t *h = arg;
+  alloc_some(NULL);
+  for (int i = 0; i < 64; i++) {
+    h->blocks[i] = pinheap_malloc(24 + (size_t)i * 24);
+    memset(h->blocks[i], 0x5a, 24);
+  }
+  if (h->prev != NULL)
+    free_kept(h->prev);
+  return NULL;
+}
+
+Test(arenas, many_arenas_beyond_the_tagged_ones)
+{
+  enum { MANY = 140 };
+  static handoff_t h[MANY];
+  cr_assert_eq(pinheap_mallopt(M_ARENA_MAX, MANY + 1), 1);
+  pinheap_free(pinheap_malloc(1));
+  for (int i = 0; i < MANY; i++) {           /* one after another: arena i + 1 each */
+    pthread_t t;
+    h[i].prev = i > 0 ? &h[i - 1] : NULL;
+    cr_assert_eq(pthread_create(&t, NULL, alloc_and_keep, &h[i]), 0);
+    pthread_join(t, NULL);
+  }
+  int n = arenas_reported();
+  cr_assert_eq(n, MANY + 1, "%d threads in turn made %d arenas, expected %d", MANY, n, MANY + 1);
+  free_kept(&h[MANY - 1]);
+  cr_assert_eq(pinheap_malloc_check(), 0);
+  struct mallinfo2 mi = pinheap_mallinfo2();
+  cr_assert_lt(mi.uordblks, (size_t)64 * 24, "in-use bytes %zu after every block was freed",
+               mi.uordblks);
+}
