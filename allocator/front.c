@@ -26,6 +26,10 @@
 #include "pinheap.h"
 
 #define PH_ARENA_SLOTS 256               /* hard cap of M_ARENA_MAX */
+/* Thread cache list limits, in bundles (see tcache_grow). */
+#define PH_TC_BASE_BUNDLES 2u
+#define PH_TC_GROW_MAX 16u
+#define PH_TC_GROW_BUDGET ((size_t)256 * 1024)
 
 /* Sentinels: every list empty, every limit 0, a kind no granule has. */
 static tcache_t tcache_empty = { .kind = PH_KIND_NOTHING };  /* before the first allocation */
@@ -189,7 +193,7 @@ static tcache_t *tcache_get(void)
   }
   memset(tc, 0, sizeof(*tc));
   for (size_t i = 2; i < PH_TC_NBINS; i++)
-    tc->bins[i].limit = 2 * bundle_cap(i << 4);
+    tc->bins[i].limit = PH_TC_BASE_BUNDLES * bundle_cap(i << 4);
   tc->arena = arena;
   tc->kind = arena->kind >= PH_KIND_ARENA_TAG(0) ? arena->kind : PH_KIND_NOTHING;
   tcache_tls = tc;
@@ -235,6 +239,35 @@ static void tcache_remote(tcache_t *tc, mstate_t *ms, void *mem)
     tcache_remote_flush(tc);
 }
 
+/* A list's limit starts at two bundles; each trip to the arena (a refill
+ * or a bundle given back) raises it by one, up to PH_TC_GROW_MAX, while
+ * the raises of all lists stay within PH_TC_GROW_BUDGET bytes (past that a
+ * raise is taken from another list, round robin).  So the sizes a thread
+ * uses most go to the arena least, and a thread's cache stays bounded. */
+
+static void tcache_grow(tcache_t *tc, size_t i)
+{
+  tc_bin_t *b = &tc->bins[i];
+  unsigned step = bundle_cap(i << 4);
+  size_t add = (size_t)step * (i << 4);
+
+  if (b->limit >= PH_TC_GROW_MAX * step)
+    return;
+  for (unsigned tries = 0; tc->grown + add > PH_TC_GROW_BUDGET; tries++) {
+    if (tries == PH_TC_NBINS)
+      return;
+    size_t j = tc->victim;
+    tc->victim = (unsigned)((j + 1) % PH_TC_NBINS);
+    unsigned vstep = j >= 2 ? bundle_cap(j << 4) : 0;
+    if (j != i && j >= 2 && tc->bins[j].limit > PH_TC_BASE_BUNDLES * vstep) {
+      tc->bins[j].limit -= vstep;
+      tc->grown -= (size_t)vstep * (j << 4);
+    }
+  }
+  b->limit += step;
+  tc->grown += add;
+}
+
 /* Gives everything this thread holds back to the heaps. */
 static void tcache_flush_all(tcache_t *tc)
 {
@@ -266,6 +299,7 @@ void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem)
   if (s->head != NULL) {
     int saved = errno;                   /* a release listener may run */
     ms_defer_bundle(tc->arena, s->head, s->count, (size_t)(b - tc->bins) << 4);
+    tcache_grow(tc, (size_t)(b - tc->bins));
     errno = saved;
   }
   s->head = b->head;
@@ -299,6 +333,7 @@ void *front_malloc_slow(size_t n)
       return ms_malloc(tc->arena, n);
     b->head = list;
     b->count = got;
+    tcache_grow(tc, nb >> 4);
   }
   void *p = b->head;
   b->head = *(void **)p;

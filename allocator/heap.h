@@ -163,7 +163,6 @@ typedef struct mstate_s {
   void *fast[PH_FAST_NBINS]; /* freed small chunks kept in use, not coalesced:
                                 by chunk size >> 4, a stack of bundles (below) */
   size_t fast_bytes;
-  unsigned fast_sweep;       /* the size the next partial consolidation starts at */
   void *_Atomic remote;      /* in-use chunks freed by other threads, linked
                                 through their payload; drained under the lock */
   struct mstate_s *all_next; /* every heap of the process (fork, statistics) */

@@ -1024,19 +1024,13 @@ static void ms_defer_locked(mstate_t *ms, void *mem, const char *fn)
 }
 
 /* The deferred chunks may not hold more than a quarter of the heap (and
- * 1 MiB at least): past that, sizes are coalesced in turn until they hold
- * half as much, so the lists in use now are seldom all emptied at once. */
+ * 1 MiB at least).  Past that they are all coalesced: coalescing only some
+ * sizes leaves the others pinning holes apart (the frag workload's peak
+ * RSS rose by a tenth). */
 static void ms_fast_bound(mstate_t *ms)
 {
-  size_t bound = ms->footprint / 4 > ((size_t)1 << 20) ? ms->footprint / 4 : (size_t)1 << 20;
-
-  if (ms->fast_bytes <= bound)
-    return;
-  for (unsigned k = 0; k < PH_FAST_NBINS && ms->fast_bytes > bound / 2; k++) {
-    unsigned i = ms->fast_sweep;
-    ms->fast_sweep = (i + 1) % PH_FAST_NBINS;
-    ms_fast_consolidate_one(ms, i);
-  }
+  if (ms->fast_bytes > ((size_t)1 << 20) && ms->fast_bytes > ms->footprint / 4)
+    ms_fast_consolidate(ms);
 }
 
 /* Frees what other threads handed over through ms->remote.  Locked. */
