@@ -30,6 +30,7 @@
 #define PH_TC_BASE_BUNDLES 2u
 #define PH_TC_GROW_MAX 16u
 #define PH_TC_GROW_BUDGET ((size_t)256 * 1024)
+#define PH_TC_SCAVENGE 1024u
 
 /* Sentinels: every list empty, every limit 0, a kind no granule has. */
 static tcache_t tcache_empty = { .kind = PH_KIND_NOTHING };  /* before the first allocation */
@@ -239,11 +240,43 @@ static void tcache_remote(tcache_t *tc, mstate_t *ms, void *mem)
     tcache_remote_flush(tc);
 }
 
+/* Gives the lists of size i << 4 back to the arena, as bundles. */
+static void tcache_give_back(tcache_t *tc, size_t i)
+{
+  tc_bin_t *lists[2] = { &tc->bins[i], &tc->spare[i] };
+
+  for (int k = 0; k < 2; k++) {
+    if (lists[k]->head != NULL)
+      ms_defer_bundle(tc->arena, lists[k]->head, lists[k]->count, i << 4);
+    lists[k]->head = NULL;
+    lists[k]->count = 0;
+  }
+}
+
 /* A list's limit starts at two bundles; each trip to the arena (a refill
  * or a bundle given back) raises it by one, up to PH_TC_GROW_MAX, while
- * the raises of all lists stay within PH_TC_GROW_BUDGET bytes (past that a
- * raise is taken from another list, round robin).  So the sizes a thread
- * uses most go to the arena least, and a thread's cache stays bounded. */
+ * the raises of all lists stay within PH_TC_GROW_BUDGET bytes.  Every
+ * PH_TC_SCAVENGE trips, the lists that made none since lose one raise (and
+ * a spare longer than the new limit goes back).  So the sizes a thread
+ * uses most go to the arena least, and a thread's cache stays bounded.
+ * A spare's `limit` field counts its list's trips. */
+static void tcache_scavenge(tcache_t *tc)
+{
+  for (size_t j = 2; j < PH_TC_NBINS; j++) {
+    unsigned step = bundle_cap(j << 4);
+    tc_bin_t *b = &tc->bins[j], *s = &tc->spare[j];
+    if (s->limit == 0 && b->limit > PH_TC_BASE_BUNDLES * step) {
+      b->limit -= step;
+      tc->grown -= (size_t)step * (j << 4);
+      if (s->count > b->limit) {
+        ms_defer_bundle(tc->arena, s->head, s->count, j << 4);
+        s->head = NULL;
+        s->count = 0;
+      }
+    }
+    s->limit = 0;
+  }
+}
 
 static void tcache_grow(tcache_t *tc, size_t i)
 {
@@ -251,35 +284,20 @@ static void tcache_grow(tcache_t *tc, size_t i)
   unsigned step = bundle_cap(i << 4);
   size_t add = (size_t)step * (i << 4);
 
-  if (b->limit >= PH_TC_GROW_MAX * step)
-    return;
-  for (unsigned tries = 0; tc->grown + add > PH_TC_GROW_BUDGET; tries++) {
-    if (tries == PH_TC_NBINS)
-      return;
-    size_t j = tc->victim;
-    tc->victim = (unsigned)((j + 1) % PH_TC_NBINS);
-    unsigned vstep = j >= 2 ? bundle_cap(j << 4) : 0;
-    if (j != i && j >= 2 && tc->bins[j].limit > PH_TC_BASE_BUNDLES * vstep) {
-      tc->bins[j].limit -= vstep;
-      tc->grown -= (size_t)vstep * (j << 4);
-    }
+  tc->spare[i].limit++;
+  if (++tc->trips % PH_TC_SCAVENGE == 0)
+    tcache_scavenge(tc);
+  if (b->limit < PH_TC_GROW_MAX * step && tc->grown + add <= PH_TC_GROW_BUDGET) {
+    b->limit += step;
+    tc->grown += add;
   }
-  b->limit += step;
-  tc->grown += add;
 }
 
 /* Gives everything this thread holds back to the heaps. */
 static void tcache_flush_all(tcache_t *tc)
 {
-  for (size_t i = 2; i < PH_TC_NBINS; i++) {
-    tc_bin_t *lists[2] = { &tc->bins[i], &tc->spare[i] };
-    for (int k = 0; k < 2; k++) {
-      if (lists[k]->head != NULL)
-        ms_defer_bundle(tc->arena, lists[k]->head, lists[k]->count, i << 4);
-      lists[k]->head = NULL;
-      lists[k]->count = 0;
-    }
-  }
+  for (size_t i = 2; i < PH_TC_NBINS; i++)
+    tcache_give_back(tc, i);
   tcache_remote_flush(tc);
 }
 
@@ -328,7 +346,7 @@ void *front_malloc_slow(size_t n)
       return ms_malloc(tc != NULL ? tc->arena : heap_default(), n);
     b = &tc->bins[nb >> 4];
     void *list;
-    unsigned got = ms_alloc_batch(tc->arena, nb, &list);
+    unsigned got = ms_alloc_batch(tc->arena, nb, b->limit, &list);
     if (got == 0)                        /* no whole list: one chunk, of whatever size */
       return ms_malloc(tc->arena, n);
     b->head = list;

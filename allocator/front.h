@@ -40,7 +40,7 @@ typedef struct tcache_s {
   void *rem_tail;
   unsigned rem_n;
   size_t grown;        /* bytes the lists' limits were raised by, in all */
-  unsigned victim;     /* the bin the next limit raise may take from */
+  unsigned trips;      /* refills and bundles given back, in all */
 } tcache_t;
 
 extern PH_HIDDEN __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec")));

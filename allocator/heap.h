@@ -266,11 +266,10 @@ PH_HIDDEN int ms_trim(mstate_t *ms, size_t pad);
 PH_HIDDEN struct mallinfo2 ms_info(mstate_t *ms);
 /** Usable bytes of mem; lenient: accept pointers outside the owner map. */
 PH_HIDDEN size_t mem_usable(const void *mem, const char *fn, bool lenient);
-/** A list of chunks of size nb (nb <= PH_FAST_MAX_CHUNK), linked through
- *  their payload: a deferred bundle whole, or up to bundle_cap(nb) new
- *  ones.  Every chunk's header is checked.  @return how many (0: out of
- *  memory). */
-PH_HIDDEN unsigned ms_alloc_batch(mstate_t *ms, size_t nb, void **list_p);
+/** A list of up to k (>= 1) chunks of size nb (nb <= PH_FAST_MAX_CHUNK),
+ *  linked through their payload: deferred ones (every header checked), or
+ *  new ones.  @return how many (0: out of memory). */
+PH_HIDDEN unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p);
 /** Takes back n in-use chunks of ms, all of size `size` (a list linked
  *  through their payload, from a thread cache of ms), as one bundle. */
 PH_HIDDEN void ms_defer_bundle(mstate_t *ms, void *list, unsigned n, size_t size);

@@ -1055,38 +1055,51 @@ void ms_remote_push(mstate_t *ms, void *first, void *last)
                                                   memory_order_relaxed));
 }
 
-/* Checks every chunk of a bundle on its way out to a thread cache: a chunk
- * overwritten while it waited (a write after free) is caught here, not
- * handed out.  Locked. */
-static void bundle_check(mstate_t *ms, void *list, size_t nb, unsigned n)
+/* Takes the first k chunks (all, if fewer) of the top bundle of size nb,
+ * checking each on its way out to a thread cache: a chunk overwritten while
+ * it waited (a write after free) is caught here, not handed out.  Locked.
+ * @return how many. */
+static unsigned bundle_take(mstate_t *ms, size_t nb, unsigned k, void **list_p)
 {
-  for (void *m = list; n-- > 0; m = *(void **)m) {
+  unsigned i = (unsigned)(nb >> 4);
+  void *head = ms->fast[i], *m = head, *last = NULL;
+  uintptr_t word = *bundle_word(head);
+  unsigned len = (unsigned)(word >> PH_BUNDLE_SHIFT), n = len < k ? len : k;
+
+  for (unsigned left = len; left > len - n; left--, last = m, m = *(void **)m) {
     chunk_t *c = mem_chunk(m);
     if (ph_unlikely(((uintptr_t)m & PH_ALIGN_MASK) != 0 || !head_ok(ms, c) ||
                     (c->head & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) != (nb | PH_CINUSE) ||
-                    (n == 0) != (*(void **)m == NULL)))
+                    (left == 1) != (*(void **)m == NULL)))
       ph_fatal("malloc", "corrupted chunk header", m);
   }
+  if (m != NULL) {                             /* the rest stays, a bundle of its own */
+    *(void **)last = NULL;
+    *bundle_word(m) = word - ((uintptr_t)n << PH_BUNDLE_SHIFT);
+    ms->fast[i] = m;
+  } else {
+    ms->fast[i] = (void *)(word & PH_BUNDLE_LINK_MASK);
+  }
+  ms->fast_bytes -= (size_t)n * nb;
+  *list_p = head;
+  return n;
 }
 
-unsigned ms_alloc_batch(mstate_t *ms, size_t nb, void **list_p)
+unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
 {
   void *head = NULL;
-  unsigned n = 0, k = bundle_cap(nb), i = (unsigned)(nb >> 4);
+  unsigned n = 0;
 
   ms_lock(ms);
   if (atomic_load_explicit(&ms->remote, memory_order_relaxed) != NULL)
     ms_drain_remote(ms);
-  head = ms->fast[i];
-  if (head != NULL) {                          /* a deferred bundle, whole */
-    n = bundle_len(head);
-    ms->fast[i] = bundle_next(head);
-    ms->fast_bytes -= (size_t)n * nb;
-    bundle_check(ms, head, nb, n);
+  if (ms->fast[nb >> 4] != NULL) {             /* deferred chunks, as they are */
+    n = bundle_take(ms, nb, k, list_p);
     ms_unlock(ms);
-    *list_p = head;
     return n;
   }
+  if (k > bundle_cap(nb))                      /* new chunks: a bundle's worth */
+    k = bundle_cap(nb);
   /* Carve from the top in one go when no bin has that size. */
   chunk_t *t = ms->top;
   if (t != NULL && bin_at(ms, bin_index(nb))->fd == bin_at(ms, bin_index(nb))) {
