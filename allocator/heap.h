@@ -68,6 +68,8 @@
 #define PH_DEFAULT_MMAP_MAX        65536
 #define PH_DEFAULT_SEGMENT         ((size_t)1024 * 1024)
 #define PH_MAX_SEGMENT_GROW        ((size_t)16 * 1024 * 1024)
+/* Address space reserved after each new segment of an arena (seg_t.spare). */
+#define PH_SEG_SPARE               ((size_t)3 * 1024 * 1024)
 /* With the default (dynamic) thresholds, the top's tail is given back only
  * once it has stayed unused this long: memory follows the program without
  * a map/unmap per free.  A threshold set with mallopt trims at once, as
@@ -117,7 +119,8 @@ typedef struct seg_s {
   size_t chunk_off;          /* offset of the first chunk from base */
   size_t flags;              /* PH_SEG_* */
   uint64_t idle_since;       /* wholly free since (ms, monotonic); 0: in use */
-  size_t pad;
+  size_t spare;              /* bytes mapped after base + size, not yet part of
+                                the segment: it grows into them in place */
 } seg_t;
 #define PH_SEG_EXTERN  1u    /* the caller's region: never grown or released */
 #define PH_SEG_HOLDS_MS 2u   /* the mstate lives in this segment (an mspace) */

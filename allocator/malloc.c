@@ -163,6 +163,7 @@ static void seg_format(mstate_t *ms, char *base, size_t size, size_t chunk_off, 
   seg->size = size;
   seg->chunk_off = chunk_off;
   seg->flags = flags;
+  seg->spare = 0;
   seg->ms = ms;
   seg->next = ms->segs;
   ms->segs = seg;
@@ -279,12 +280,60 @@ static chunk_t *chunk_split_use(mstate_t *ms, chunk_t *c, size_t csize, size_t n
 /*  growing and shrinking the heap                                          */
 /* ======================================================================= */
 
+/* Address space mapped after a new segment of an arena and kept in reserve
+ * (seg->spare): the segment grows into it in place, without a system call,
+ * so that a block growing at the top stays where it is and the heap stays
+ * one contiguous range, as glibc's heaps do.  Never touched until used, so
+ * it costs no memory. */
+PH_INLINE size_t seg_spare_for(const mstate_t *ms)
+{
+  return (ms->flags & PH_MS_USER) ? 0 : PH_SEG_SPARE;
+}
+
+/* Joins the add bytes after tseg's end (mapped, untouched) to the top.
+ * Locked.  @return false if the owner map could not take them. */
+static bool seg_extend(mstate_t *ms, seg_t *tseg, size_t add)
+{
+  char *end = tseg->base + tseg->size;
+
+  if (!owner_map_set(end, add, seg_owner_value(ms, tseg), ms->kind))
+    return false;
+  tseg->size += add;
+  ms->footprint += add;
+  if (ms->footprint > ms->max_footprint)
+    ms->max_footprint = ms->footprint;
+  size_t tsize = chunk_size(ms->top) + add;    /* the old fence and fresh pages */
+  head_set(ms, ms->top, tsize | PH_PINUSE | (ms->top->head & PH_DECOMMITTED));
+  fence_write(ms, tseg);
+  ((chunk_t *)seg_fence(tseg))->prev_foot = tsize;
+  return true;
+}
+
+/* Grows the top of ms in place from its segment's reserve so that it holds
+ * at least want bytes.  Locked; never drops the lock.  @return whether it
+ * did. */
+static bool ms_grow_in_place(mstate_t *ms, size_t want)
+{
+  seg_t *tseg = ms->top_seg;
+
+  if (tseg == NULL || tseg->spare == 0 || ms->top == NULL || (tseg->flags & PH_SEG_EXTERN))
+    return false;
+  size_t tsize = chunk_size(ms->top);
+  if (want <= tsize)
+    return true;
+  size_t add = align_up(want - tsize, PH_GRANULE);
+  if (add > tseg->spare || !seg_extend(ms, tseg, add))
+    return false;
+  tseg->spare -= add;
+  return true;
+}
+
 /* Adds at least need bytes of top.  Called and returns locked; the lock is
  * dropped around the mmap (a misaligned mapping is trimmed, and trims call
  * the release listener). */
 static bool ms_grow(mstate_t *ms, size_t nb)
 {
-  size_t need, len;
+  size_t need, len, spare = seg_spare_for(ms);
   char *hint = NULL, *p;
 
   if (ms->flags & PH_MS_FIXED)
@@ -297,35 +346,32 @@ static bool ms_grow(mstate_t *ms, size_t nb)
   grow = grow > PH_MAX_SEGMENT_GROW ? PH_MAX_SEGMENT_GROW : grow;
   grow = grow < ms->seg_grow ? ms->seg_grow : grow;
   len = align_up(need > grow ? need : grow, PH_GRANULE);
-  if (ms->top_seg != NULL)
-    hint = ms->top_seg->base + ms->top_seg->size;
+
+  seg_t *tseg = ms->top_seg;
+  if (tseg != NULL)
+    hint = tseg->base + tseg->size + tseg->spare;
 
   ms_unlock(ms);
-  p = os_map_aligned(hint, len, PH_GRANULE);
+  p = os_map_aligned(hint, len + spare, PH_GRANULE);
   ms_lock(ms);
   if (p == NULL)
     return false;
 
-  seg_t *tseg = ms->top_seg;
-  if (tseg != NULL && p == tseg->base + tseg->size && !(tseg->flags & PH_SEG_EXTERN) &&
+  tseg = ms->top_seg;
+  if (tseg != NULL && p == tseg->base + tseg->size + tseg->spare &&
+      !(tseg->flags & PH_SEG_EXTERN) &&
       ms->top != NULL) {  /* no top: malloc_trim has borrowed it; start a new segment */
-    /* Adjacent: the old fence and the new range join the top. */
-    if (!owner_map_set(p, len, seg_owner_value(ms, tseg), ms->kind))
+    /* Adjacent: the old fence, the old reserve and the new range join the top. */
+    if (!seg_extend(ms, tseg, tseg->spare + len))
       goto fail;
-    tseg->size += len;
-    ms->footprint += len;
-    if (ms->footprint > ms->max_footprint)
-      ms->max_footprint = ms->footprint;
-    size_t tsize = chunk_size(ms->top) + len;    /* fresh pages: still untouched */
-    head_set(ms, ms->top, tsize | PH_PINUSE | (ms->top->head & PH_DECOMMITTED));
-    fence_write(ms, tseg);
-    ((chunk_t *)seg_fence(tseg))->prev_foot = tsize;
+    tseg->spare = spare;
   } else {
     if (!owner_map_set(p, len, seg_owner_value(ms, (seg_t *)p), ms->kind))
       goto fail;
     chunk_t *old_top = ms->top;
     seg_format(ms, p, len, sizeof(seg_t), 0);
     ms->top_seg = (seg_t *)p;
+    ms->top_seg->spare = spare;
     ms->top = seg_first(ms->top_seg);
     if (old_top != NULL) {         /* the old top becomes an ordinary free chunk */
       size_t osize = chunk_size(old_top);
@@ -337,7 +383,7 @@ static bool ms_grow(mstate_t *ms, size_t nb)
 
 fail:
   ms_unlock(ms);
-  os_release(p, len);
+  os_release(p, len + spare);
   ms_lock(ms);
   return false;
 }
@@ -364,7 +410,8 @@ static void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
   fence_write(ms, seg);
   ((chunk_t *)seg_fence(seg))->prev_foot = tsize - len;
   rel->addr = end - len;
-  rel->len = len;
+  rel->len = len + seg->spare;               /* the reserve goes with the tail */
+  seg->spare = 0;
 }
 
 static uint64_t now_ms(void)
@@ -720,7 +767,7 @@ static void seg_take_out(mstate_t *ms, seg_t **pp, release_t *rel)
   ms->footprint -= seg->size;
   owner_map_set(seg->base, seg->size, 0, PH_KIND_NONE);
   rel->addr = seg->base;
-  rel->len = seg->size;
+  rel->len = seg->size + seg->spare;
 }
 
 /* Frees the in-use chunk c (validated) of seg: coalesces, bins or merges
@@ -1151,6 +1198,29 @@ void ms_defer_bundle(mstate_t *ms, void *list, unsigned n, size_t size)
 /*  realloc, memalign, calloc                                               */
 /* ======================================================================= */
 
+/* Copies n bytes of the huge chunk src (about to be freed) to dst piece by
+ * piece, giving back each copied piece of src at once (announced, as every
+ * decommit), so that a moving realloc of a huge chunk does not hold both
+ * copies in memory, as glibc's mremap does not.  The page holding src's
+ * headers stays: the free that follows checks them. */
+#define PH_MOVE_PIECE ((size_t)128 * 1024)
+static void huge_move_copy(void *dst, const void *src, size_t n)
+{
+  size_t page = os_page_size();
+  uintptr_t done = align_up((uintptr_t)src, page);     /* decommitted up to here */
+
+  for (size_t off = 0; off < n;) {
+    size_t piece = n - off < PH_MOVE_PIECE ? n - off : PH_MOVE_PIECE;
+    memcpy((char *)dst + off, (const char *)src + off, piece);
+    off += piece;
+    uintptr_t hi = align_down((uintptr_t)src + off, page);
+    if (hi > done && (off < n ? hi - done >= PH_MOVE_PIECE : true)) {
+      os_decommit((void *)done, hi - done);
+      done = hi;
+    }
+  }
+}
+
 void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
 {
   seg_t *seg;
@@ -1225,6 +1295,9 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
         os_release(rel.addr, rel.len);
       return mem;
     }
+    if (next == ms->top && seg == ms->top_seg && nb < mparams.mmap_threshold &&
+        size + chunk_size(next) < nb + PH_MIN_CHUNK)
+      ms_grow_in_place(ms, nb + PH_MIN_CHUNK - size);   /* from the reserve */
     if (next == ms->top && size + chunk_size(next) >= nb + PH_MIN_CHUNK &&
         nb < mparams.mmap_threshold) {     /* grow into the top */
       size_t tsize = size + chunk_size(next) - nb;
@@ -1258,7 +1331,10 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
   fresh = ms_malloc(ms, n);
   if (fresh == NULL)
     return NULL;                            /* errno is ENOMEM; mem untouched */
-  memcpy(fresh, mem, old_usable < n ? old_usable : n);
+  if (seg == NULL)
+    huge_move_copy(fresh, mem, old_usable < n ? old_usable : n);
+  else
+    memcpy(fresh, mem, old_usable < n ? old_usable : n);
   ms_free_mem(ms, mem, fn);
   return fresh;
 }
@@ -1523,20 +1599,22 @@ mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
     return NULL;
   }
   len = align_up(capacity + PH_MS_CHUNK_OFF + PH_FENCE_SIZE + PH_MIN_CHUNK, PH_GRANULE);
-  p = os_map_aligned(NULL, len, PH_GRANULE);
+  size_t spare = (flags & PH_MS_USER) ? 0 : PH_SEG_SPARE;   /* as seg_spare_for() */
+  p = os_map_aligned(NULL, len + spare, PH_GRANULE);
   if (p == NULL) {
     errno = ENOMEM;
     return NULL;
   }
   mstate_t *ms = (mstate_t *)(p + PH_MS_OFF);
   if (!owner_map_set(p, len, (uintptr_t)p | ((flags & PH_MS_USER) ? PH_OWNER_USER_TAG : 0), kind)) {
-    os_release(p, len);
+    os_release(p, len + spare);
     errno = ENOMEM;
     return NULL;
   }
   ms_init(ms, flags, kind);
   ms->seg_grow = align_up(capacity, PH_GRANULE);
   seg_format(ms, p, len, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
+  ((seg_t *)p)->spare = spare;
   ms->top_seg = (seg_t *)p;
   ms->top = seg_first(ms->top_seg);
   return ms;
@@ -1621,13 +1699,13 @@ size_t ms_destroy(mstate_t *ms)
     if (s->flags & PH_SEG_HOLDS_MS) {
       home = s;
     } else {
-      total += s->size;
-      os_release(s->base, s->size);
+      total += s->size + s->spare;
+      os_release(s->base, s->size + s->spare);
     }
     s = nx;
   }
   if (home != NULL) {
-    size_t len = home->size;
+    size_t len = home->size + home->spare;
     total += len;
     os_release(home->base, len);
   }

@@ -8,3 +8,6 @@ target_link_libraries(pinheap-preload PRIVATE
   -Wl,--whole-archive $<TARGET_FILE:pinheap> -Wl,--no-whole-archive
   ${CMAKE_DL_LIBS} Threads::Threads)
 add_dependencies(pinheap-preload pinheap)
+# One text-and-read-only-data segment instead of three page-aligned ones:
+# fewer file pages resident in every process that preloads the shim.
+target_link_options(pinheap-preload PRIVATE -Wl,-z,noseparate-code)
