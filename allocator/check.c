@@ -87,15 +87,36 @@ static int check_segment(mstate_t *ms, const seg_t *seg, size_t *free_chunks_p)
   return problems;
 }
 
+/* The two levels of the bin map agree with each other (malloc.c,
+ * binmap_next): a bit per non-zero word, none past the last word or the
+ * last bin. */
+static int check_binmap_words(mstate_t *ms)
+{
+  int problems = 0;
+
+  for (unsigned w = 0; w < 64; w++) {
+    bool want = w < PH_BINMAP_WORDS && ms->binmap[w] != 0;
+    CHECK(((ms->binmap_words >> w) & 1) == want, "bin map summary disagrees with the bin map",
+          &ms->binmap_words);
+  }
+  for (unsigned i = PH_NBINS; i < PH_BINMAP_WORDS * 64; i++)
+    CHECK(!((ms->binmap[i >> 6] >> (i & 63)) & 1), "bin map marks a bin past the last", ms->binmap);
+  return problems;
+}
+
 static int check_bins(mstate_t *ms, size_t *binned_p)
 {
   int problems = 0;
 
+  problems += check_binmap_words(ms);
   for (unsigned i = 0; i < PH_NBINS; i++) {
     chunk_t *b = bin_at(ms, i);
     bool marked = (ms->binmap[i >> 6] >> (i & 63)) & 1;
-    size_t last = 0;
-    CHECK(marked == (b->fd != b), "bin map disagrees with bin", &ms->bins[i]);
+    size_t last = 0, count = 0;
+    /* The designated victim's bin is outside the bin map and holds any
+     * size, but one chunk at most. */
+    bool dv = i == PH_DV_BIN;
+    CHECK(marked == (!dv && b->fd != b), "bin map disagrees with bin", &ms->bins[i]);
     for (chunk_t *c = b->fd; c != b; c = c->fd) {
       if (c->fd->bk != c || c->bk->fd != c) {
         problems += check_report("broken bin links", c);
@@ -109,8 +130,10 @@ static int check_bins(mstate_t *ms, size_t *binned_p)
       CHECK(head_ok(ms, c), "binned chunk header fails its check byte", c);
       CHECK(!chunk_cinuse(c), "binned chunk is in use", c);
       CHECK(c != ms->top, "top chunk in a bin", c);
-      CHECK(bin_index(size) == i, "chunk in the wrong bin", c);
+      CHECK(dv || bin_index(size) == i, "chunk in the wrong bin", c);
       CHECK(size >= last, "large bin not sorted", c);
+      count++;
+      CHECK(!dv || count == 1, "more than one designated victim", c);
       last = size;
       (*binned_p)++;
     }

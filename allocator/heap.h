@@ -10,6 +10,9 @@
  *   bin      A list of free chunks.  Small bins (sizes < 8192) hold one exact
  *            size each; large bins hold a size range, sorted ascending, so the
  *            first fit is the best fit.  A bit map says which bins are non-empty.
+ *   dv       The designated victim: the rest of the last chunk split to serve
+ *            a request, kept apart in bin 0 so that the next requests carve
+ *            it without moving it from bin to bin.
  *   top      The free chunk at the end of the newest segment; it is carved
  *            from when no bin fits and is never in a bin.
  *   fence    A zero-sized in-use chunk header closing every segment.
@@ -48,7 +51,14 @@
 #define PH_GRANULE        ((size_t)1 << PH_GRANULE_SHIFT)   /* 64 KiB */
 #define PH_SMALL_LIMIT    8192u                 /* sizes below: exact small bins */
 #define PH_NSMALL         512u
-#define PH_NBINS          652u                  /* + 4 sorted large bins per power of two */
+/* Large bins are sorted lists; a free is a sorted insert, so a bin must
+ * stay short.  Sizes up to 2 MiB, where a heap's free chunks crowd, get 32
+ * bins per power of two (a bin spans 1/32 of it); sizes above, 4. */
+#define PH_FINE_LIMIT_SHIFT 21u                 /* 2 MiB */
+#define PH_NFINE          (PH_NSMALL + ((PH_FINE_LIMIT_SHIFT - 13u) << 5))
+#define PH_NBINS          (PH_NFINE + ((48u - PH_FINE_LIMIT_SHIFT) << 2))   /* up to 2^47 */
+#define PH_BINMAP_WORDS   ((PH_NBINS + 63) / 64)
+_Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word of binmap");
 #define PH_MAX_REQUEST    ((size_t)PTRDIFF_MAX - 2 * PH_GRANULE)
 
 /* ---- head layout -------------------------------------------------------- */
@@ -169,8 +179,10 @@ typedef struct mstate_s {
   void *_Atomic remote;      /* in-use chunks freed by other threads, linked
                                 through their payload; drained under the lock */
   struct mstate_s *all_next; /* every heap of the process (fork, statistics) */
-  uint64_t binmap[(PH_NBINS + 63) / 64];
+  uint64_t binmap[PH_BINMAP_WORDS];
   bin_t bins[PH_NBINS];
+  uint64_t binmap_words;     /* bit w: binmap[w] != 0, so a search skips
+                                runs of empty bins in one step */
 } mstate_t;
 #define PH_MS_LOCKED  1u     /* take the lock on every call */
 #define PH_MS_FIXED   2u     /* over the caller's region: never touches the OS */
@@ -235,8 +247,14 @@ PH_INLINE unsigned bin_index(size_t s)
   if (s < PH_SMALL_LIMIT)
     return (unsigned)(s >> 4);
   unsigned b = 63u - (unsigned)__builtin_clzll(s);     /* 13 .. 47 */
-  return PH_NSMALL + (b - 13u) * 4u + (unsigned)((s >> (b - 2u)) & 3u);
+  if (b < PH_FINE_LIMIT_SHIFT)
+    return PH_NSMALL + ((b - 13u) << 5) + (unsigned)((s >> (b - 5u)) & 31u);
+  return PH_NFINE + ((b - PH_FINE_LIMIT_SHIFT) << 2) + (unsigned)((s >> (b - 2u)) & 3u);
 }
+
+/* Bin 0 holds no size (the least chunk is 32 bytes): it holds the
+ * designated victim instead (malloc.c). */
+#define PH_DV_BIN 0u
 
 PH_INLINE chunk_t *bin_at(mstate_t *ms, unsigned i)
 {

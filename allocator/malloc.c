@@ -191,23 +191,36 @@ mstate_t *heap_default(void)
 /*  bins                                                                    */
 /* ======================================================================= */
 
-PH_INLINE void binmap_mark(mstate_t *ms, unsigned i) { ms->binmap[i >> 6] |= (uint64_t)1 << (i & 63); }
-PH_INLINE void binmap_clear(mstate_t *ms, unsigned i) { ms->binmap[i >> 6] &= ~((uint64_t)1 << (i & 63)); }
+/* Two levels: binmap has a bit per non-empty bin, binmap_words a bit per
+ * non-zero word of binmap, so the search for the next non-empty bin costs
+ * the same however many empty bins it skips. */
+PH_INLINE void binmap_mark(mstate_t *ms, unsigned i)
+{
+  ms->binmap[i >> 6] |= (uint64_t)1 << (i & 63);
+  ms->binmap_words |= (uint64_t)1 << (i >> 6);
+}
+
+PH_INLINE void binmap_clear(mstate_t *ms, unsigned i)
+{
+  ms->binmap[i >> 6] &= ~((uint64_t)1 << (i & 63));
+  if (ms->binmap[i >> 6] == 0)
+    ms->binmap_words &= ~((uint64_t)1 << (i >> 6));
+}
 
 /* First non-empty bin at or above i, or PH_NBINS. */
 static unsigned binmap_next(const mstate_t *ms, unsigned i)
 {
   unsigned w = i >> 6;
-  if (w >= sizeof(ms->binmap) / sizeof(ms->binmap[0]))
+  if (w >= PH_BINMAP_WORDS)
     return PH_NBINS;
   uint64_t bits = ms->binmap[w] & (~(uint64_t)0 << (i & 63));
-  for (;;) {
-    if (bits != 0)
-      return (w << 6) + (unsigned)__builtin_ctzll(bits);
-    if (++w >= sizeof(ms->binmap) / sizeof(ms->binmap[0]))
-      return PH_NBINS;
-    bits = ms->binmap[w];
-  }
+  if (bits != 0)
+    return (w << 6) + (unsigned)__builtin_ctzll(bits);
+  uint64_t words = ms->binmap_words & (~(uint64_t)1 << w);    /* the words above w */
+  if (words == 0)
+    return PH_NBINS;
+  w = (unsigned)__builtin_ctzll(words);
+  return (w << 6) + (unsigned)__builtin_ctzll(ms->binmap[w]);
 }
 
 static void bin_insert(mstate_t *ms, chunk_t *c, size_t size)
@@ -229,12 +242,20 @@ static void bin_insert(mstate_t *ms, chunk_t *c, size_t size)
   binmap_mark(ms, i);
 }
 
-static void bin_unlink(mstate_t *ms, chunk_t *c, size_t size)
+/* Ends the process if the binned chunk c's neighbours do not point back. */
+PH_INLINE void bin_links_check(const chunk_t *c)
+{
+  if (ph_unlikely(c->fd->bk != c || c->bk->fd != c))
+    ph_fatal("free", "corrupted free list at chunk", c);
+}
+
+/* Takes c out of its bin -- the designated victim's included (its bin has
+ * no bit in the bin map). */
+PH_INLINE void bin_unlink(mstate_t *ms, chunk_t *c, size_t size)
 {
   chunk_t *fd = c->fd, *bk = c->bk;
 
-  if (ph_unlikely(fd->bk != c || bk->fd != c))
-    ph_fatal("free", "corrupted free list at chunk", c);
+  bin_links_check(c);
   fd->bk = bk;
   bk->fd = fd;
   if (fd == bk) {                /* only the bin header is left */
@@ -242,6 +263,33 @@ static void bin_unlink(mstate_t *ms, chunk_t *c, size_t size)
     if (fd == bin_at(ms, i))
       binmap_clear(ms, i);
   }
+}
+
+/* The designated victim (dlmalloc's "dv"): what is left of the chunk that
+ * served the last split.  Requests carved from it one after the other (a
+ * thread cache refilling) would otherwise move the rest from bin to bin
+ * each time.  It waits alone in bin PH_DV_BIN, outside the bin map, and
+ * ms_alloc_chunk weighs it against the best binned fit, so the chunk chosen
+ * is the same as if it were binned.  Anything that walks the bins or
+ * unlinks a free chunk treats it like any binned chunk. */
+PH_INLINE chunk_t *dv_get(mstate_t *ms)
+{
+  chunk_t *b = bin_at(ms, PH_DV_BIN);
+  return b->fd != b ? b->fd : NULL;
+}
+
+/* Makes the free chunk c the designated victim; the previous one, if any,
+ * goes to its bin. */
+static void dv_replace(mstate_t *ms, chunk_t *c)
+{
+  chunk_t *b = bin_at(ms, PH_DV_BIN), *old = b->fd;
+
+  if (old != b) {
+    bin_links_check(old);
+    bin_insert(ms, old, chunk_size(old));
+  }
+  c->fd = c->bk = b;
+  b->fd = b->bk = c;
 }
 
 /* Marks c (size bytes, previous in use) in use and sets the next chunk's
@@ -261,19 +309,45 @@ PH_INLINE void chunk_set_free(mstate_t *ms, chunk_t *c, size_t size)
   head_set_pinuse(ms, next, false);
 }
 
-/* c is a free chunk of csize just taken out of its bin: keep nb bytes in
- * use, return the rest to a bin. */
-static chunk_t *chunk_split_use(mstate_t *ms, chunk_t *c, size_t csize, size_t nb)
+/* Carves nb bytes, in use, from the front of the free chunk c (csize >=
+ * nb), already out of its bin; the rest, if it makes a chunk, becomes the
+ * designated victim.  The chunk after c keeps its head: the chunk before
+ * it stays free. */
+PH_INLINE chunk_t *chunk_carve(mstate_t *ms, chunk_t *c, size_t csize, size_t nb)
 {
-  if (csize - nb >= PH_MIN_CHUNK) {
-    chunk_t *rem = chunk_at(c, nb);
-    head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
-    chunk_set_free(ms, rem, csize - nb);
-    bin_insert(ms, rem, csize - nb);
-  } else {
+  if (csize - nb < PH_MIN_CHUNK) {
     chunk_set_inuse(ms, c, csize);
+    return c;
   }
+  chunk_t *rem = chunk_at(c, nb);
+  head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
+  head_set(ms, rem, (csize - nb) | PH_PINUSE);
+  chunk_at(rem, csize - nb)->prev_foot = csize - nb;
+  dv_replace(ms, rem);
   return c;
+}
+
+/* Takes nb bytes from the designated victim dv (dsize >= nb).  The rest
+ * stays the victim, in place. */
+static chunk_t *dv_take(mstate_t *ms, chunk_t *dv, size_t dsize, size_t nb)
+{
+  chunk_t *b = bin_at(ms, PH_DV_BIN);
+
+  bin_links_check(dv);
+  b->fd = b->bk = b;
+  return chunk_carve(ms, dv, dsize, nb);
+}
+
+/* Puts the designated victim into its bin (before a walk of the bins that
+ * must see every free chunk in its place). */
+static void dv_flush(mstate_t *ms)
+{
+  chunk_t *dv = dv_get(ms);
+
+  if (dv != NULL) {
+    bin_unlink(ms, dv, chunk_size(dv));
+    bin_insert(ms, dv, chunk_size(dv));
+  }
 }
 
 /* ======================================================================= */
@@ -676,7 +750,7 @@ static chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
 {
   unsigned i = bin_index(nb);
   chunk_t *b = bin_at(ms, i);
-  chunk_t *c;
+  chunk_t *c = NULL, *dv;
 
   if (atomic_load_explicit(&ms->remote, memory_order_relaxed) != NULL)
     ms_drain_remote(ms);
@@ -688,21 +762,32 @@ static chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
       chunk_set_inuse(ms, c, nb);
       return c;
     }
+    c = NULL;
   } else {
-    for (c = b->fd; c != b; c = c->fd) {    /* sorted: first fit is best */
-      size_t cs = chunk_size(c);
-      if (cs >= nb) {
-        bin_unlink(ms, c, cs);
-        return chunk_split_use(ms, c, cs, nb);
+    for (chunk_t *x = b->fd; x != b; x = x->fd) {   /* sorted: first fit is best */
+      if (chunk_size(x) >= nb) {
+        c = x;
+        break;
       }
     }
   }
-  i = binmap_next(ms, i + 1);
-  if (i < PH_NBINS) {                       /* smallest chunk of a larger bin */
-    c = bin_at(ms, i)->fd;
+  if (c == NULL) {
+    i = binmap_next(ms, i + 1);
+    if (i < PH_NBINS)                       /* smallest chunk of a larger bin */
+      c = bin_at(ms, i)->fd;
+  }
+  /* c is the best binned fit; the designated victim wins if it fits as
+   * well or better. */
+  dv = dv_get(ms);
+  if (dv != NULL) {
+    size_t ds = chunk_size(dv);
+    if (ds >= nb && (c == NULL || ds <= chunk_size(c)))
+      return dv_take(ms, dv, ds, nb);
+  }
+  if (c != NULL) {
     size_t cs = chunk_size(c);
     bin_unlink(ms, c, cs);
-    return chunk_split_use(ms, c, cs, nb);
+    return chunk_carve(ms, c, cs, nb);
   }
   for (;;) {
     c = ms->top;
@@ -799,8 +884,12 @@ static void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, rel
     size_t nsize = chunk_size(next);
     bin_unlink(ms, next, nsize);
     size += nsize;
+    /* The chunk after next already has PINUSE clear: only the footer moves. */
+    head_set(ms, c, size | PH_PINUSE);
+    chunk_at(c, size)->prev_foot = size;
+  } else {
+    chunk_set_free(ms, c, size);
   }
-  chunk_set_free(ms, c, size);
   /* A whole segment (not the top's, not the one holding the heap) free and
    * at least the trim threshold: give it back -- at once with a threshold
    * set by mallopt (glibc's way), else once it has stayed unused for
@@ -1472,6 +1561,7 @@ int ms_trim(mstate_t *ms, size_t pad)
       borrowed = top_borrowed = t;
     }
   }
+  dv_flush(ms);
   for (unsigned i = bin_index(align_up(os_page_size() + PH_MIN_CHUNK, PH_ALIGN)); i < PH_NBINS; i++) {
     chunk_t *bin = bin_at(ms, i);
     for (chunk_t *c = bin->fd, *nx; c != bin; c = nx) {
