@@ -215,29 +215,36 @@ mstate_t *front_arena(void)
 /* Hands the chunks of another heap gathered by this thread back to it. */
 static void tcache_remote_flush(tcache_t *tc)
 {
-  if (tc->rem_n != 0)
-    ms_remote_push(tc->rem_ms, tc->rem_head, tc->rem_tail);
+  for (unsigned w = 0; w < 2; w++) {
+    while (tc->rem_used[w] != 0) {
+      unsigned i = w * 64 + (unsigned)__builtin_ctzll(tc->rem_used[w]);
+      tc->rem_used[w] &= tc->rem_used[w] - 1;
+      ms_remote_push(tc->rem_ms, tc->rem[i].head, tc->rem[i].count);
+      tc->rem[i].head = NULL;
+      tc->rem[i].count = 0;
+    }
+  }
   tc->rem_ms = NULL;
-  tc->rem_head = tc->rem_tail = NULL;
-  tc->rem_n = 0;
 }
 
-/* A chunk of heap ms, not this thread's arena: gathered with others of
- * the same heap, then handed over with one compare-and-swap. */
-#define PH_TC_REMOTE_RUN 32u
-static void tcache_remote(tcache_t *tc, mstate_t *ms, void *mem)
+/* A chunk of heap ms (size i << 4), not of this thread's arena: gathered
+ * with others of its heap and size, then handed over as one bundle with
+ * one compare-and-swap; the heap takes the bundle in whole. */
+static void tcache_remote(tcache_t *tc, mstate_t *ms, void *mem, size_t i)
 {
   if (tc->rem_ms != ms) {
     tcache_remote_flush(tc);
     tc->rem_ms = ms;
   }
-  *(void **)mem = tc->rem_head;
-  ((uint64_t *)mem)[1] = tcache_key;
-  if (tc->rem_head == NULL)
-    tc->rem_tail = mem;
-  tc->rem_head = mem;
-  if (++tc->rem_n >= PH_TC_REMOTE_RUN)
-    tcache_remote_flush(tc);
+  tc_bin_t *b = &tc->rem[i];
+  tc_bin_push(b, mem);
+  tc->rem_used[i >> 6] |= (uint64_t)1 << (i & 63);
+  if (b->count >= bundle_cap(i << 4)) {
+    ms_remote_push(ms, b->head, b->count);
+    b->head = NULL;
+    b->count = 0;
+    tc->rem_used[i >> 6] &= ~((uint64_t)1 << (i & 63));
+  }
 }
 
 /* Gives the lists of size i << 4 back to the arena, as bundles. */
@@ -388,11 +395,11 @@ void front_free_slow(void *mem, uintptr_t o, const char *fn)
     tc_bin_t *b = &tc->bins[i];
     if (((uint64_t *)mem)[1] == tcache_key &&
         (list_holds(b->head, mem) || list_holds(tc->spare[i].head, mem) ||
-         list_holds(tc->rem_head, mem)))
+         list_holds(tc->rem[i].head, mem)))
       ph_fatal(fn, "double free", mem);
     mstate_t *ms = owner_seg(o)->ms;
     if (ms != tc->arena) {
-      tcache_remote(tc, ms, mem);
+      tcache_remote(tc, ms, mem, i);
     } else {
       if (b->count >= b->limit)
         front_free_full(tc, b, mem);

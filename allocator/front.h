@@ -35,10 +35,10 @@ typedef struct tcache_s {
   mstate_t *arena;     /* the heap this thread allocates from */
   tc_bin_t spare[PH_TC_NBINS];  /* per size, a full list set aside: given
                                    back as a bundle when the next one fills */
-  mstate_t *rem_ms;    /* chunks of another heap freed here, on their way */
-  void *rem_head;      /* back to it (rem_n of them, rem_head..rem_tail) */
-  void *rem_tail;
-  unsigned rem_n;
+  mstate_t *rem_ms;    /* the heap of the chunks in rem[] */
+  uint64_t rem_used[2];  /* which lists of rem[] hold chunks */
+  tc_bin_t rem[PH_TC_NBINS];  /* chunks of another heap freed here, by size,
+                                 on their way back to it as bundles */
   size_t grown;        /* bytes the lists' limits were raised by, in all */
   unsigned trips;      /* refills and bundles given back, in all */
 } tcache_t;

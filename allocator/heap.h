@@ -176,8 +176,8 @@ typedef struct mstate_s {
   void *fast[PH_FAST_NBINS]; /* freed small chunks kept in use, not coalesced:
                                 by chunk size >> 4, a stack of bundles (below) */
   size_t fast_bytes;
-  void *_Atomic remote;      /* in-use chunks freed by other threads, linked
-                                through their payload; drained under the lock */
+  void *_Atomic remote;      /* bundles of in-use chunks freed by other threads
+                                (a stack, as fast[]); drained under the lock */
   struct mstate_s *all_next; /* every heap of the process (fork, statistics) */
   uint64_t binmap[PH_BINMAP_WORDS];
   bin_t bins[PH_NBINS];
@@ -294,8 +294,9 @@ PH_HIDDEN unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **li
 /** Takes back n in-use chunks of ms, all of size `size` (a list linked
  *  through their payload, from a thread cache of ms), as one bundle. */
 PH_HIDDEN void ms_defer_bundle(mstate_t *ms, void *list, unsigned n, size_t size);
-/** Hands a list of ms's chunks (first..last) to ms without its lock. */
-PH_HIDDEN void ms_remote_push(mstate_t *ms, void *first, void *last);
+/** Hands n in-use chunks of ms, all of one size (a list linked through
+ *  their payload), to ms as a bundle, without its lock. */
+PH_HIDDEN void ms_remote_push(mstate_t *ms, void *list, unsigned n);
 /** Fork: take every heap lock (registry order) / release them all. */
 PH_HIDDEN void ms_lock_all(void);
 PH_HIDDEN void ms_unlock_all(void);

@@ -1143,22 +1143,6 @@ static bool ms_fast_consolidate(mstate_t *ms)
   return any;
 }
 
-/* Takes one chunk of ms back from another thread, ms locked: a small one
- * waits in its deferred list, anything else is freed at once.  Its header
- * is checked. */
-static void ms_defer_locked(mstate_t *ms, void *mem, const char *fn)
-{
-  chunk_t *c = mem_chunk(mem);
-  size_t size = chunk_size(c);
-
-  if (size <= PH_FAST_MAX_CHUNK && size >= PH_MIN_CHUNK && head_ok(ms, c) &&
-      (c->head & (PH_CINUSE | PH_MMAPPED)) == PH_CINUSE) {
-    fast_push_one(ms, (unsigned)(size >> 4), mem);
-    return;
-  }
-  ms_free_locked(ms, mem, fn);
-}
-
 /* The deferred chunks may not hold more than a quarter of the heap (and
  * 1 MiB at least).  Past that they are all coalesced: coalescing only some
  * sizes leaves the others pinning holes apart (the frag workload's peak
@@ -1169,25 +1153,34 @@ static void ms_fast_bound(mstate_t *ms)
     ms_fast_consolidate(ms);
 }
 
-/* Frees what other threads handed over through ms->remote.  Locked. */
+/* Takes the bundles other threads handed over through ms->remote into the
+ * deferred lists, whole: only each bundle's first chunk is looked at (the
+ * others are checked when their bundle leaves again, or when coalesced).
+ * Locked. */
 static void ms_drain_remote(mstate_t *ms)
 {
   void *mem = atomic_exchange_explicit(&ms->remote, NULL, memory_order_acquire);
 
   while (mem != NULL) {
-    void *next = *(void **)mem;
-    ms_defer_locked(ms, mem, "free");
+    void *next = bundle_next(mem);
+    unsigned n = bundle_len(mem);
+    chunk_t *c = mem_chunk(mem);
+    size_t size = chunk_size(c);
+    if (ph_unlikely(!head_ok(ms, c) || size < PH_MIN_CHUNK || size > PH_FAST_MAX_CHUNK ||
+                    (c->head & (PH_CINUSE | PH_MMAPPED)) != PH_CINUSE))
+      ph_fatal("free", "corrupted chunk header", mem);
+    fast_push_bundle(ms, (unsigned)(size >> 4), mem, n);
     mem = next;
   }
   ms_fast_bound(ms);
 }
 
-void ms_remote_push(mstate_t *ms, void *first, void *last)
+void ms_remote_push(mstate_t *ms, void *list, unsigned n)
 {
   void *old = atomic_load_explicit(&ms->remote, memory_order_relaxed);
   do {
-    *(void **)last = old;
-  } while (!atomic_compare_exchange_weak_explicit(&ms->remote, &old, first, memory_order_release,
+    *bundle_word(list) = (uintptr_t)old | ((uintptr_t)n << PH_BUNDLE_SHIFT);
+  } while (!atomic_compare_exchange_weak_explicit(&ms->remote, &old, list, memory_order_release,
                                                   memory_order_relaxed));
 }
 
