@@ -180,9 +180,11 @@ typedef struct mstate_s {
                                 (a stack, as fast[]); drained under the lock */
   struct mstate_s *all_next; /* every heap of the process (fork, statistics) */
   uint64_t binmap[PH_BINMAP_WORDS];
-  bin_t bins[PH_NBINS];
   uint64_t binmap_words;     /* bit w: binmap[w] != 0, so a search skips
                                 runs of empty bins in one step */
+  bin_t bins[PH_NBINS];      /* last: a bin's header is written when it first
+                                holds a chunk (bin_live), so the pages of
+                                bins never used stay untouched */
 } mstate_t;
 #define PH_MS_LOCKED  1u     /* take the lock on every call */
 #define PH_MS_FIXED   2u     /* over the caller's region: never touches the OS */
@@ -259,6 +261,13 @@ PH_INLINE unsigned bin_index(size_t s)
 PH_INLINE chunk_t *bin_at(mstate_t *ms, unsigned i)
 {
   return (chunk_t *)((char *)&ms->bins[i] - offsetof(chunk_t, fd));
+}
+
+/* May bin i be read?  Bins are set up lazily: one whose bin map bit is
+ * clear is empty, and its header may never have been written. */
+PH_INLINE bool bin_live(const mstate_t *ms, unsigned i)
+{
+  return i == PH_DV_BIN || ((ms->binmap[i >> 6] >> (i & 63)) & 1);
 }
 
 /* ---- malloc.c / check.c ------------------------------------------------- */

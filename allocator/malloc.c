@@ -80,14 +80,11 @@ static size_t cookie_make(const void *salt)
 
 static void ms_init(mstate_t *ms, unsigned flags, unsigned kind)
 {
-  memset(ms, 0, sizeof(*ms));
+  memset(ms, 0, offsetof(mstate_t, bins));   /* the bins wait (bin_live) */
   ms->kind = kind;
   ms->cookie = cookie_make(ms);
   ms->seg_grow = PH_DEFAULT_SEGMENT;
-  for (unsigned i = 0; i < PH_NBINS; i++) {
-    chunk_t *b = bin_at(ms, i);
-    b->fd = b->bk = b;
-  }
+  bin_at(ms, PH_DV_BIN)->fd = bin_at(ms, PH_DV_BIN)->bk = bin_at(ms, PH_DV_BIN);
   if (!(flags & PH_MS_FIXED)) {     /* the caller's regions may vanish unannounced */
     ph_lock(&ms_all_lock);
     ms->all_next = ms_all;
@@ -229,6 +226,8 @@ static void bin_insert(mstate_t *ms, chunk_t *c, size_t size)
   chunk_t *b = bin_at(ms, i);
   chunk_t *after = b;            /* insert before after->fd */
 
+  if (!bin_live(ms, i))          /* empty: its header may never have been set */
+    b->fd = b->bk = b;
   if (i >= PH_NSMALL) {          /* keep large bins sorted, ascending */
     chunk_t *x = b->fd;
     while (x != b && chunk_size(x) < size)
@@ -755,14 +754,13 @@ static chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
   if (atomic_load_explicit(&ms->remote, memory_order_relaxed) != NULL)
     ms_drain_remote(ms);
 
-  if (i < PH_NSMALL) {
+  if (!bin_live(ms, i)) {
+    /* empty: a larger bin's, below */
+  } else if (i < PH_NSMALL) {               /* exact fit */
     c = b->fd;
-    if (c != b) {                           /* exact fit */
-      bin_unlink(ms, c, nb);
-      chunk_set_inuse(ms, c, nb);
-      return c;
-    }
-    c = NULL;
+    bin_unlink(ms, c, nb);
+    chunk_set_inuse(ms, c, nb);
+    return c;
   } else {
     for (chunk_t *x = b->fd; x != b; x = x->fd) {   /* sorted: first fit is best */
       if (chunk_size(x) >= nb) {
@@ -1231,7 +1229,7 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
     k = bundle_cap(nb);
   /* Carve from the top in one go when no bin has that size. */
   chunk_t *t = ms->top;
-  if (t != NULL && bin_at(ms, bin_index(nb))->fd == bin_at(ms, bin_index(nb))) {
+  if (t != NULL && !bin_live(ms, bin_index(nb))) {
     size_t ts = chunk_size(t), dec = t->head & PH_DECOMMITTED;
     while (n < k && ts >= nb + PH_MIN_CHUNK) {
       head_set(ms, t, nb | PH_CINUSE | PH_PINUSE);
@@ -1557,6 +1555,8 @@ int ms_trim(mstate_t *ms, size_t pad)
   dv_flush(ms);
   for (unsigned i = bin_index(align_up(os_page_size() + PH_MIN_CHUNK, PH_ALIGN)); i < PH_NBINS; i++) {
     chunk_t *bin = bin_at(ms, i);
+    if (!bin_live(ms, i))
+      continue;
     for (chunk_t *c = bin->fd, *nx; c != bin; c = nx) {
       size_t cs = chunk_size(c);
       nx = c->fd;
@@ -1640,7 +1640,7 @@ struct mallinfo2 ms_info(mstate_t *ms)
   ms_fast_consolidate(ms);                  /* and deferred ones, count as free */
   for (unsigned i = 0; i < PH_NBINS; i++) {
     chunk_t *b = bin_at(ms, i);
-    for (chunk_t *c = b->fd; c != b; c = c->fd) {
+    for (chunk_t *c = b->fd; bin_live(ms, i) && c != b; c = c->fd) {
       free_bytes += chunk_size(c);
       free_count++;
     }
