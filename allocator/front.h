@@ -27,6 +27,7 @@ typedef struct tc_bin_s {
   uint32_t count;
   uint32_t limit;      /* 0 in the sentinels: every push goes slow */
 } tc_bin_t;
+_Static_assert(sizeof(tc_bin_t) == 16, "front_free_fast indexes bins by head & 0x7f0");
 
 typedef struct tcache_s {
   tc_bin_t bins[PH_TC_NBINS];
@@ -101,7 +102,8 @@ PH_INLINE bool front_free_fast(void *mem)
   size_t head = mem_chunk(mem)->head;
   if (ph_unlikely((head & PH_TC_HEAD_MASK) != PH_CINUSE))
     return false;
-  tc_bin_t *b = &tc->bins[(head >> 4) & 0x7f];
+  /* bin (head >> 4) & 0x7f: bins are 16 bytes, so the offset is head & 0x7f0 */
+  tc_bin_t *b = (tc_bin_t *)((char *)tc->bins + (head & 0x7f0));
   if (ph_unlikely(((uint64_t *)mem)[1] == tcache_key))
     return false;
   if (ph_unlikely(b->count >= b->limit)) {
