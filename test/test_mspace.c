@@ -713,8 +713,18 @@ Test(mspace, fixed_capacities_near_the_minimum)
     }
   }
   cr_assert_neq(min_ok, 0, "no capacity up to 64 KiB is accepted by create_mspace_with_base");
-  size_t lo = min_ok / 2 > 64 ? min_ok / 2 : 64;
-  for (size_t cap = lo; cap <= min_ok + 1024; cap += 8) {
+  /* the least capacity accepted, to 8 bytes */
+  size_t least = min_ok;
+  for (size_t cap = min_ok / 2 > 64 ? min_ok / 2 : 64; cap < min_ok; cap += 8) {
+    pinheap_mspace m = pinheap_create_mspace_with_base(r.rw + 64, cap, 0);
+    if (m != NULL) {
+      least = cap;
+      pinheap_destroy_mspace(m);
+      break;
+    }
+  }
+  size_t lo = least > 1024 ? least - 1024 : 64;
+  for (size_t cap = lo; cap <= least + 1024; cap += 8) {
     uint8_t *base = r.rw + 64;
     memset(r.rw, REGION_CANARY, r.rw_len);
     listener_install();
