@@ -264,6 +264,29 @@ Test(api, realloc_grows_into_free_neighbour)
   heap_assert_sound("free after realloc");
 }
 
+/* A block at the top of the heap grows in place past the end of its
+ * segment (the segment grows into the address space reserved after it),
+ * as glibc's heap does: a growing vector is not copied at every step. */
+Test(api, realloc_at_the_top_grows_in_place_past_the_segment)
+{
+  cr_assert_eq(pinheap_mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024), 1);
+  size_t n = 64 * 1024;
+  unsigned char *p = pinheap_malloc(n);
+  cr_assert_not_null(p);
+  pattern_fill(p, n, 9);
+  unsigned char *q = p;
+  for (size_t m = 256 * 1024; m <= 3 * 1024 * 1024; m += 256 * 1024) {
+    q = pinheap_realloc(q, m);
+    cr_assert_not_null(q, "realloc to %zu failed", m);
+    cr_assert_eq(q, p, "realloc to %zu bytes moved the block at the top of the heap", m);
+    memset(q + n, 0x5c, m - n);
+  }
+  cr_assert_eq(pattern_find_mismatch(q, n, 9), SIZE_MAX, "growing in place lost the contents");
+  heap_assert_sound("realloc grown in place");
+  pinheap_free(q);
+  heap_assert_sound("free of the grown block");
+}
+
 /* ======================================================================= */
 /*  calloc                                                                  */
 /* ======================================================================= */

@@ -265,6 +265,46 @@ Test(release, shrinking_a_huge_block_reports_only_the_tail)
   PINHEAP_NAME(free)(q);
 }
 
+/* A mapped block that must move to grow is copied piece by piece, and the
+ * copied pieces of the old mapping are given back as it goes: every page
+ * of the old block is reported (the pieces, then the rest with its
+ * mapping), no report touches the new block, and the contents arrive. */
+Test(release, growing_a_mapped_block_that_moves_reports_the_old_one)
+{
+  size_t n = 6 * SHADOW_MIB, m = 40 * SHADOW_MIB, page = (size_t)sysconf(_SC_PAGESIZE);
+  unsigned char *p = PINHEAP_NAME(malloc)(n);
+
+  cr_assert(p != NULL);
+  /* a page of our own right after the mapping: it cannot grow in place */
+  uintptr_t end = ((uintptr_t)p + PINHEAP_NAME(malloc_usable_size)(p) + page - 1) & ~(page - 1);
+  void *guard = mmap((void *)end, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                     -1, 0);
+  cr_assert(guard != MAP_FAILED || errno == EEXIST, "mmap of the guard page: errno %d", errno);
+  shadow_pattern_fill(p, n, 7);
+  rec_install(NULL);
+  unsigned char *q = PINHEAP_NAME(realloc)(p, m);
+  cr_assert(q != NULL);
+  cr_assert(shadow_pattern_find_mismatch(q, n, 7) == n, "realloc lost the block's contents");
+  size_t hit = rec_intersecting(q, PINHEAP_NAME(malloc_usable_size)(q));
+  cr_assert(hit == SIZE_MAX, "listener call %zu overlaps the new block [%p, +%zu)", hit, (void *)q,
+            m);
+  cr_assert(q != p, "the block grew in place past the guard page");
+  for (size_t off = page; off < n; off += page)     /* every page after the header's */
+    cr_assert(rec_containing(p + off, 1) >= 1, "page +0x%zx of the moved block's old mapping "
+              "was never reported", off);
+  cr_assert(!page_is_mapped(p + n - 1), "the old mapping is still there");
+  size_t pieces = 0;                /* given back during the copy, before the free */
+  for (size_t i = 0; i < rec_n(); i++)
+    if (rec_log[i].addr >= (uintptr_t)p && rec_log[i].addr + rec_log[i].len <= (uintptr_t)p + n)
+      pieces++;
+  cr_assert_geq(pieces, 2, "the old block was not given back piece by piece while it was copied "
+                "(%zu pieces): both copies were resident at once", pieces);
+  rec_assert_well_formed();
+  PINHEAP_NAME(free)(q);
+  if (guard != MAP_FAILED)
+    munmap(guard, page);
+}
+
 Test(release, free_trims_the_top_and_reports_it)
 {
   enum { N = 64 };
