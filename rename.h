@@ -107,6 +107,7 @@
 #define tcache_key              PINHEAP_NAME(tcache_key)
 #define front_malloc_slow       PINHEAP_NAME(front_malloc_slow)
 #define front_free_full         PINHEAP_NAME(front_free_full)
+#define front_malloc_corrupt    PINHEAP_NAME(front_malloc_corrupt)
 #define front_free_slow         PINHEAP_NAME(front_free_slow)
 #define front_arena             PINHEAP_NAME(front_arena)
 #define dispatch_table          PINHEAP_NAME(dispatch_table)

@@ -334,6 +334,11 @@ void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem)
   tc_bin_push(b, mem);
 }
 
+void front_malloc_corrupt(void *mem)
+{
+  ph_fatal("malloc", "corrupted chunk header", mem);
+}
+
 /* The bin's list is empty: the spare, or a bundle from the arena. */
 void *front_malloc_slow(size_t n)
 {
@@ -361,6 +366,8 @@ void *front_malloc_slow(size_t n)
     tcache_grow(tc, nb >> 4);
   }
   void *p = b->head;
+  if (((uint32_t)mem_chunk(p)->head & ~(uint32_t)PH_PINUSE) != (uint32_t)(nb | PH_CINUSE))
+    front_malloc_corrupt(p);
   b->head = *(void **)p;
   b->count--;
   ((uint64_t *)p)[1] = 0;

@@ -57,14 +57,24 @@ PH_HIDDEN void front_free_slow(void *mem, uintptr_t o, const char *fn);
 /** The calling thread's arena. */
 PH_HIDDEN mstate_t *front_arena(void);
 
+/** A cached chunk's header is not what its list says: ends the process. */
+PH_HIDDEN void front_malloc_corrupt(void *mem) __attribute__((noreturn, cold));
+
 PH_INLINE void *front_malloc(size_t n)
 {
   if (ph_likely(n <= PH_TC_MAX_REQUEST)) {
     size_t i = (n + PH_CHUNK_OVERHEAD + PH_ALIGN_MASK) >> 4;
     i = i < 2 ? 2 : i;                                    /* 32-byte minimum chunk */
-    tc_bin_t *b = &tcache_tls->bins[i];
+    size_t size = i << 4;                 /* the chunk size, and bin i's offset */
+    tc_bin_t *b = (tc_bin_t *)((char *)tcache_tls->bins + size);
     void *p = b->head;
     if (ph_likely(p != NULL)) {
+      /* Every chunk of list i is in use and `size` bytes: a header that
+       * says otherwise was overwritten while the chunk was free (the low
+       * 32 bits: size and flags, but for PINUSE). */
+      if (ph_unlikely(((uint32_t)mem_chunk(p)->head & ~(uint32_t)PH_PINUSE) !=
+                      (uint32_t)size + PH_CINUSE))
+        front_malloc_corrupt(p);
       b->head = *(void **)p;
       b->count--;
       ((uint64_t *)p)[1] = 0;                             /* the cache key */

@@ -1182,34 +1182,38 @@ void ms_remote_push(mstate_t *ms, void *list, unsigned n)
                                                   memory_order_relaxed));
 }
 
-/* Takes the first k chunks (all, if fewer) of the top bundle of size nb,
- * checking each on its way out to a thread cache: a chunk overwritten while
- * it waited (a write after free) is caught here, not handed out.  Locked.
+/* Takes the first k chunks (all, if fewer) of the top bundle of size nb.
+ * A whole bundle is taken without looking at its chunks (each one's header
+ * is checked as malloc hands it out, front.h); a bundle cut in two is
+ * walked to the cut, and the chunks walked are checked.  Locked.
  * @return how many. */
 static unsigned bundle_take(mstate_t *ms, size_t nb, unsigned k, void **list_p)
 {
   unsigned i = (unsigned)(nb >> 4);
-  void *head = ms->fast[i], *m = head, *last = NULL;
+  void *head = ms->fast[i];
   uintptr_t word = *bundle_word(head);
-  unsigned len = (unsigned)(word >> PH_BUNDLE_SHIFT), n = len < k ? len : k;
+  unsigned len = (unsigned)(word >> PH_BUNDLE_SHIFT);
 
-  for (unsigned left = len; left > len - n; left--, last = m, m = *(void **)m) {
+  if (len <= k) {
+    ms->fast[i] = (void *)(word & PH_BUNDLE_LINK_MASK);
+    ms->fast_bytes -= (size_t)len * nb;
+    *list_p = head;
+    return len;
+  }
+  void *m = head, *last = NULL;
+  for (unsigned left = k; left > 0; left--, last = m, m = *(void **)m) {
     chunk_t *c = mem_chunk(m);
     if (ph_unlikely(((uintptr_t)m & PH_ALIGN_MASK) != 0 || !head_ok(ms, c) ||
                     (c->head & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) != (nb | PH_CINUSE) ||
-                    (left == 1) != (*(void **)m == NULL)))
+                    *(void **)m == NULL))
       ph_fatal("malloc", "corrupted chunk header", m);
   }
-  if (m != NULL) {                             /* the rest stays, a bundle of its own */
-    *(void **)last = NULL;
-    *bundle_word(m) = word - ((uintptr_t)n << PH_BUNDLE_SHIFT);
-    ms->fast[i] = m;
-  } else {
-    ms->fast[i] = (void *)(word & PH_BUNDLE_LINK_MASK);
-  }
-  ms->fast_bytes -= (size_t)n * nb;
+  *(void **)last = NULL;                       /* the rest stays, a bundle of its own */
+  *bundle_word(m) = word - ((uintptr_t)k << PH_BUNDLE_SHIFT);
+  ms->fast[i] = m;
+  ms->fast_bytes -= (size_t)k * nb;
   *list_p = head;
-  return n;
+  return k;
 }
 
 unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
