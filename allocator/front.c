@@ -7,10 +7,14 @@
  * Arenas are heaps (mstate_t) like mspaces; arena 0 is the static heap of
  * malloc.c, the others are created on demand, up to M_ARENA_MAX, and each
  * thread is given one, round robin, when it first allocates.  A thread's
- * cache refills from and flushes to its own arena in batches; chunks of
- * another arena go back through that arena's lock-free remote list, which
- * the owner drains the next time it takes its lock.  A thread that exits
- * returns everything it cached.
+ * cache holds chunks of its own arena only (the kind map's byte names the
+ * arena).  Each size has a list and a spare: a full list becomes the spare
+ * and the spare before it goes back to the arena as one bundle (heap.h);
+ * an empty list takes the spare, or a bundle.  List limits grow with use
+ * within a per-thread budget (tcache_grow).  Chunks of another arena are
+ * gathered by size and handed back as bundles through that arena's
+ * lock-free remote stack, which the owner takes in whole the next time it
+ * takes its lock.  A thread that exits returns everything it cached.
  */
 #include "front.h"
 

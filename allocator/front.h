@@ -4,10 +4,11 @@
  * Each thread keeps, per chunk size up to PH_TC_MAX_CHUNK, a short LIFO
  * list of in-use chunks of its arena.  malloc pops, free pushes: no lock,
  * no atomic read-modify-write.  A miss or a full list tail-calls a named
- * slow path in front.c that moves a whole bundle (heap.h) from or to the
- * arena under its lock, or hands chunks of another arena over through its
- * lock-free remote list.  The thread's cache pointer starts at an empty sentinel (all
- * lists empty, all limits 0), so the fast paths need no "initialized?"
+ * slow path in front.c that swaps in the spare list or moves a whole
+ * bundle (heap.h) from or to the arena under its lock, or hands chunks of
+ * another arena over through its lock-free remote stack.  The thread's
+ * cache pointer starts at an empty sentinel (all lists empty, all limits
+ * 0, a kind no granule has), so the fast paths need no "initialized?"
  * test.  Included by front.c and by hooks/dispatch.c (the enabled free).
  */
 #ifndef PINHEAP_FRONT_H

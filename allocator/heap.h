@@ -99,7 +99,8 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
  * the next bundle and, in its top 16 bits, the bundle's length.  (The
  * second word is the thread caches' double-free key; the third exists in
  * the smallest chunk, as it runs into the next chunk's prev_foot.)  So a
- * thread cache refills and flushes in O(1), without walking the chunks. */
+ * thread cache refills and gives back in O(1), without walking the chunks;
+ * each chunk's header is checked when malloc hands it out (front.h). */
 #define PH_BUNDLE_SHIFT 48
 #define PH_BUNDLE_LINK_MASK (((uintptr_t)1 << PH_BUNDLE_SHIFT) - 1)
 
