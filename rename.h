@@ -65,6 +65,8 @@
 #define os_page_size            PINHEAP_NAME(os_page_size)
 #define os_map                  PINHEAP_NAME(os_map)
 #define os_map_aligned          PINHEAP_NAME(os_map_aligned)
+#define os_map_reserved         PINHEAP_NAME(os_map_reserved)
+#define os_open                 PINHEAP_NAME(os_open)
 #define os_release              PINHEAP_NAME(os_release)
 #define os_decommit             PINHEAP_NAME(os_decommit)
 #define os_remap                PINHEAP_NAME(os_remap)

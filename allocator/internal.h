@@ -65,6 +65,13 @@ PH_HIDDEN void  *os_reserve_meta(size_t size);
  *  hint, if not NULL, is where the caller would like the mapping (used to
  *  extend a heap segment in place); the result may be elsewhere. */
 PH_HIDDEN void  *os_map_aligned(void *hint, size_t size, size_t align);
+/** As os_map_aligned for size bytes, followed by reserve bytes of address
+ *  space mapped inaccessible (no memory, no commit charge even under strict
+ *  overcommit) until os_open() opens them. */
+PH_HIDDEN void  *os_map_reserved(void *hint, size_t size, size_t reserve, size_t align);
+/** Makes [addr, addr+len) of a reserve readable and writable.  @return 0,
+ *  or -1 if the OS refuses (ENOMEM: commit limit). */
+PH_HIDDEN int    os_open(void *addr, size_t len);
 /** Unmaps [addr, addr+len): listener first, then munmap. */
 PH_HIDDEN void   os_release(void *addr, size_t len);
 /** Drops the physical backing of [addr, addr+len) (MADV_DONTNEED; the range

@@ -369,7 +369,7 @@ static bool seg_extend(mstate_t *ms, seg_t *tseg, size_t add)
 {
   char *end = tseg->base + tseg->size;
 
-  if (!owner_map_set(end, add, seg_owner_value(ms, tseg), ms->kind))
+  if (os_open(end, add) != 0 || !owner_map_set(end, add, seg_owner_value(ms, tseg), ms->kind))
     return false;
   tseg->size += add;
   ms->footprint += add;
@@ -425,7 +425,7 @@ static bool ms_grow(mstate_t *ms, size_t nb)
     hint = tseg->base + tseg->size + tseg->spare;
 
   ms_unlock(ms);
-  p = os_map_aligned(hint, len + spare, PH_GRANULE);
+  p = os_map_reserved(hint, len, spare, PH_GRANULE);
   ms_lock(ms);
   if (p == NULL)
     return false;
@@ -1687,7 +1687,7 @@ mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
   }
   len = align_up(capacity + PH_MS_CHUNK_OFF + PH_FENCE_SIZE + PH_MIN_CHUNK, PH_GRANULE);
   size_t spare = (flags & PH_MS_USER) ? 0 : PH_SEG_SPARE;   /* as seg_spare_for() */
-  p = os_map_aligned(NULL, len + spare, PH_GRANULE);
+  p = os_map_reserved(NULL, len, spare, PH_GRANULE);
   if (p == NULL) {
     errno = ENOMEM;
     return NULL;

@@ -55,11 +55,15 @@ static void os_notify(void *addr, size_t len)
     fn(addr, len, atomic_load_explicit(&os_listener_ctx, memory_order_relaxed));
 }
 
+static void *os_sys_mmap_prot(void *hint, size_t size, int prot)
+{
+  long r = syscall(SYS_mmap, hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0L);
+  return r == -1 ? NULL : (void *)r;
+}
+
 static void *os_sys_mmap(void *hint, size_t size)
 {
-  long r = syscall(SYS_mmap, hint, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0L);
-  return r == -1 ? NULL : (void *)r;
+  return os_sys_mmap_prot(hint, size, PROT_READ | PROT_WRITE);
 }
 
 static void os_sys_munmap(void *addr, size_t len)
@@ -92,10 +96,11 @@ void *os_reserve_meta(size_t size)
   return p;
 }
 
-void *os_map_aligned(void *hint, size_t size, size_t align)
+/* As os_map_aligned, with prot for the whole mapping. */
+static void *os_map_aligned_prot(void *hint, size_t size, size_t align, int prot)
 {
   int saved = errno;
-  void *p = os_sys_mmap(hint, size);
+  void *p = os_sys_mmap_prot(hint, size, prot);
 
   if (p == NULL) {
     errno = saved;
@@ -106,7 +111,7 @@ void *os_map_aligned(void *hint, size_t size, size_t align)
      * out, but they are releases like any other and are reported. */
     os_notify(p, size);
     os_sys_munmap(p, size);
-    p = os_sys_mmap(NULL, size + align);
+    p = os_sys_mmap_prot(NULL, size + align, prot);
     if (p == NULL) {
       errno = saved;
       return NULL;
@@ -128,6 +133,33 @@ void *os_map_aligned(void *hint, size_t size, size_t align)
   errno = saved;
   os_count_mapped(size);
   return p;
+}
+
+void *os_map_aligned(void *hint, size_t size, size_t align)
+{
+  return os_map_aligned_prot(hint, size, align, PROT_READ | PROT_WRITE);
+}
+
+void *os_map_reserved(void *hint, size_t size, size_t reserve, size_t align)
+{
+  char *p = os_map_aligned_prot(hint, size + reserve, align, PROT_NONE);
+
+  if (p != NULL && os_open(p, size) != 0) {
+    os_release(p, size + reserve);
+    return NULL;
+  }
+  return p;
+}
+
+int os_open(void *addr, size_t len)
+{
+  int saved = errno;
+  long r = syscall(SYS_mprotect, addr, len, PROT_READ | PROT_WRITE);
+
+  if (r != 0 && errno != ENOMEM && errno != EAGAIN)
+    ph_fatal("mprotect", "unexpected error opening reserved memory at", addr);
+  errno = saved;
+  return r == 0 ? 0 : -1;
 }
 
 void os_release(void *addr, size_t len)

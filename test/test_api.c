@@ -287,6 +287,39 @@ Test(api, realloc_at_the_top_grows_in_place_past_the_segment)
   heap_assert_sound("free of the grown block");
 }
 
+/* The address space reserved after a segment is mapped inaccessible (no
+ * commit charge, even under strict overcommit) until the segment grows
+ * into it: in /proc/self/maps, the heap's read-write mapping holding a
+ * block is followed at once by a "---p" one. */
+Test(api, the_reserve_after_a_segment_is_inaccessible)
+{
+  unsigned char *p = pinheap_malloc(1000);
+  cr_assert_not_null(p);
+  FILE *f = fopen("/proc/self/maps", "r");
+  cr_assert_not_null(f, "cannot read /proc/self/maps");
+  char line[512], perms[8];
+  unsigned long lo, hi, rw_end = 0;
+  bool found = false;
+  while (fgets(line, sizeof(line), f) != NULL) {
+    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3)
+      continue;
+    if (rw_end != 0) {
+      cr_assert_eq(lo, rw_end, "nothing mapped right after the segment holding %p", (void *)p);
+      cr_assert_str_eq(perms, "---p", "the reserve after the segment holding %p is mapped %s",
+                       (void *)p, perms);
+      found = true;
+      break;
+    }
+    if ((uintptr_t)p >= lo && (uintptr_t)p < hi) {
+      cr_assert_str_eq(perms, "rw-p", "the segment holding %p is mapped %s", (void *)p, perms);
+      rw_end = hi;
+    }
+  }
+  fclose(f);
+  cr_assert(found, "no mapping follows the segment holding %p", (void *)p);
+  pinheap_free(p);
+}
+
 /* ======================================================================= */
 /*  calloc                                                                  */
 /* ======================================================================= */
