@@ -251,17 +251,20 @@ static void tcache_remote(tcache_t *tc, mstate_t *ms, void *mem, size_t i)
   }
 }
 
+/* Gives list l (chunks of size i << 4) back to the arena as one bundle. */
+static void tc_list_give_back(tcache_t *tc, tc_bin_t *l, size_t i)
+{
+  if (l->head != NULL)
+    ms_defer_bundle(tc->arena, l->head, l->count, i << 4);
+  l->head = NULL;
+  l->count = 0;
+}
+
 /* Gives the lists of size i << 4 back to the arena, as bundles. */
 static void tcache_give_back(tcache_t *tc, size_t i)
 {
-  tc_bin_t *lists[2] = { &tc->bins[i], &tc->spare[i] };
-
-  for (int k = 0; k < 2; k++) {
-    if (lists[k]->head != NULL)
-      ms_defer_bundle(tc->arena, lists[k]->head, lists[k]->count, i << 4);
-    lists[k]->head = NULL;
-    lists[k]->count = 0;
-  }
+  tc_list_give_back(tc, &tc->bins[i], i);
+  tc_list_give_back(tc, &tc->spare[i], i);
 }
 
 /* A list's limit starts at two bundles; each trip to the arena (a refill
@@ -279,11 +282,8 @@ static void tcache_scavenge(tcache_t *tc)
     if (s->limit == 0 && b->limit > PH_TC_BASE_BUNDLES * step) {
       b->limit -= step;
       tc->grown -= (size_t)step * (j << 4);
-      if (s->count > b->limit) {
-        ms_defer_bundle(tc->arena, s->head, s->count, j << 4);
-        s->head = NULL;
-        s->count = 0;
-      }
+      if (s->count > b->limit)
+        tc_list_give_back(tc, s, j);
     }
     s->limit = 0;
   }
@@ -323,12 +323,13 @@ static void tcache_exit(void *arg)
 
 void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem)
 {
-  tc_bin_t *s = &tc->spare[b - tc->bins];
+  size_t i = (size_t)(b - tc->bins);
+  tc_bin_t *s = &tc->spare[i];
 
   if (s->head != NULL) {
     int saved = errno;                   /* a release listener may run */
-    ms_defer_bundle(tc->arena, s->head, s->count, (size_t)(b - tc->bins) << 4);
-    tcache_grow(tc, (size_t)(b - tc->bins));
+    tc_list_give_back(tc, s, i);
+    tcache_grow(tc, i);
     errno = saved;
   }
   s->head = b->head;
@@ -369,13 +370,7 @@ void *front_malloc_slow(size_t n)
     b->count = got;
     tcache_grow(tc, nb >> 4);
   }
-  void *p = b->head;
-  if (((uint32_t)mem_chunk(p)->head & ~(uint32_t)PH_PINUSE) != (uint32_t)(nb | PH_CINUSE))
-    front_malloc_corrupt(p);
-  b->head = *(void **)p;
-  b->count--;
-  ((uint64_t *)p)[1] = 0;
-  return p;
+  return tc_bin_pop(b, b->head, nb);
 }
 
 /* Is mem on list? */

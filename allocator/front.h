@@ -61,6 +61,21 @@ PH_HIDDEN mstate_t *front_arena(void);
 /** A cached chunk's header is not what its list says: ends the process. */
 PH_HIDDEN void front_malloc_corrupt(void *mem) __attribute__((noreturn, cold));
 
+/* Pops p, the head of b, a list of chunks of `size` bytes.  Every chunk of
+ * such a list is in use and `size` bytes: a header that says otherwise was
+ * overwritten while the chunk was free (the low 32 bits are compared: size
+ * and flags, but for PINUSE). */
+PH_INLINE void *tc_bin_pop(tc_bin_t *b, void *p, size_t size)
+{
+  if (ph_unlikely(((uint32_t)mem_chunk(p)->head & ~(uint32_t)PH_PINUSE) !=
+                  (uint32_t)size + PH_CINUSE))
+    front_malloc_corrupt(p);
+  b->head = *(void **)p;
+  b->count--;
+  ((uint64_t *)p)[1] = 0;                                 /* the cache key */
+  return p;
+}
+
 PH_INLINE void *front_malloc(size_t n)
 {
   if (ph_likely(n <= PH_TC_MAX_REQUEST)) {
@@ -69,18 +84,8 @@ PH_INLINE void *front_malloc(size_t n)
     size_t size = i << 4;                 /* the chunk size, and bin i's offset */
     tc_bin_t *b = (tc_bin_t *)((char *)tcache_tls->bins + size);
     void *p = b->head;
-    if (ph_likely(p != NULL)) {
-      /* Every chunk of list i is in use and `size` bytes: a header that
-       * says otherwise was overwritten while the chunk was free (the low
-       * 32 bits: size and flags, but for PINUSE). */
-      if (ph_unlikely(((uint32_t)mem_chunk(p)->head & ~(uint32_t)PH_PINUSE) !=
-                      (uint32_t)size + PH_CINUSE))
-        front_malloc_corrupt(p);
-      b->head = *(void **)p;
-      b->count--;
-      ((uint64_t *)p)[1] = 0;                             /* the cache key */
-      return p;
-    }
+    if (ph_likely(p != NULL))
+      return tc_bin_pop(b, p, size);
   }
   return front_malloc_slow(n);
 }

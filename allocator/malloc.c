@@ -1116,28 +1116,20 @@ static void *fast_pop_one(mstate_t *ms, unsigned i)
   return mem;
 }
 
-/* Coalesces the deferred chunks of size i << 4.  Locked. */
-static bool ms_fast_consolidate_one(mstate_t *ms, unsigned i)
-{
-  bool any = false;
-
-  /* A release inside drops the lock (a fork may come then): each chunk is
-   * taken off its list and accounted for before it is freed. */
-  while (ms->fast[i] != NULL) {            /* one at a time: consistent at every unlock */
-    ms_free_locked(ms, fast_pop_one(ms, i), "free");
-    any = true;
-  }
-  return any;
-}
-
 /* Coalesces every deferred chunk into the heap.  Locked.  @return whether
  * there was any. */
 static bool ms_fast_consolidate(mstate_t *ms)
 {
   bool any = false;
 
-  for (unsigned i = 0; i < PH_FAST_NBINS; i++)
-    any |= ms_fast_consolidate_one(ms, i);
+  /* A release inside drops the lock (a fork may come then): each chunk is
+   * taken off its list and accounted for before it is freed. */
+  for (unsigned i = 0; i < PH_FAST_NBINS; i++) {
+    while (ms->fast[i] != NULL) {          /* one at a time: consistent at every unlock */
+      ms_free_locked(ms, fast_pop_one(ms, i), "free");
+      any = true;
+    }
+  }
   return any;
 }
 
