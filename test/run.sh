@@ -2,16 +2,18 @@
 # run.sh -- THE test command of pinheap (README.md, .ci/run).  Main entry
 # point: run_pass().
 #
-# From the repository root, in two passes:
+# From the repository root, in these passes:
 #   1. build/       the default build (RelWithDebInfo): configure, build, and
 #                   ctest --output-on-failure -j2 (every test).
-#   2. build-asan/  the same with -DPINHEAP_SANITIZE=ON (ASan+UBSan), and its
+#   2. build-prefix/ the same with another prefix (-DPINHEAP_PREFIX=zz_): every
+#                   test and tool builds and passes whatever the prefix.
+#   3. build-asan/  the same with -DPINHEAP_SANITIZE=ON (ASan+UBSan), and its
 #                   ctest without the tests labelled `noasan`: tests that link
 #                   programs against the archive without sanitizer flags or
 #                   run programs under LD_PRELOAD/strace/valgrind, which an
 #                   ASan process cannot host (each such test says why in the
 #                   .cmake file that registers it).
-# Both passes always run; the exit status is non-zero if any step of either
+# Every pass always runs; the exit status is non-zero if any step of any
 # failed.  Build directories are reused (incremental).
 #
 # Usage: test/run.sh [--no-asan]
@@ -102,6 +104,7 @@ run_pass() {
 }
 
 run_pass default build ""
+run_pass prefix build-prefix "" -- -DPINHEAP_PREFIX=zz_
 if ((run_asan)); then
   run_pass asan build-asan "-LE noasan" -- -DPINHEAP_SANITIZE=ON
 else
@@ -116,6 +119,6 @@ if ((status != 0)); then
 else
   echo "run.sh: all passed"
 fi
-# The closing line, both passes together (ctest entries).
+# The closing line, every pass together (ctest entries).
 echo "tests: $total_passed passed, $total_failed failed"
 exit "$status"

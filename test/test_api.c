@@ -60,9 +60,9 @@ void *realloc(void *ptr, size_t size)
  *  us before a test takes its baseline counters. */
 static void heap_warm_up(void)
 {
-  void *p = pinheap_malloc(32);
-  cr_assert_not_null(p, "warm-up pinheap_malloc(32) returned NULL");
-  pinheap_free(p);
+  void *p = PINHEAP_NAME(malloc)(32);
+  cr_assert_not_null(p, "warm-up PINHEAP_NAME(malloc)(32) returned NULL");
+  PINHEAP_NAME(free)(p);
 }
 
 static int size_cmp(const void *a, const void *b)
@@ -77,7 +77,7 @@ static size_t block_assert_usable(void *p, size_t n, const char *what)
 {
   cr_assert_not_null(p, "%s(%zu) returned NULL", what, n);
   cr_assert(ptr_is_aligned(p, 16), "%s(%zu) = %p is not 16-byte aligned", what, n, p);
-  size_t u = pinheap_malloc_usable_size(p);
+  size_t u = PINHEAP_NAME(malloc_usable_size)(p);
   cr_assert_geq(u, n, "malloc_usable_size(%p) = %zu < %zu requested from %s", p, u, n, what);
   memset(p, 0x5A, u);
   return u;
@@ -93,65 +93,65 @@ Test(api, malloc_zero_unique_and_freeable)
   uintptr_t ptrs[N];
 
   heap_warm_up();
-  size_t base = pinheap_mallinfo2().uordblks;
+  size_t base = PINHEAP_NAME(mallinfo2)().uordblks;
   for (int i = 0; i < N; i++) {
-    void *p = pinheap_malloc(0);
+    void *p = PINHEAP_NAME(malloc)(0);
     cr_assert_not_null(p, "malloc(0) #%d returned NULL; glibc returns a unique pointer", i);
     block_assert_usable(p, 0, "malloc");
     ptrs[i] = (uintptr_t)p;
   }
-  cr_assert_gt(pinheap_mallinfo2().uordblks, base,
+  cr_assert_gt(PINHEAP_NAME(mallinfo2)().uordblks, base,
                "uordblks did not grow after %d malloc(0) calls (still %zu)", N, base);
   qsort(ptrs, N, sizeof(ptrs[0]), size_cmp);
   for (int i = 1; i < N; i++)
     cr_assert_neq(ptrs[i], ptrs[i - 1], "malloc(0) returned %p twice", (void *)ptrs[i]);
   heap_assert_sound("64 x malloc(0)");
   for (int i = 0; i < N; i++)
-    pinheap_free((void *)ptrs[i]);
-  cr_assert_eq(pinheap_mallinfo2().uordblks, base,
+    PINHEAP_NAME(free)((void *)ptrs[i]);
+  cr_assert_eq(PINHEAP_NAME(mallinfo2)().uordblks, base,
                "uordblks = %zu after freeing every malloc(0) block, expected %zu",
-               pinheap_mallinfo2().uordblks, base);
+               PINHEAP_NAME(mallinfo2)().uordblks, base);
   heap_assert_sound("freeing 64 x malloc(0)");
 }
 
 Test(api, free_null_is_noop)
 {
   heap_warm_up();
-  void *keep = pinheap_malloc(100);
-  struct mallinfo2 before = pinheap_mallinfo2();
+  void *keep = PINHEAP_NAME(malloc)(100);
+  struct mallinfo2 before = PINHEAP_NAME(mallinfo2)();
   os_stats_t os_before = os_stats_read();
 
   errno = 4321;
-  pinheap_free(NULL);
+  PINHEAP_NAME(free)(NULL);
   cr_assert_eq(errno, 4321, "free(NULL) changed errno from 4321 to %d", errno);
-  struct mallinfo2 after = pinheap_mallinfo2();
+  struct mallinfo2 after = PINHEAP_NAME(mallinfo2)();
   os_stats_t os_after = os_stats_read();
   cr_assert(memcmp(&before, &after, sizeof(before)) == 0,
             "free(NULL) changed mallinfo2 (uordblks %zu -> %zu, fordblks %zu -> %zu)",
             before.uordblks, after.uordblks, before.fordblks, after.fordblks);
   cr_assert_eq(os_after.release_calls, os_before.release_calls,
                "free(NULL) released memory (%zu releases)", os_after.release_calls - os_before.release_calls);
-  pinheap_free(keep);
+  PINHEAP_NAME(free)(keep);
   heap_assert_sound("free(NULL)");
 }
 
 Test(api, realloc_null_is_malloc)
 {
   heap_warm_up();
-  size_t base = pinheap_mallinfo2().uordblks;
-  void *p = pinheap_realloc(NULL, 1000);
+  size_t base = PINHEAP_NAME(mallinfo2)().uordblks;
+  void *p = PINHEAP_NAME(realloc)(NULL, 1000);
   size_t u = block_assert_usable(p, 1000, "realloc(NULL, n)");
-  size_t grown = pinheap_mallinfo2().uordblks;
+  size_t grown = PINHEAP_NAME(mallinfo2)().uordblks;
   cr_assert_geq(grown, base + 1000, "uordblks %zu -> %zu after realloc(NULL, 1000): not an allocation",
                 base, grown);
   (void)u;
-  void *z = pinheap_realloc(NULL, 0);
+  void *z = PINHEAP_NAME(realloc)(NULL, 0);
   cr_assert_not_null(z, "realloc(NULL, 0) returned NULL; glibc returns malloc(0)");
   cr_assert_neq(z, p, "realloc(NULL, 0) returned the live block %p", p);
-  pinheap_free(z);
-  pinheap_free(p);
-  cr_assert_eq(pinheap_mallinfo2().uordblks, base, "uordblks %zu after freeing, expected %zu",
-               pinheap_mallinfo2().uordblks, base);
+  PINHEAP_NAME(free)(z);
+  PINHEAP_NAME(free)(p);
+  cr_assert_eq(PINHEAP_NAME(mallinfo2)().uordblks, base, "uordblks %zu after freeing, expected %zu",
+               PINHEAP_NAME(mallinfo2)().uordblks, base);
   heap_assert_sound("realloc(NULL, n)");
 }
 
@@ -161,18 +161,18 @@ Test(api, realloc_zero_frees_and_returns_null)
 
   heap_warm_up();
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-    struct mallinfo2 before = pinheap_mallinfo2();
-    void *p = pinheap_malloc(sizes[i]);
+    struct mallinfo2 before = PINHEAP_NAME(mallinfo2)();
+    void *p = PINHEAP_NAME(malloc)(sizes[i]);
     cr_assert_not_null(p, "malloc(%zu) returned NULL", sizes[i]);
     memset(p, 0x77, sizes[i]);
-    struct mallinfo2 mid = pinheap_mallinfo2();
+    struct mallinfo2 mid = PINHEAP_NAME(mallinfo2)();
     cr_assert(mid.uordblks > before.uordblks || mid.hblks > before.hblks,
               "malloc(%zu) moved neither uordblks (%zu) nor hblks (%zu)", sizes[i],
               mid.uordblks, mid.hblks);
-    void *q = pinheap_realloc(p, 0);
+    void *q = PINHEAP_NAME(realloc)(p, 0);
     cr_assert_null(q, "realloc(%p, 0) of a %zu-byte block returned %p; glibc frees and returns NULL",
                    p, sizes[i], q);
-    struct mallinfo2 after = pinheap_mallinfo2();
+    struct mallinfo2 after = PINHEAP_NAME(mallinfo2)();
     cr_assert_eq(after.uordblks, before.uordblks,
                  "realloc(p, 0) of %zu bytes did not free p: uordblks %zu, expected %zu",
                  sizes[i], after.uordblks, before.uordblks);
@@ -189,23 +189,23 @@ Test(api, realloc_zero_frees_and_returns_null)
  * side, and checks the content, the neighbours and the heap. */
 static void realloc_assert_keeps(size_t from, size_t to, uint32_t seed)
 {
-  void *left = pinheap_malloc(200);
-  void *p = pinheap_malloc(from);
-  void *right = pinheap_malloc(200);
+  void *left = PINHEAP_NAME(malloc)(200);
+  void *p = PINHEAP_NAME(malloc)(from);
+  void *right = PINHEAP_NAME(malloc)(200);
 
   cr_assert(left && p && right, "setup allocations for realloc %zu -> %zu failed", from, to);
   pattern_fill(left, 200, seed + 1);
   pattern_fill(p, from, seed);
   pattern_fill(right, 200, seed + 2);
 
-  void *q = pinheap_realloc(p, to);
+  void *q = PINHEAP_NAME(realloc)(p, to);
   cr_assert_not_null(q, "realloc(%p, %zu) from %zu bytes returned NULL", p, to, from);
   cr_assert(ptr_is_aligned(q, 16), "realloc(%zu -> %zu) = %p is not 16-aligned", from, to, q);
   size_t keep = from < to ? from : to;
   size_t bad = pattern_find_mismatch(q, keep, seed);
   cr_assert_eq(bad, SIZE_MAX, "realloc %zu -> %zu lost content at byte %zu of %zu (got 0x%02x)",
                from, to, bad, keep, bad == SIZE_MAX ? 0 : ((uint8_t *)q)[bad]);
-  size_t u = pinheap_malloc_usable_size(q);
+  size_t u = PINHEAP_NAME(malloc_usable_size)(q);
   cr_assert_geq(u, to, "usable size %zu < %zu after realloc %zu -> %zu", u, to, from, to);
   memset(q, 0xEE, u);
   bad = pattern_find_mismatch(left, 200, seed + 1);
@@ -215,9 +215,9 @@ static void realloc_assert_keeps(size_t from, size_t to, uint32_t seed)
   cr_assert_eq(bad, SIZE_MAX, "realloc %zu -> %zu (then writing %zu usable bytes) damaged the block "
                "after it at byte %zu", from, to, u, bad);
   heap_assert_sound("realloc");
-  pinheap_free(q);
-  pinheap_free(left);
-  pinheap_free(right);
+  PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(free)(left);
+  PINHEAP_NAME(free)(right);
   heap_assert_sound("freeing after realloc");
 }
 
@@ -245,22 +245,22 @@ Test(api, realloc_keeps_content)
 Test(api, realloc_grows_into_free_neighbour)
 {
   heap_warm_up();
-  void *a = pinheap_malloc(100);
-  void *b = pinheap_malloc(100);
-  void *c = pinheap_malloc(100);
+  void *a = PINHEAP_NAME(malloc)(100);
+  void *b = PINHEAP_NAME(malloc)(100);
+  void *c = PINHEAP_NAME(malloc)(100);
   cr_assert(a && b && c, "setup failed");
   pattern_fill(a, 100, 1);
   pattern_fill(c, 100, 3);
-  pinheap_free(b);
-  void *a2 = pinheap_realloc(a, 190);
+  PINHEAP_NAME(free)(b);
+  void *a2 = PINHEAP_NAME(realloc)(a, 190);
   cr_assert_not_null(a2, "realloc(a, 190) returned NULL");
   cr_assert_eq(pattern_find_mismatch(a2, 100, 1), SIZE_MAX, "realloc into the freed neighbour lost content");
-  memset(a2, 0x11, pinheap_malloc_usable_size(a2));
+  memset(a2, 0x11, PINHEAP_NAME(malloc_usable_size)(a2));
   cr_assert_eq(pattern_find_mismatch(c, 100, 3), SIZE_MAX,
                "growing a block into its freed neighbour overwrote the next block");
   heap_assert_sound("realloc into a free neighbour");
-  pinheap_free(a2);
-  pinheap_free(c);
+  PINHEAP_NAME(free)(a2);
+  PINHEAP_NAME(free)(c);
   heap_assert_sound("free after realloc");
 }
 
@@ -269,21 +269,21 @@ Test(api, realloc_grows_into_free_neighbour)
  * as glibc's heap does: a growing vector is not copied at every step. */
 Test(api, realloc_at_the_top_grows_in_place_past_the_segment)
 {
-  cr_assert_eq(pinheap_mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024), 1);
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_THRESHOLD, 32 * 1024 * 1024), 1);
   size_t n = 64 * 1024;
-  unsigned char *p = pinheap_malloc(n);
+  unsigned char *p = PINHEAP_NAME(malloc)(n);
   cr_assert_not_null(p);
   pattern_fill(p, n, 9);
   unsigned char *q = p;
   for (size_t m = 256 * 1024; m <= 3 * 1024 * 1024; m += 256 * 1024) {
-    q = pinheap_realloc(q, m);
+    q = PINHEAP_NAME(realloc)(q, m);
     cr_assert_not_null(q, "realloc to %zu failed", m);
     cr_assert_eq(q, p, "realloc to %zu bytes moved the block at the top of the heap", m);
     memset(q + n, 0x5c, m - n);
   }
   cr_assert_eq(pattern_find_mismatch(q, n, 9), SIZE_MAX, "growing in place lost the contents");
   heap_assert_sound("realloc grown in place");
-  pinheap_free(q);
+  PINHEAP_NAME(free)(q);
   heap_assert_sound("free of the grown block");
 }
 
@@ -293,7 +293,7 @@ Test(api, realloc_at_the_top_grows_in_place_past_the_segment)
  * block is followed at once by a "---p" one. */
 Test(api, the_reserve_after_a_segment_is_inaccessible)
 {
-  unsigned char *p = pinheap_malloc(1000);
+  unsigned char *p = PINHEAP_NAME(malloc)(1000);
   cr_assert_not_null(p);
   FILE *f = fopen("/proc/self/maps", "r");
   cr_assert_not_null(f, "cannot read /proc/self/maps");
@@ -317,7 +317,7 @@ Test(api, the_reserve_after_a_segment_is_inaccessible)
   }
   fclose(f);
   cr_assert(found, "no mapping follows the segment holding %p", (void *)p);
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
 }
 
 /* ======================================================================= */
@@ -326,13 +326,13 @@ Test(api, the_reserve_after_a_segment_is_inaccessible)
 
 static void calloc_assert_zero(size_t n, size_t m)
 {
-  unsigned char *z = pinheap_calloc(n, m);
+  unsigned char *z = PINHEAP_NAME(calloc)(n, m);
   cr_assert_not_null(z, "calloc(%zu, %zu) returned NULL", n, m);
   cr_assert(ptr_is_aligned(z, 16), "calloc(%zu, %zu) = %p not 16-aligned", n, m, (void *)z);
   size_t bad = bytes_find_not(z, n * m, 0);
   cr_assert_eq(bad, SIZE_MAX, "calloc(%zu, %zu): byte %zu is 0x%02x, not zero", n, m, bad,
                bad == SIZE_MAX ? 0 : z[bad]);
-  pinheap_free(z);
+  PINHEAP_NAME(free)(z);
 }
 
 Test(api, calloc_zeroes_fresh_and_reused_memory)
@@ -345,10 +345,10 @@ Test(api, calloc_zeroes_fresh_and_reused_memory)
     calloc_assert_zero(1, n);
     /* Dirty the memory, free it, ask for it back zeroed. */
     for (int round = 0; round < 3; round++) {
-      unsigned char *d = pinheap_malloc(n);
+      unsigned char *d = PINHEAP_NAME(malloc)(n);
       cr_assert_not_null(d, "malloc(%zu) returned NULL", n);
-      memset(d, 0xAB, pinheap_malloc_usable_size(d));
-      pinheap_free(d);
+      memset(d, 0xAB, PINHEAP_NAME(malloc_usable_size)(d));
+      PINHEAP_NAME(free)(d);
       calloc_assert_zero(1, n);
       calloc_assert_zero(n, 1);
       if (n % 8 == 0)
@@ -362,43 +362,43 @@ Test(api, calloc_zeroes_split_remainders)
 {
   heap_warm_up();
   /* A shrinking realloc leaves a dirty free remainder behind the block. */
-  unsigned char *p = pinheap_malloc(8000);
-  unsigned char *guard = pinheap_malloc(100);
+  unsigned char *p = PINHEAP_NAME(malloc)(8000);
+  unsigned char *guard = PINHEAP_NAME(malloc)(100);
   cr_assert(p && guard, "setup failed");
   memset(p, 0xEE, 8000);
-  p = pinheap_realloc(p, 100);
+  p = PINHEAP_NAME(realloc)(p, 100);
   cr_assert_not_null(p, "realloc(p, 100) returned NULL");
   calloc_assert_zero(1, 7000);
   calloc_assert_zero(70, 100);
   /* Many dirty small chunks in the bins. */
   void *ptrs[256];
   for (int i = 0; i < 256; i++) {
-    ptrs[i] = pinheap_malloc((size_t)(16 + i * 8));
+    ptrs[i] = PINHEAP_NAME(malloc)((size_t)(16 + i * 8));
     cr_assert_not_null(ptrs[i], "malloc(%d) returned NULL", 16 + i * 8);
     memset(ptrs[i], 0xCD, (size_t)(16 + i * 8));
   }
   for (int i = 0; i < 256; i += 2)
-    pinheap_free(ptrs[i]);
+    PINHEAP_NAME(free)(ptrs[i]);
   for (int i = 0; i < 256; i += 2)
     calloc_assert_zero(1, (size_t)(16 + i * 8));
   for (int i = 1; i < 256; i += 2)
-    pinheap_free(ptrs[i]);
-  pinheap_free(p);
-  pinheap_free(guard);
+    PINHEAP_NAME(free)(ptrs[i]);
+  PINHEAP_NAME(free)(p);
+  PINHEAP_NAME(free)(guard);
   heap_assert_sound("calloc of split remainders");
 }
 
 Test(api, calloc_zero_elements_is_unique)
 {
-  void *a = pinheap_calloc(0, 5);
-  void *b = pinheap_calloc(5, 0);
-  void *c = pinheap_calloc(0, size_opaque(SIZE_MAX));
+  void *a = PINHEAP_NAME(calloc)(0, 5);
+  void *b = PINHEAP_NAME(calloc)(5, 0);
+  void *c = PINHEAP_NAME(calloc)(0, size_opaque(SIZE_MAX));
   cr_assert(a && b && c, "calloc with a zero count returned NULL (%p %p %p); glibc returns malloc(0)",
             a, b, c);
   cr_assert(a != b && b != c && a != c, "calloc(0, n) results not unique: %p %p %p", a, b, c);
-  pinheap_free(a);
-  pinheap_free(b);
-  pinheap_free(c);
+  PINHEAP_NAME(free)(a);
+  PINHEAP_NAME(free)(b);
+  PINHEAP_NAME(free)(c);
   heap_assert_sound("calloc(0, n)");
 }
 
@@ -416,16 +416,16 @@ Test(api, calloc_overflow_is_enomem)
     { 2, (size_t)PTRDIFF_MAX / 2 + 1 },
   };
   heap_warm_up();
-  struct mallinfo2 before = pinheap_mallinfo2();
+  struct mallinfo2 before = PINHEAP_NAME(mallinfo2)();
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     errno = 0;
-    void *p = pinheap_calloc(size_opaque(cases[i][0]), size_opaque(cases[i][1]));
+    void *p = PINHEAP_NAME(calloc)(size_opaque(cases[i][0]), size_opaque(cases[i][1]));
     int err = errno;
     cr_assert_null(p, "calloc(%zu, %zu) returned %p, expected NULL", cases[i][0], cases[i][1], p);
     cr_assert_eq(err, ENOMEM, "calloc(%zu, %zu): errno %d (%s), expected ENOMEM", cases[i][0],
                  cases[i][1], err, strerror(err));
   }
-  struct mallinfo2 after = pinheap_mallinfo2();
+  struct mallinfo2 after = PINHEAP_NAME(mallinfo2)();
   cr_assert_eq(after.uordblks, before.uordblks, "failed callocs changed uordblks %zu -> %zu",
                before.uordblks, after.uordblks);
   cr_assert_eq(after.hblks, before.hblks, "failed callocs changed hblks %zu -> %zu", before.hblks,
@@ -444,7 +444,7 @@ Test(api, impossible_sizes_are_enomem)
     (size_t)PTRDIFF_MAX + 1, (size_t)PTRDIFF_MAX,
   };
   heap_warm_up();
-  void *keep = pinheap_malloc(300);
+  void *keep = PINHEAP_NAME(malloc)(300);
   cr_assert_not_null(keep, "malloc(300) returned NULL");
   pattern_fill(keep, 300, 99);
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -452,54 +452,54 @@ Test(api, impossible_sizes_are_enomem)
     void *p;
 
     errno = 0;
-    p = pinheap_malloc(n);
+    p = PINHEAP_NAME(malloc)(n);
     cr_assert_null(p, "malloc(%zu) returned %p, expected NULL", n, p);
     cr_assert_eq(errno, ENOMEM, "malloc(%zu): errno %d, expected ENOMEM (%d)", n, errno, ENOMEM);
 
     errno = 0;
-    p = pinheap_realloc(keep, n);
+    p = PINHEAP_NAME(realloc)(keep, n);
     cr_assert_null(p, "realloc(p, %zu) returned %p, expected NULL", n, p);
     cr_assert_eq(errno, ENOMEM, "realloc(p, %zu): errno %d, expected ENOMEM", n, errno);
     cr_assert_eq(pattern_find_mismatch(keep, 300, 99), SIZE_MAX,
                  "a failed realloc(p, %zu) changed the content of p", n);
 
     errno = 0;
-    p = pinheap_memalign(64, n);
+    p = PINHEAP_NAME(memalign)(64, n);
     cr_assert_null(p, "memalign(64, %zu) returned %p", n, p);
     cr_assert_eq(errno, ENOMEM, "memalign(64, %zu): errno %d, expected ENOMEM", n, errno);
 
     errno = 0;
-    p = pinheap_aligned_alloc(4096, n);
+    p = PINHEAP_NAME(aligned_alloc)(4096, n);
     cr_assert_null(p, "aligned_alloc(4096, %zu) returned %p", n, p);
     cr_assert_eq(errno, ENOMEM, "aligned_alloc(4096, %zu): errno %d, expected ENOMEM", n, errno);
 
     errno = 0;
-    p = pinheap_valloc(n);
+    p = PINHEAP_NAME(valloc)(n);
     cr_assert_null(p, "valloc(%zu) returned %p", n, p);
     cr_assert_eq(errno, ENOMEM, "valloc(%zu): errno %d, expected ENOMEM", n, errno);
 
     errno = 0;
-    p = pinheap_pvalloc(n);
+    p = PINHEAP_NAME(pvalloc)(n);
     cr_assert_null(p, "pvalloc(%zu) returned %p", n, p);
     cr_assert_eq(errno, ENOMEM, "pvalloc(%zu): errno %d, expected ENOMEM", n, errno);
 
     void *out = (void *)0x5151;
-    int rc = pinheap_posix_memalign(&out, 64, n);
+    int rc = PINHEAP_NAME(posix_memalign)(&out, 64, n);
     cr_assert_eq(rc, ENOMEM, "posix_memalign(&p, 64, %zu) = %d, expected ENOMEM", n, rc);
     cr_assert_eq(out, (void *)0x5151, "posix_memalign failing with ENOMEM changed *memptr to %p", out);
   }
-  cr_assert_geq(pinheap_malloc_usable_size(keep), 300, "p lost its usable size after failed reallocs");
-  pinheap_free(keep);
+  cr_assert_geq(PINHEAP_NAME(malloc_usable_size)(keep), 300, "p lost its usable size after failed reallocs");
+  PINHEAP_NAME(free)(keep);
   heap_assert_sound("impossible sizes");
 }
 
 Test(api, reallocarray_overflow_keeps_original)
 {
   heap_warm_up();
-  void *p = pinheap_reallocarray(NULL, 10, 10);
+  void *p = PINHEAP_NAME(reallocarray)(NULL, 10, 10);
   block_assert_usable(p, 100, "reallocarray(NULL, 10, 10)");
   pattern_fill(p, 100, 5);
-  size_t u = pinheap_malloc_usable_size(p);
+  size_t u = PINHEAP_NAME(malloc_usable_size)(p);
 
   static const size_t cases[][2] = {
     { SIZE_MAX / 2 + 1, 3 }, { 3, SIZE_MAX / 2 + 1 }, { SIZE_MAX, SIZE_MAX },
@@ -507,7 +507,7 @@ Test(api, reallocarray_overflow_keeps_original)
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     errno = 0;
-    void *q = pinheap_reallocarray(p, size_opaque(cases[i][0]), size_opaque(cases[i][1]));
+    void *q = PINHEAP_NAME(reallocarray)(p, size_opaque(cases[i][0]), size_opaque(cases[i][1]));
     int err = errno;
     cr_assert_null(q, "reallocarray(p, %zu, %zu) returned %p, expected NULL", cases[i][0],
                    cases[i][1], q);
@@ -515,13 +515,13 @@ Test(api, reallocarray_overflow_keeps_original)
                  cases[i][1], err);
     cr_assert_eq(pattern_find_mismatch(p, 100, 5), SIZE_MAX,
                  "failed reallocarray(p, %zu, %zu) changed p's content", cases[i][0], cases[i][1]);
-    cr_assert_eq(pinheap_malloc_usable_size(p), u, "failed reallocarray changed p's usable size");
+    cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(p), u, "failed reallocarray changed p's usable size");
   }
-  void *q = pinheap_reallocarray(p, 50, 20);
+  void *q = PINHEAP_NAME(reallocarray)(p, 50, 20);
   cr_assert_not_null(q, "reallocarray(p, 50, 20) returned NULL");
   cr_assert_eq(pattern_find_mismatch(q, 100, 5), SIZE_MAX, "reallocarray(p, 50, 20) lost content");
   block_assert_usable(q, 1000, "reallocarray(p, 50, 20)");
-  pinheap_free(q);
+  PINHEAP_NAME(free)(q);
   heap_assert_sound("reallocarray");
 }
 
@@ -535,12 +535,12 @@ Test(api, usable_size_is_writable)
   static void *ptrs[N];
   static size_t usable[N];
 
-  cr_assert_eq(pinheap_malloc_usable_size(NULL), 0, "malloc_usable_size(NULL) = %zu, expected 0",
-               pinheap_malloc_usable_size(NULL));
+  cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(NULL), 0, "malloc_usable_size(NULL) = %zu, expected 0",
+               PINHEAP_NAME(malloc_usable_size)(NULL));
   for (size_t n = 0; n < N; n++) {
-    ptrs[n] = pinheap_malloc(n);
+    ptrs[n] = PINHEAP_NAME(malloc)(n);
     cr_assert_not_null(ptrs[n], "malloc(%zu) returned NULL", n);
-    usable[n] = pinheap_malloc_usable_size(ptrs[n]);
+    usable[n] = PINHEAP_NAME(malloc_usable_size)(ptrs[n]);
     cr_assert_geq(usable[n], n, "malloc_usable_size(malloc(%zu)) = %zu", n, usable[n]);
     pattern_fill(ptrs[n], usable[n], (uint32_t)n);
   }
@@ -553,22 +553,22 @@ Test(api, usable_size_is_writable)
   }
   heap_assert_sound("writing the full usable size of 2049 blocks");
   for (size_t n = 0; n < N; n++)
-    pinheap_free(ptrs[n]);
+    PINHEAP_NAME(free)(ptrs[n]);
   heap_assert_sound("freeing 2049 blocks");
 
   static const size_t big[] = { 100 * KiB, 129 * KiB, 1 * MiB, 3 * MiB + 5 };
   void *b[4];
   for (int i = 0; i < 4; i++) {
-    b[i] = pinheap_malloc(big[i]);
+    b[i] = PINHEAP_NAME(malloc)(big[i]);
     block_assert_usable(b[i], big[i], "malloc");
-    pattern_fill(b[i], pinheap_malloc_usable_size(b[i]), (uint32_t)i + 5000);
+    pattern_fill(b[i], PINHEAP_NAME(malloc_usable_size)(b[i]), (uint32_t)i + 5000);
   }
   for (int i = 0; i < 4; i++)
-    cr_assert_eq(pattern_find_mismatch(b[i], pinheap_malloc_usable_size(b[i]), (uint32_t)i + 5000),
+    cr_assert_eq(pattern_find_mismatch(b[i], PINHEAP_NAME(malloc_usable_size)(b[i]), (uint32_t)i + 5000),
                  SIZE_MAX, "large block of %zu bytes overwritten", big[i]);
   heap_assert_sound("large blocks written to their usable size");
   for (int i = 0; i < 4; i++)
-    pinheap_free(b[i]);
+    PINHEAP_NAME(free)(b[i]);
   heap_assert_sound("freeing large blocks");
 }
 
@@ -596,7 +596,7 @@ Test(api, mallopt_return_values)
     { INT_MIN, 1, 0, "unknown parameter INT_MIN" },
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    int rc = pinheap_mallopt(cases[i].param, cases[i].value);
+    int rc = PINHEAP_NAME(mallopt)(cases[i].param, cases[i].value);
     cr_assert_eq(rc, cases[i].expect, "mallopt(%s = %d, %d) returned %d, expected %d", cases[i].name,
                  cases[i].param, cases[i].value, rc, cases[i].expect);
   }
@@ -606,11 +606,11 @@ Test(api, mallopt_return_values)
  * (hblks went up by one and hblkhd by at least n). */
 static int malloc_is_mapped(size_t n, void **out_p)
 {
-  struct mallinfo2 before = pinheap_mallinfo2();
-  void *p = pinheap_malloc(n);
+  struct mallinfo2 before = PINHEAP_NAME(mallinfo2)();
+  void *p = PINHEAP_NAME(malloc)(n);
   cr_assert_not_null(p, "malloc(%zu) returned NULL", n);
   memset(p, 0x3C, n);
-  struct mallinfo2 after = pinheap_mallinfo2();
+  struct mallinfo2 after = PINHEAP_NAME(mallinfo2)();
   *out_p = p;
   if (after.hblks == before.hblks) {
     cr_assert_eq(after.hblkhd, before.hblkhd, "malloc(%zu): hblks unchanged but hblkhd %zu -> %zu", n,
@@ -631,18 +631,18 @@ Test(api, mmap_threshold_default_and_dynamic)
   heap_warm_up();
   cr_assert_eq(malloc_is_mapped(128 * KiB - 64, &p), 0,
                "malloc(128 KiB - 64) was mapped directly; the default threshold is 128 KiB");
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
   cr_assert_eq(malloc_is_mapped(128 * KiB + 64, &p), 1,
                "malloc(128 KiB + 64) was not mapped directly; the default threshold is 128 KiB");
   void *big;
   cr_assert_eq(malloc_is_mapped(1 * MiB, &big), 1, "malloc(1 MiB) was not mapped directly by default");
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
   /* glibc: freeing a mapped chunk raises the threshold to its size. */
-  pinheap_free(big);
+  PINHEAP_NAME(free)(big);
   cr_assert_eq(malloc_is_mapped(1 * MiB - 4096, &p), 0,
                "after freeing a 1 MiB mapped chunk, malloc(1 MiB - 4 KiB) was still mapped: the "
                "dynamic threshold did not rise");
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
   heap_assert_sound("dynamic mmap threshold");
 }
 
@@ -654,24 +654,24 @@ Test(api, mmap_threshold_set_by_mallopt)
   heap_warm_up();
   for (size_t i = 0; i < sizeof(thresholds) / sizeof(thresholds[0]); i++) {
     size_t t = thresholds[i];
-    cr_assert_eq(pinheap_mallopt(M_MMAP_THRESHOLD, (int)t), 1, "mallopt(M_MMAP_THRESHOLD, %zu) failed", t);
+    cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_THRESHOLD, (int)t), 1, "mallopt(M_MMAP_THRESHOLD, %zu) failed", t);
     cr_assert_eq(malloc_is_mapped(t - 64, &p), 0, "threshold %zu: malloc(%zu) was mapped directly", t,
                  t - 64);
-    pinheap_free(p);
+    PINHEAP_NAME(free)(p);
     cr_assert_eq(malloc_is_mapped(t + 64, &p), 1, "threshold %zu: malloc(%zu) was not mapped directly",
                  t, t + 64);
     /* A set threshold is fixed: freeing a mapped chunk must not move it. */
-    pinheap_free(p);
+    PINHEAP_NAME(free)(p);
     cr_assert_eq(malloc_is_mapped(t + 64, &p), 1, "threshold %zu set by mallopt moved after a free", t);
-    pinheap_free(p);
+    PINHEAP_NAME(free)(p);
   }
   /* A rejected value leaves the threshold alone. */
-  cr_assert_eq(pinheap_mallopt(M_MMAP_THRESHOLD, 64 * 1024), 1, "mallopt(M_MMAP_THRESHOLD, 64K) failed");
-  cr_assert_eq(pinheap_mallopt(M_MMAP_THRESHOLD, 64 * 1024 * 1024), 0, "64 MiB threshold accepted");
-  cr_assert_eq(pinheap_mallopt(M_MMAP_THRESHOLD, -5), 0, "negative threshold accepted");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_THRESHOLD, 64 * 1024), 1, "mallopt(M_MMAP_THRESHOLD, 64K) failed");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_THRESHOLD, 64 * 1024 * 1024), 0, "64 MiB threshold accepted");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_THRESHOLD, -5), 0, "negative threshold accepted");
   cr_assert_eq(malloc_is_mapped(100 * KiB, &p), 1,
                "after rejected mallopt values, malloc(100 KiB) is not mapped: the 64 KiB threshold was lost");
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
   heap_assert_sound("mallopt(M_MMAP_THRESHOLD)");
 }
 
@@ -680,45 +680,45 @@ Test(api, mmap_max_limits_direct_mappings)
   void *p, *q;
 
   heap_warm_up();
-  cr_assert_eq(pinheap_mallopt(M_MMAP_MAX, 0), 1, "mallopt(M_MMAP_MAX, 0) failed");
-  size_t arena0 = pinheap_mallinfo2().arena;
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 0), 1, "mallopt(M_MMAP_MAX, 0) failed");
+  size_t arena0 = PINHEAP_NAME(mallinfo2)().arena;
   cr_assert_eq(malloc_is_mapped(4 * MiB, &p), 0, "M_MMAP_MAX 0: malloc(4 MiB) was still mapped directly");
-  cr_assert_geq(pinheap_mallinfo2().arena, arena0 + 4 * MiB,
+  cr_assert_geq(PINHEAP_NAME(mallinfo2)().arena, arena0 + 4 * MiB,
                 "M_MMAP_MAX 0: the heap did not grow for a 4 MiB block (arena %zu -> %zu)", arena0,
-                pinheap_mallinfo2().arena);
+                PINHEAP_NAME(mallinfo2)().arena);
   heap_assert_sound("4 MiB from the heap");
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
 
-  cr_assert_eq(pinheap_mallopt(M_MMAP_MAX, 1), 1, "mallopt(M_MMAP_MAX, 1) failed");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 1), 1, "mallopt(M_MMAP_MAX, 1) failed");
   cr_assert_eq(malloc_is_mapped(2 * MiB, &p), 1, "M_MMAP_MAX 1: the first 2 MiB block was not mapped");
   cr_assert_eq(malloc_is_mapped(2 * MiB, &q), 0, "M_MMAP_MAX 1: a second mapped chunk was created");
-  pinheap_free(p);
-  pinheap_free(q);
+  PINHEAP_NAME(free)(p);
+  PINHEAP_NAME(free)(q);
   heap_assert_sound("M_MMAP_MAX");
 }
 
 Test(api, trim_threshold_controls_release_on_free)
 {
   heap_warm_up();
-  cr_assert_eq(pinheap_mallopt(M_MMAP_MAX, 0), 1, "mallopt(M_MMAP_MAX, 0) failed");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 0), 1, "mallopt(M_MMAP_MAX, 0) failed");
   /* Threshold out of reach: free keeps the memory. */
-  cr_assert_eq(pinheap_mallopt(M_TRIM_THRESHOLD, INT_MAX), 1, "mallopt(M_TRIM_THRESHOLD, INT_MAX) failed");
-  void *p = pinheap_malloc(8 * MiB);
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_TRIM_THRESHOLD, INT_MAX), 1, "mallopt(M_TRIM_THRESHOLD, INT_MAX) failed");
+  void *p = PINHEAP_NAME(malloc)(8 * MiB);
   cr_assert_not_null(p, "malloc(8 MiB) returned NULL");
   memset(p, 1, 8 * MiB);
   os_stats_t before = os_stats_read();
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
   os_stats_t after = os_stats_read();
   cr_assert_eq(after.released_bytes, before.released_bytes,
                "free released %zu bytes although M_TRIM_THRESHOLD is INT_MAX",
                after.released_bytes - before.released_bytes);
   /* Low threshold: freeing a big block at the top gives memory back. */
-  cr_assert_eq(pinheap_mallopt(M_TRIM_THRESHOLD, 128 * 1024), 1, "mallopt(M_TRIM_THRESHOLD, 128K) failed");
-  p = pinheap_malloc(8 * MiB);
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_TRIM_THRESHOLD, 128 * 1024), 1, "mallopt(M_TRIM_THRESHOLD, 128K) failed");
+  p = PINHEAP_NAME(malloc)(8 * MiB);
   cr_assert_not_null(p, "malloc(8 MiB) returned NULL");
   memset(p, 1, 8 * MiB);
   before = os_stats_read();
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
   after = os_stats_read();
   cr_assert_geq(after.released_bytes - before.released_bytes, 4 * MiB,
                 "free of an 8 MiB top block released only %zu bytes with M_TRIM_THRESHOLD 128 KiB",
@@ -729,19 +729,19 @@ Test(api, trim_threshold_controls_release_on_free)
 Test(api, top_pad_grows_heap_by_extra)
 {
   heap_warm_up();
-  cr_assert_eq(pinheap_mallopt(M_MMAP_MAX, 0), 1, "mallopt(M_MMAP_MAX, 0) failed");
-  cr_assert_eq(pinheap_mallopt(M_TOP_PAD, 16 * 1024 * 1024), 1, "mallopt(M_TOP_PAD, 16 MiB) failed");
-  struct mallinfo2 before = pinheap_mallinfo2();
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 0), 1, "mallopt(M_MMAP_MAX, 0) failed");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_TOP_PAD, 16 * 1024 * 1024), 1, "mallopt(M_TOP_PAD, 16 MiB) failed");
+  struct mallinfo2 before = PINHEAP_NAME(mallinfo2)();
   size_t want = before.keepcost + 1 * MiB;  /* cannot come from the current top */
-  void *p = pinheap_malloc(want);
+  void *p = PINHEAP_NAME(malloc)(want);
   cr_assert_not_null(p, "malloc(%zu) returned NULL", want);
-  struct mallinfo2 after = pinheap_mallinfo2();
+  struct mallinfo2 after = PINHEAP_NAME(mallinfo2)();
   /* Even if the new memory extends the old top, the heap has to grow by
    * the missing 1 MiB plus the 16 MiB pad. */
   cr_assert_geq(after.arena, before.arena + 1 * MiB + 16 * MiB,
                 "M_TOP_PAD 16 MiB: heap grew by %zu bytes for a %zu-byte request with a %zu-byte top, "
                 "expected at least 1 MiB + 16 MiB", after.arena - before.arena, want, before.keepcost);
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
   heap_assert_sound("M_TOP_PAD");
 }
 
@@ -762,35 +762,35 @@ static void mallinfo_assert_consistent(const struct mallinfo2 *m, const char *wh
 Test(api, mallinfo2_fields_move_as_documented)
 {
   heap_warm_up();
-  struct mallinfo2 m0 = pinheap_mallinfo2();
+  struct mallinfo2 m0 = PINHEAP_NAME(mallinfo2)();
   mallinfo_assert_consistent(&m0, "start");
   cr_assert_gt(m0.arena, 0, "arena is 0 after the first malloc");
 
-  void *p = pinheap_malloc(1000);
-  struct mallinfo2 m1 = pinheap_mallinfo2();
+  void *p = PINHEAP_NAME(malloc)(1000);
+  struct mallinfo2 m1 = PINHEAP_NAME(mallinfo2)();
   cr_assert_geq(m1.uordblks, m0.uordblks + 1000, "malloc(1000): uordblks %zu -> %zu, expected +1000",
                 m0.uordblks, m1.uordblks);
   cr_assert_eq(m1.hblks, m0.hblks, "malloc(1000) changed hblks %zu -> %zu", m0.hblks, m1.hblks);
   mallinfo_assert_consistent(&m1, "after malloc(1000)");
 
-  void *big = pinheap_malloc(2 * MiB);
-  struct mallinfo2 m2 = pinheap_mallinfo2();
+  void *big = PINHEAP_NAME(malloc)(2 * MiB);
+  struct mallinfo2 m2 = PINHEAP_NAME(mallinfo2)();
   cr_assert_eq(m2.hblks, m1.hblks + 1, "malloc(2 MiB): hblks %zu -> %zu, expected +1", m1.hblks, m2.hblks);
   cr_assert_geq(m2.hblkhd, m1.hblkhd + 2 * MiB, "malloc(2 MiB): hblkhd %zu -> %zu", m1.hblkhd, m2.hblkhd);
   cr_assert_eq(m2.arena, m1.arena, "a directly mapped chunk changed arena %zu -> %zu", m1.arena, m2.arena);
   mallinfo_assert_consistent(&m2, "after malloc(2 MiB)");
-  pinheap_free(big);
-  struct mallinfo2 m3 = pinheap_mallinfo2();
+  PINHEAP_NAME(free)(big);
+  struct mallinfo2 m3 = PINHEAP_NAME(mallinfo2)();
   cr_assert_eq(m3.hblks, m1.hblks, "free(2 MiB): hblks %zu, expected %zu", m3.hblks, m1.hblks);
   cr_assert_eq(m3.hblkhd, m1.hblkhd, "free(2 MiB): hblkhd %zu, expected %zu", m3.hblkhd, m1.hblkhd);
 
   /* A free chunk between two chunks in use. */
-  void *a = pinheap_malloc(1000);
-  void *b = pinheap_malloc(1000);
-  void *c = pinheap_malloc(1000);
-  struct mallinfo2 m4 = pinheap_mallinfo2();
-  pinheap_free(b);
-  struct mallinfo2 m5 = pinheap_mallinfo2();
+  void *a = PINHEAP_NAME(malloc)(1000);
+  void *b = PINHEAP_NAME(malloc)(1000);
+  void *c = PINHEAP_NAME(malloc)(1000);
+  struct mallinfo2 m4 = PINHEAP_NAME(mallinfo2)();
+  PINHEAP_NAME(free)(b);
+  struct mallinfo2 m5 = PINHEAP_NAME(mallinfo2)();
   cr_assert_eq(m5.ordblks, m4.ordblks + 1, "free of an isolated chunk: ordblks %zu -> %zu, expected +1",
                m4.ordblks, m5.ordblks);
   cr_assert_geq(m5.fordblks, m4.fordblks + 1000, "free(1000 bytes): fordblks %zu -> %zu, expected +1000",
@@ -801,10 +801,10 @@ Test(api, mallinfo2_fields_move_as_documented)
                "free moved bytes out of the heap: used+free %zu -> %zu",
                m4.uordblks + m4.fordblks, m5.uordblks + m5.fordblks);
   mallinfo_assert_consistent(&m5, "after free");
-  pinheap_free(a);
-  pinheap_free(c);
-  pinheap_free(p);
-  struct mallinfo2 m6 = pinheap_mallinfo2();
+  PINHEAP_NAME(free)(a);
+  PINHEAP_NAME(free)(c);
+  PINHEAP_NAME(free)(p);
+  struct mallinfo2 m6 = PINHEAP_NAME(mallinfo2)();
   cr_assert_eq(m6.uordblks, m0.uordblks, "everything freed: uordblks %zu, expected %zu", m6.uordblks,
                m0.uordblks);
   mallinfo_assert_consistent(&m6, "end");
@@ -823,12 +823,12 @@ Test(api, malloc_stats_writes_without_allocating)
   heap_warm_up();
   void *keep[8];
   for (int i = 0; i < 8; i++)
-    keep[i] = pinheap_malloc((size_t)100 << i);
-  void *big = pinheap_malloc(1 * MiB);
-  pinheap_free(keep[3]);
+    keep[i] = PINHEAP_NAME(malloc)((size_t)100 << i);
+  void *big = PINHEAP_NAME(malloc)(1 * MiB);
+  PINHEAP_NAME(free)(keep[3]);
 
   listener_install();
-  struct mallinfo2 before = pinheap_mallinfo2();
+  struct mallinfo2 before = PINHEAP_NAME(mallinfo2)();
   os_stats_t os_before = os_stats_read();
 #ifdef API_COUNT_LIBC
   size_t libc_before = atomic_load(&api_libc_allocs);
@@ -837,12 +837,12 @@ Test(api, malloc_stats_writes_without_allocating)
 #ifdef API_COUNT_LIBC
   atomic_store(&api_libc_counting, 1);
 #endif
-  pinheap_malloc_stats();
+  PINHEAP_NAME(malloc_stats)();
 #ifdef API_COUNT_LIBC
   atomic_store(&api_libc_counting, 0);
 #endif
   size_t len = stderr_capture_end(&cap, out, sizeof(out));
-  struct mallinfo2 after = pinheap_mallinfo2();
+  struct mallinfo2 after = PINHEAP_NAME(mallinfo2)();
   os_stats_t os_after = os_stats_read();
 
   cr_assert_gt(len, 0, "malloc_stats wrote nothing to stderr");
@@ -862,8 +862,8 @@ Test(api, malloc_stats_writes_without_allocating)
 #endif
   for (int i = 0; i < 8; i++)
     if (i != 3)
-      pinheap_free(keep[i]);
-  pinheap_free(big);
+      PINHEAP_NAME(free)(keep[i]);
+  PINHEAP_NAME(free)(big);
   heap_assert_sound("malloc_stats");
 }
 
@@ -879,20 +879,20 @@ Test(api, malloc_trim_reports_release)
   heap_warm_up();
   listener_install();
   /* Keep free() from trimming by itself, and keep blocks in the heap. */
-  cr_assert_eq(pinheap_mallopt(M_TRIM_THRESHOLD, INT_MAX), 1, "mallopt(M_TRIM_THRESHOLD) failed");
-  cr_assert_eq(pinheap_mallopt(M_MMAP_MAX, 0), 1, "mallopt(M_MMAP_MAX, 0) failed");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_TRIM_THRESHOLD, INT_MAX), 1, "mallopt(M_TRIM_THRESHOLD) failed");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 0), 1, "mallopt(M_MMAP_MAX, 0) failed");
   for (int i = 0; i < N; i++) {
-    ptrs[i] = pinheap_malloc(8 * KiB);
+    ptrs[i] = PINHEAP_NAME(malloc)(8 * KiB);
     cr_assert_not_null(ptrs[i], "malloc(8 KiB) #%d returned NULL", i);
     memset(ptrs[i], 0x42, 8 * KiB);
   }
   for (int i = 0; i < N; i++)
-    pinheap_free(ptrs[i]);
+    PINHEAP_NAME(free)(ptrs[i]);
   heap_assert_sound("freeing 8 MiB");
 
   os_stats_t before = os_stats_read();
   size_t calls_before = listener_calls_get();
-  int rc = pinheap_malloc_trim(0);
+  int rc = PINHEAP_NAME(malloc_trim)(0);
   os_stats_t after = os_stats_read();
   cr_assert_eq(rc, 1, "malloc_trim(0) after freeing 8 MiB returned %d, expected 1", rc);
   cr_assert_geq(after.released_bytes - before.released_bytes, 4 * MiB,
@@ -903,7 +903,7 @@ Test(api, malloc_trim_reports_release)
 
   before = os_stats_read();
   calls_before = listener_calls_get();
-  rc = pinheap_malloc_trim(0);
+  rc = PINHEAP_NAME(malloc_trim)(0);
   after = os_stats_read();
   cr_assert_eq(rc, 0, "a second malloc_trim(0), with nothing left to release, returned %d (and "
                "released %zu bytes again in %zu listener calls)", rc,
@@ -913,45 +913,45 @@ Test(api, malloc_trim_reports_release)
   cr_assert_eq(listener_calls_get(), calls_before, "malloc_trim returned 0 but the listener was called");
 
   /* The heap still works after trimming. */
-  void *p = pinheap_malloc(100 * KiB);
+  void *p = PINHEAP_NAME(malloc)(100 * KiB);
   block_assert_usable(p, 100 * KiB, "malloc after trim");
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
   heap_assert_sound("malloc after trim");
 }
 
 Test(api, malloc_trim_keeps_pad)
 {
   heap_warm_up();
-  cr_assert_eq(pinheap_mallopt(M_TRIM_THRESHOLD, INT_MAX), 1, "mallopt(M_TRIM_THRESHOLD) failed");
-  cr_assert_eq(pinheap_mallopt(M_MMAP_MAX, 0), 1, "mallopt(M_MMAP_MAX, 0) failed");
-  void *p = pinheap_malloc(8 * MiB);
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_TRIM_THRESHOLD, INT_MAX), 1, "mallopt(M_TRIM_THRESHOLD) failed");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 0), 1, "mallopt(M_MMAP_MAX, 0) failed");
+  void *p = PINHEAP_NAME(malloc)(8 * MiB);
   cr_assert_not_null(p, "malloc(8 MiB) returned NULL");
   memset(p, 1, 8 * MiB);
-  pinheap_free(p);
-  size_t top_before = pinheap_mallinfo2().keepcost;
+  PINHEAP_NAME(free)(p);
+  size_t top_before = PINHEAP_NAME(mallinfo2)().keepcost;
   cr_assert_geq(top_before, 8 * MiB, "freed 8 MiB did not return to top (keepcost %zu)", top_before);
 
   /* A pad bigger than the top: the top stays whole; whatever the result,
    * it must say whether something was released. */
   os_stats_t before = os_stats_read();
-  int rc = pinheap_malloc_trim(top_before + 1 * MiB);
+  int rc = PINHEAP_NAME(malloc_trim)(top_before + 1 * MiB);
   os_stats_t after = os_stats_read();
-  cr_assert_eq(pinheap_mallinfo2().keepcost, top_before,
+  cr_assert_eq(PINHEAP_NAME(mallinfo2)().keepcost, top_before,
                "malloc_trim(pad %zu > top %zu) shrank the top to %zu", top_before + MiB, top_before,
-               pinheap_mallinfo2().keepcost);
+               PINHEAP_NAME(mallinfo2)().keepcost);
   cr_assert_eq(rc != 0, after.released_bytes != before.released_bytes,
                "malloc_trim(pad %zu) returned %d but released %zu bytes", top_before + MiB, rc,
                after.released_bytes - before.released_bytes);
 
   /* A 2 MiB pad: most of the 8 MiB top goes back, 2 MiB stays. */
   before = os_stats_read();
-  rc = pinheap_malloc_trim(2 * MiB);
+  rc = PINHEAP_NAME(malloc_trim)(2 * MiB);
   after = os_stats_read();
   cr_assert_eq(rc, 1, "malloc_trim(2 MiB) with an 8 MiB top returned %d", rc);
   cr_assert_geq(after.released_bytes - before.released_bytes, 4 * MiB,
                 "malloc_trim(2 MiB) with an 8 MiB top released only %zu bytes",
                 after.released_bytes - before.released_bytes);
-  size_t top_after = pinheap_mallinfo2().keepcost;
+  size_t top_after = PINHEAP_NAME(mallinfo2)().keepcost;
   cr_assert_geq(top_after, 2 * MiB, "malloc_trim(2 MiB) left a top of %zu bytes, below the pad", top_after);
   heap_assert_sound("malloc_trim(pad)");
 }
@@ -965,35 +965,35 @@ Test(api, free_preserves_errno)
   heap_warm_up();
   static const size_t sizes[] = { 0, 24, 1000, 100 * KiB, 1 * MiB, 16 * MiB };
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-    void *p = pinheap_malloc(sizes[i]);
+    void *p = PINHEAP_NAME(malloc)(sizes[i]);
     cr_assert_not_null(p, "malloc(%zu) returned NULL", sizes[i]);
     errno = 1234;
-    pinheap_free(p);
+    PINHEAP_NAME(free)(p);
     cr_assert_eq(errno, 1234, "free of a %zu-byte block changed errno from 1234 to %d", sizes[i], errno);
   }
   /* A free that unmaps (mapped chunk) and frees that trim the top. */
-  cr_assert_eq(pinheap_mallopt(M_MMAP_THRESHOLD, 64 * 1024), 1, "mallopt failed");
-  cr_assert_eq(pinheap_mallopt(M_TRIM_THRESHOLD, 64 * 1024), 1, "mallopt failed");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_THRESHOLD, 64 * 1024), 1, "mallopt failed");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_TRIM_THRESHOLD, 64 * 1024), 1, "mallopt failed");
   os_stats_t before = os_stats_read();
-  void *m = pinheap_malloc(512 * KiB);
+  void *m = PINHEAP_NAME(malloc)(512 * KiB);
   cr_assert_not_null(m, "malloc(512 KiB) returned NULL");
   errno = 1234;
-  pinheap_free(m);
+  PINHEAP_NAME(free)(m);
   cr_assert_eq(errno, 1234, "free of a mapped chunk changed errno to %d", errno);
   cr_assert_gt(os_stats_read().release_calls, before.release_calls,
                "free of a 512 KiB mapped chunk (threshold 64 KiB) did not release it");
   void *ptrs[64];
   for (int i = 0; i < 64; i++) {
-    ptrs[i] = pinheap_malloc(60 * KiB);
+    ptrs[i] = PINHEAP_NAME(malloc)(60 * KiB);
     cr_assert_not_null(ptrs[i], "malloc(60 KiB) #%d returned NULL", i);
   }
   for (int i = 63; i >= 0; i--) {
     errno = 1234;
-    pinheap_free(ptrs[i]);
+    PINHEAP_NAME(free)(ptrs[i]);
     cr_assert_eq(errno, 1234, "free #%d (trimming the top) changed errno to %d", i, errno);
   }
   errno = 1234;
-  pinheap_free(NULL);
+  PINHEAP_NAME(free)(NULL);
   cr_assert_eq(errno, 1234, "free(NULL) changed errno to %d", errno);
   heap_assert_sound("free and errno");
 }
@@ -1014,18 +1014,18 @@ static void *thread_churn(void *arg)
     if (slots[i] != NULL) {
       if (pattern_find_mismatch(slots[i], sizes[i], seed + (uint32_t)i) != SIZE_MAX)
         return (void *)1;
-      pinheap_free(slots[i]);
+      PINHEAP_NAME(free)(slots[i]);
       slots[i] = NULL;
     } else {
       sizes[i] = rng_below(&rng, 4000);
-      slots[i] = pinheap_malloc(sizes[i]);
+      slots[i] = PINHEAP_NAME(malloc)(sizes[i]);
       if (slots[i] == NULL)
         return (void *)2;
       pattern_fill(slots[i], sizes[i], seed + (uint32_t)i);
     }
   }
   for (int i = 0; i < 64; i++)
-    pinheap_free(slots[i]);
+    PINHEAP_NAME(free)(slots[i]);
   return NULL;
 }
 
@@ -1049,20 +1049,20 @@ Test(api, two_threads_share_the_heap)
 Test(api, usable_size_of_mapped_chunks_at_granule_edges)
 {
   /* a fixed threshold: every block here is mapped on its own */
-  cr_assert_eq(pinheap_mallopt(M_MMAP_THRESHOLD, 128 * 1024), 1);
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_THRESHOLD, 128 * 1024), 1);
   for (size_t k = 3; k < 80; k++) {
     for (size_t d = 0; d < 96; d += 8) {
       size_t n = k * 65536 - d;
-      char *p = pinheap_malloc(n);
+      char *p = PINHEAP_NAME(malloc)(n);
       cr_assert_not_null(p, "malloc(%zu)", n);
-      size_t u = pinheap_malloc_usable_size(p);
+      size_t u = PINHEAP_NAME(malloc_usable_size)(p);
       cr_assert_geq(u, n, "malloc(%zu): usable size %zu is below the request", n, u);
       p[n - 1] = 1;
-      char *q = pinheap_realloc(p, n + 65536);
+      char *q = PINHEAP_NAME(realloc)(p, n + 65536);
       cr_assert_not_null(q);
-      cr_assert_geq(pinheap_malloc_usable_size(q), n + 65536, "realloc(%zu): usable %zu", n + 65536,
-                    pinheap_malloc_usable_size(q));
-      pinheap_free(q);
+      cr_assert_geq(PINHEAP_NAME(malloc_usable_size)(q), n + 65536, "realloc(%zu): usable %zu", n + 65536,
+                    PINHEAP_NAME(malloc_usable_size)(q));
+      PINHEAP_NAME(free)(q);
     }
   }
 }

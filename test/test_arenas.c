@@ -21,11 +21,11 @@ static void *alloc_some(void *arg)
   (void)arg;
   for (int round = 0; round < 20; round++) {
     for (int i = 0; i < 64; i++) {
-      p[i] = pinheap_malloc(16 + (size_t)i * 16);
+      p[i] = PINHEAP_NAME(malloc)(16 + (size_t)i * 16);
       memset(p[i], i, 16);
     }
     for (int i = 0; i < 64; i++)
-      pinheap_free(p[i]);
+      PINHEAP_NAME(free)(p[i]);
   }
   return NULL;
 }
@@ -48,7 +48,7 @@ static int arenas_reported(void)
 
   cr_assert_eq(pipe(fds), 0);
   dup2(fds[1], 2);
-  pinheap_malloc_stats();
+  PINHEAP_NAME(malloc_stats)();
   dup2(saved, 2);
   close(fds[1]);
   while ((n = read(fds[0], buf + have, sizeof(buf) - 1 - (size_t)have)) > 0)
@@ -65,18 +65,18 @@ TestSuite(arenas, .timeout = 60);
 
 Test(arenas, threads_spread_over_several_by_default)
 {
-  pinheap_free(pinheap_malloc(1));
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(1));
   run_threads();
   int n = arenas_reported();
   cr_assert_gt(n, 1, "%d threads used only %d arena(s) by default", THREADS, n);
-  cr_assert_eq(pinheap_malloc_check(), 0);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }
 
 Test(arenas, mallopt_arena_max_caps_them)
 {
-  cr_assert_eq(pinheap_mallopt(M_ARENA_MAX, 0), 0, "M_ARENA_MAX 0 must be refused");
-  cr_assert_eq(pinheap_mallopt(M_ARENA_MAX, 100000), 0, "M_ARENA_MAX 100000 must be refused");
-  cr_assert_eq(pinheap_mallopt(M_ARENA_MAX, 1), 1);
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_ARENA_MAX, 0), 0, "M_ARENA_MAX 0 must be refused");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_ARENA_MAX, 100000), 0, "M_ARENA_MAX 100000 must be refused");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_ARENA_MAX, 1), 1);
   run_threads();
   cr_assert_eq(arenas_reported(), 1, "M_ARENA_MAX=1 but more than one arena exists");
 }
@@ -91,17 +91,17 @@ Test(arenas, parameter_caps_them)
 
 Test(arenas, exiting_threads_return_their_cached_blocks)
 {
-  cr_assert_eq(pinheap_mallopt(M_ARENA_MAX, 1), 1);      /* one heap to look at */
-  pinheap_free(pinheap_malloc(1));
-  struct mallinfo2 before = pinheap_mallinfo2();
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_ARENA_MAX, 1), 1);      /* one heap to look at */
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(1));
+  struct mallinfo2 before = PINHEAP_NAME(mallinfo2)();
   run_threads();
-  struct mallinfo2 after = pinheap_mallinfo2();
+  struct mallinfo2 after = PINHEAP_NAME(mallinfo2)();
   /* every block of the threads was freed and their caches were returned:
    * nothing they allocated is still counted in use */
   cr_assert_leq(after.uordblks, before.uordblks + 64,
                 "in-use bytes %zu -> %zu: exited threads kept cached blocks",
                 before.uordblks, after.uordblks);
-  cr_assert_eq(pinheap_malloc_check(), 0);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }
 
 /* Arenas past the kind map's tags (126) have no fast path of their own:
@@ -119,7 +119,7 @@ static void free_kept(handoff_t *h)
   for (int k = 0; k < 64; k++) {
     unsigned char *b = h->blocks[k];
     cr_assert(b[0] == 0x5a && b[23] == 0x5a, "kept block %d damaged", k);
-    pinheap_free(b);
+    PINHEAP_NAME(free)(b);
   }
 }
 
@@ -128,7 +128,7 @@ static void *alloc_and_keep(void *arg)
   handoff_t *h = arg;
   alloc_some(NULL);
   for (int i = 0; i < 64; i++) {
-    h->blocks[i] = pinheap_malloc(24 + (size_t)i * 24);
+    h->blocks[i] = PINHEAP_NAME(malloc)(24 + (size_t)i * 24);
     memset(h->blocks[i], 0x5a, 24);
   }
   if (h->prev != NULL)
@@ -140,8 +140,8 @@ Test(arenas, many_arenas_beyond_the_tagged_ones)
 {
   enum { MANY = 140 };
   static handoff_t h[MANY];
-  cr_assert_eq(pinheap_mallopt(M_ARENA_MAX, MANY + 1), 1);
-  pinheap_free(pinheap_malloc(1));
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_ARENA_MAX, MANY + 1), 1);
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(1));
   for (int i = 0; i < MANY; i++) {           /* one after another: arena i + 1 each */
     pthread_t t;
     h[i].prev = i > 0 ? &h[i - 1] : NULL;
@@ -151,8 +151,8 @@ Test(arenas, many_arenas_beyond_the_tagged_ones)
   int n = arenas_reported();
   cr_assert_eq(n, MANY + 1, "%d threads in turn made %d arenas, expected %d", MANY, n, MANY + 1);
   free_kept(&h[MANY - 1]);
-  cr_assert_eq(pinheap_malloc_check(), 0);
-  struct mallinfo2 mi = pinheap_mallinfo2();
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+  struct mallinfo2 mi = PINHEAP_NAME(mallinfo2)();
   cr_assert_lt(mi.uordblks, (size_t)64 * 24, "in-use bytes %zu after every block was freed",
                mi.uordblks);
 }
@@ -175,9 +175,9 @@ static void *free_many_then_wait(void *arg)
   for (int round = 0; round < 3; round++)
     for (int k = 0; k < BOUND_SIZES; k++) {
       for (int i = 0; i < BOUND_EACH; i++)
-        p[i] = pinheap_malloc(24 + (size_t)k * 80);
+        p[i] = PINHEAP_NAME(malloc)(24 + (size_t)k * 80);
       for (int i = 0; i < BOUND_EACH; i++)
-        pinheap_free(p[i]);
+        PINHEAP_NAME(free)(p[i]);
     }
   pthread_mutex_lock(&s->mu);
   s->stage = 1;
@@ -192,14 +192,14 @@ Test(arenas, a_threads_cache_stays_bounded)
 {
   bound_t s = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
   pthread_t t;
-  pinheap_free(pinheap_malloc(1));
-  size_t before = pinheap_mallinfo2().uordblks;
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(1));
+  size_t before = PINHEAP_NAME(mallinfo2)().uordblks;
   cr_assert_eq(pthread_create(&t, NULL, free_many_then_wait, &s), 0);
   pthread_mutex_lock(&s.mu);
   while (s.stage != 1)
     pthread_cond_wait(&s.cv, &s.mu);
   pthread_mutex_unlock(&s.mu);
-  size_t held = pinheap_mallinfo2().uordblks - before;
+  size_t held = PINHEAP_NAME(mallinfo2)().uordblks - before;
   pthread_mutex_lock(&s.mu);
   s.stage = 2;
   pthread_cond_broadcast(&s.cv);

@@ -59,12 +59,12 @@ static void *worker(void *arg)
     if (slot[i] != NULL) {
       if (!intact(slot[i], len[i]))
         atomic_store(&worker_failed, 1);
-      pinheap_free(slot[i]);
+      PINHEAP_NAME(free)(slot[i]);
       slot[i] = NULL;
     } else {
       unsigned r = (unsigned)rand_r(&seed);
       size_t n = r % 64 == 0 ? 200000 + r % 300000 : r % 3000;   /* some huge blocks */
-      slot[i] = pinheap_malloc(n);
+      slot[i] = PINHEAP_NAME(malloc)(n);
       if (slot[i] == NULL) {
         atomic_store(&worker_failed, 1);
         continue;
@@ -73,11 +73,11 @@ static void *worker(void *arg)
       fill(slot[i], len[i]);
     }
     if (rand_r(&seed) % 4096 == 0)
-      pinheap_malloc_trim(0);
+      PINHEAP_NAME(malloc_trim)(0);
     atomic_fetch_add(&worker_ops, 1);
   }
   for (unsigned i = 0; i < SLOTS; i++)
-    pinheap_free(slot[i]);
+    PINHEAP_NAME(free)(slot[i]);
   return NULL;
 }
 
@@ -86,23 +86,23 @@ static int child_body(void)
 {
   void *small[64], *big;
   for (int i = 0; i < 64; i++) {
-    small[i] = pinheap_malloc((size_t)i * 24);
+    small[i] = PINHEAP_NAME(malloc)((size_t)i * 24);
     if (small[i] == NULL)
       return 10;
     memset(small[i], 0x5a, (size_t)i * 24);
   }
-  big = pinheap_malloc(1 << 20);
+  big = PINHEAP_NAME(malloc)(1 << 20);
   if (big == NULL)
     return 11;
   memset(big, 1, 4096);
   for (int i = 0; i < 64; i++)
-    pinheap_free(small[i]);
-  pinheap_free(big);
-  void *msp = pinheap_create_mspace(0, 1);
-  if (msp == NULL || pinheap_mspace_malloc(msp, 100) == NULL)
+    PINHEAP_NAME(free)(small[i]);
+  PINHEAP_NAME(free)(big);
+  void *msp = PINHEAP_NAME(create_mspace)(0, 1);
+  if (msp == NULL || PINHEAP_NAME(mspace_malloc)(msp, 100) == NULL)
     return 12;
-  pinheap_destroy_mspace(msp);
-  if (pinheap_malloc_check() != 0)
+  PINHEAP_NAME(destroy_mspace)(msp);
+  if (PINHEAP_NAME(malloc_check)() != 0)
     return 13;
   return 0;
 }
@@ -133,7 +133,7 @@ Test(fork, torture_children_allocate_while_threads_churn)
   int hung = 0, bad = 0;
 
   cr_assert(forks > 0, "PINHEAP_TEST_FORKS must be a positive number");
-  pinheap_free(pinheap_malloc(16));          /* the allocator is set up */
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(16));          /* the allocator is set up */
   for (int i = 0; i < WORKERS; i++)
     cr_assert_eq(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1)), 0);
   while (atomic_load(&worker_ops) < 10000)
@@ -158,23 +158,23 @@ Test(fork, torture_children_allocate_while_threads_churn)
   cr_assert_eq(bad, 0, "%d child(ren) failed to allocate or check the heap", bad);
   cr_assert_eq(atomic_load(&worker_failed), 0, "a worker saw a block change or malloc fail");
   cr_assert_gt(atomic_load(&worker_ops), 10000, "the workers did not run during the forks");
-  cr_assert_eq(pinheap_malloc_check(), 0, "the parent's heap is unsound after the forks");
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0, "the parent's heap is unsound after the forks");
 }
 
 Test(fork, handlers_are_exported_and_pair_up)
 {
   /* A runtime that forks behind glibc's back (a raw fork system call runs
    * no pthread_atfork handler) calls the pair around it itself. */
-  void *p = pinheap_malloc(100);
-  pinheap_malloc_prefork_lock();
+  void *p = PINHEAP_NAME(malloc)(100);
+  PINHEAP_NAME(malloc_prefork_lock)();
   pid_t pid = (pid_t)syscall(SYS_fork);
   if (pid == 0) {
-    pinheap_malloc_postfork_unlock();
-    void *q = pinheap_malloc(100);
+    PINHEAP_NAME(malloc_postfork_unlock)();
+    void *q = PINHEAP_NAME(malloc)(100);
     _exit(q == NULL ? 1 : 0);
   }
-  pinheap_malloc_postfork_unlock();
+  PINHEAP_NAME(malloc_postfork_unlock)();
   cr_assert_eq(wait_bounded(pid, 10000), 0, "the child could not allocate after postfork_unlock");
-  pinheap_free(p);
-  cr_assert_eq(pinheap_malloc_check(), 0);
+  PINHEAP_NAME(free)(p);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }

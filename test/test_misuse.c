@@ -95,18 +95,18 @@ static void misuse_assert(misuse_fn_t *act, void *arg, const char *func, const c
 
 static void act_free(void *p)
 {
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
 }
 
 static void act_realloc(void *p)
 {
-  void *q = pinheap_realloc(p, 200);
+  void *q = PINHEAP_NAME(realloc)(p, 200);
   (void)q;
 }
 
 static void act_usable_size(void *p)
 {
-  volatile size_t n = pinheap_malloc_usable_size(p);
+  volatile size_t n = PINHEAP_NAME(malloc_usable_size)(p);
   (void)n;
 }
 
@@ -131,13 +131,13 @@ typedef struct mspace_op_s {
 static void act_mspace_free(void *arg)
 {
   mspace_op_t *op = arg;
-  pinheap_mspace_free(op->msp, op->ptr);
+  PINHEAP_NAME(mspace_free)(op->msp, op->ptr);
 }
 
 static void act_mspace_realloc(void *arg)
 {
   mspace_op_t *op = arg;
-  void *q = pinheap_mspace_realloc(op->msp, op->ptr, 300);
+  void *q = PINHEAP_NAME(mspace_realloc)(op->msp, op->ptr, 300);
   (void)q;
 }
 
@@ -145,7 +145,7 @@ static void act_mspace_realloc(void *arg)
 
 Test(misuse, harness_sees_valid_use_as_valid)
 {
-  void *p = pinheap_malloc(100);
+  void *p = PINHEAP_NAME(malloc)(100);
   misuse_result_t r;
 
   cr_assert_not_null(p, "malloc(100) returned NULL");
@@ -153,7 +153,7 @@ Test(misuse, harness_sees_valid_use_as_valid)
   cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
             "a valid free(%p) did not exit normally (status 0x%x); stderr: \"%s\"", p, r.status, r.out);
   cr_assert_eq(r.len, 0, "a valid free wrote to stderr: \"%s\"", r.out);
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
   heap_assert_sound("valid free in a child");
 }
 
@@ -161,42 +161,42 @@ Test(misuse, harness_sees_valid_use_as_valid)
 
 Test(misuse, double_free_isolated_chunk)
 {
-  void *a = pinheap_malloc(100), *p = pinheap_malloc(100), *b = pinheap_malloc(100);
+  void *a = PINHEAP_NAME(malloc)(100), *p = PINHEAP_NAME(malloc)(100), *b = PINHEAP_NAME(malloc)(100);
   cr_assert(a && p && b, "setup failed");
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
   misuse_assert(act_free, p, "free", "double free", p);
 }
 
 Test(misuse, double_free_merged_with_previous)
 {
-  void *a = pinheap_malloc(100), *p = pinheap_malloc(100), *b = pinheap_malloc(100);
+  void *a = PINHEAP_NAME(malloc)(100), *p = PINHEAP_NAME(malloc)(100), *b = PINHEAP_NAME(malloc)(100);
   cr_assert(a && p && b, "setup failed");
-  pinheap_free(a);
-  pinheap_free(p);  /* coalesces with a */
+  PINHEAP_NAME(free)(a);
+  PINHEAP_NAME(free)(p);  /* coalesces with a */
   misuse_assert(act_free, p, "free", "double free", p);
 }
 
 Test(misuse, double_free_merged_into_top)
 {
-  void *a = pinheap_malloc(100), *p = pinheap_malloc(100);
+  void *a = PINHEAP_NAME(malloc)(100), *p = PINHEAP_NAME(malloc)(100);
   cr_assert(a && p, "setup failed");
-  pinheap_free(p);  /* the last chunk: goes back into the top */
+  PINHEAP_NAME(free)(p);  /* the last chunk: goes back into the top */
   misuse_assert(act_free, p, "free", "double free", p);
 }
 
 Test(misuse, double_free_large_heap_chunk)
 {
-  void *a = pinheap_malloc(100), *p = pinheap_malloc(20000), *b = pinheap_malloc(100);
+  void *a = PINHEAP_NAME(malloc)(100), *p = PINHEAP_NAME(malloc)(20000), *b = PINHEAP_NAME(malloc)(100);
   cr_assert(a && p && b, "setup failed");
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
   misuse_assert(act_free, p, "free", "double free", p);
 }
 
 Test(misuse, double_free_mapped_chunk)
 {
-  void *p = pinheap_malloc(4 * MiB);
+  void *p = PINHEAP_NAME(malloc)(4 * MiB);
   cr_assert_not_null(p, "malloc(4 MiB) returned NULL");
-  pinheap_free(p);  /* unmapped: pinheap must not read it */
+  PINHEAP_NAME(free)(p);  /* unmapped: pinheap must not read it */
   misuse_assert_either(act_free, p, "free", "double free", "invalid pointer", p);
 }
 
@@ -206,7 +206,7 @@ Test(misuse, free_stack_pointer)
 {
   _Alignas(64) char buf[256];
   memset(buf, 0, sizeof(buf));
-  void *h = pinheap_malloc(10);  /* the heap exists */
+  void *h = PINHEAP_NAME(malloc)(10);  /* the heap exists */
   cr_assert_not_null(h, "malloc(10) returned NULL");
   misuse_assert(act_free, buf + 64, "free", "invalid pointer", buf + 64);
 }
@@ -214,7 +214,7 @@ Test(misuse, free_stack_pointer)
 Test(misuse, free_static_pointer)
 {
   static _Alignas(64) char sbuf[256];
-  void *h = pinheap_malloc(10);
+  void *h = PINHEAP_NAME(malloc)(10);
   cr_assert_not_null(h, "malloc(10) returned NULL");
   misuse_assert(act_free, sbuf + 32, "free", "invalid pointer", sbuf + 32);
 }
@@ -223,7 +223,7 @@ Test(misuse, free_glibc_pointer)
 {
   void *g = malloc(100);  /* glibc's */
   cr_assert_not_null(g, "glibc malloc failed");
-  void *h = pinheap_malloc(10);
+  void *h = PINHEAP_NAME(malloc)(10);
   cr_assert_not_null(h, "malloc(10) returned NULL");
   misuse_assert(act_free, g, "free", "invalid pointer", g);
   void *big = malloc(1 << 20);  /* a glibc mmapped chunk */
@@ -235,7 +235,7 @@ Test(misuse, free_glibc_pointer)
 
 Test(misuse, free_misaligned_interior_pointer)
 {
-  char *p = pinheap_malloc(256), *b = pinheap_malloc(100);
+  char *p = PINHEAP_NAME(malloc)(256), *b = PINHEAP_NAME(malloc)(100);
   cr_assert(p && b, "setup failed");
   misuse_assert(act_free, p + 8, "free", "invalid pointer", p + 8);
   misuse_assert(act_free, p + 1, "free", "invalid pointer", p + 1);
@@ -243,8 +243,8 @@ Test(misuse, free_misaligned_interior_pointer)
 
 Test(misuse, free_aligned_interior_pointer)
 {
-  char *z = pinheap_calloc(1, 256), *b = pinheap_malloc(100);
-  char *f = pinheap_malloc(256), *c = pinheap_malloc(100);
+  char *z = PINHEAP_NAME(calloc)(1, 256), *b = PINHEAP_NAME(malloc)(100);
+  char *f = PINHEAP_NAME(malloc)(256), *c = PINHEAP_NAME(malloc)(100);
   cr_assert(z && b && f && c, "setup failed");
   memset(f, 0xA5, 256);
   misuse_assert(act_free, z + 16, "free", "invalid pointer", z + 16);
@@ -254,7 +254,7 @@ Test(misuse, free_aligned_interior_pointer)
 
 Test(misuse, free_interior_of_mapped_chunk)
 {
-  char *p = pinheap_malloc(2 * MiB);
+  char *p = PINHEAP_NAME(malloc)(2 * MiB);
   cr_assert_not_null(p, "malloc(2 MiB) returned NULL");
   memset(p, 0, 2 * MiB);
   misuse_assert(act_free, p + 4096, "free", "invalid pointer", p + 4096);
@@ -265,7 +265,7 @@ Test(misuse, free_interior_of_mapped_chunk)
 
 static void corrupt_assert(size_t size, uint64_t header, misuse_fn_t *then, const char *func)
 {
-  void *a = pinheap_malloc(100), *p = pinheap_malloc(size), *b = pinheap_malloc(100);
+  void *a = PINHEAP_NAME(malloc)(100), *p = PINHEAP_NAME(malloc)(size), *b = PINHEAP_NAME(malloc)(100);
   cr_assert(a && p && b, "setup failed");
   memset(p, 0x11, size);
   corrupt_t c = { p, header, then };
@@ -302,7 +302,7 @@ Test(misuse, realloc_invalid_pointer)
 {
   _Alignas(64) char buf[256];
   static _Alignas(64) char sbuf[256];
-  char *p = pinheap_malloc(256), *b = pinheap_malloc(100);
+  char *p = PINHEAP_NAME(malloc)(256), *b = PINHEAP_NAME(malloc)(100);
   cr_assert(p && b, "setup failed");
   memset(buf, 0, sizeof(buf));
   misuse_assert(act_realloc, buf + 64, "realloc", "invalid pointer", buf + 64);
@@ -317,7 +317,7 @@ Test(misuse, realloc_invalid_pointer)
 Test(misuse, usable_size_of_invalid_pointer)
 {
   _Alignas(64) char buf[256];
-  char *p = pinheap_malloc(256);
+  char *p = PINHEAP_NAME(malloc)(256);
   cr_assert_not_null(p, "malloc failed");
   memset(buf, 0, sizeof(buf));
   misuse_assert(act_usable_size, buf + 64, "malloc_usable_size", "invalid pointer", buf + 64);
@@ -328,12 +328,12 @@ Test(misuse, usable_size_of_invalid_pointer)
 
 Test(misuse, mspace_free_of_another_mspace_pointer)
 {
-  pinheap_mspace a = pinheap_create_mspace(0, 0);
-  pinheap_mspace b = pinheap_create_mspace(0, 0);
+  pinheap_mspace a = PINHEAP_NAME(create_mspace)(0, 0);
+  pinheap_mspace b = PINHEAP_NAME(create_mspace)(0, 0);
   cr_assert(a && b, "create_mspace failed");
-  void *pa = pinheap_mspace_malloc(a, 100);
-  void *pb = pinheap_mspace_malloc(b, 100);
-  void *pm = pinheap_malloc(100);
+  void *pa = PINHEAP_NAME(mspace_malloc)(a, 100);
+  void *pb = PINHEAP_NAME(mspace_malloc)(b, 100);
+  void *pm = PINHEAP_NAME(malloc)(100);
   cr_assert(pa && pb && pm, "setup failed");
 
   mspace_op_t op = { b, pa };
@@ -349,18 +349,18 @@ Test(misuse, mspace_free_of_another_mspace_pointer)
   /* The failed calls ran in children: both heaps are untouched here. */
   mspace_assert_sound(a, "misuse in children");
   mspace_assert_sound(b, "misuse in children");
-  pinheap_destroy_mspace(a);
-  pinheap_destroy_mspace(b);
+  PINHEAP_NAME(destroy_mspace)(a);
+  PINHEAP_NAME(destroy_mspace)(b);
 }
 
 Test(misuse, mspace_double_free)
 {
-  pinheap_mspace m = pinheap_create_mspace(0, 1);
+  pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, 1);
   cr_assert_not_null(m, "create_mspace failed");
-  void *a = pinheap_mspace_malloc(m, 100), *p = pinheap_mspace_malloc(m, 100);
-  void *b = pinheap_mspace_malloc(m, 100);
+  void *a = PINHEAP_NAME(mspace_malloc)(m, 100), *p = PINHEAP_NAME(mspace_malloc)(m, 100);
+  void *b = PINHEAP_NAME(mspace_malloc)(m, 100);
   cr_assert(a && p && b, "setup failed");
-  pinheap_mspace_free(m, p);
+  PINHEAP_NAME(mspace_free)(m, p);
   mspace_op_t op = { m, p };
   misuse_assert(act_mspace_free, &op, "mspace_free", "double free", p);
 }
@@ -370,17 +370,17 @@ Test(misuse, fixed_mspace_free_of_other_region_pointer)
   region_t ra, rb;
   region_map(256 * KiB, &ra);
   region_map(256 * KiB, &rb);
-  pinheap_mspace a = pinheap_create_mspace_with_base(ra.rw, ra.rw_len, 0);
-  pinheap_mspace b = pinheap_create_mspace_with_base(rb.rw, rb.rw_len, 0);
+  pinheap_mspace a = PINHEAP_NAME(create_mspace_with_base)(ra.rw, ra.rw_len, 0);
+  pinheap_mspace b = PINHEAP_NAME(create_mspace_with_base)(rb.rw, rb.rw_len, 0);
   cr_assert(a && b, "create_mspace_with_base failed (errno %d)", errno);
-  void *pa = pinheap_mspace_malloc(a, 100);
+  void *pa = PINHEAP_NAME(mspace_malloc)(a, 100);
   cr_assert_not_null(pa, "mspace_malloc failed");
   mspace_op_t op = { b, pa };
   misuse_assert(act_mspace_free, &op, "mspace_free", "invalid pointer", pa);
   op = (mspace_op_t){ a, (char *)pa + 8 };
   misuse_assert(act_mspace_free, &op, "mspace_free", "invalid pointer", (char *)pa + 8);
-  pinheap_destroy_mspace(a);
-  pinheap_destroy_mspace(b);
+  PINHEAP_NAME(destroy_mspace)(a);
+  PINHEAP_NAME(destroy_mspace)(b);
   region_unmap(&ra);
   region_unmap(&rb);
 }
@@ -391,10 +391,10 @@ Test(misuse, fixed_mspace_free_of_other_region_pointer)
  * is not pinheap's. */
 Test(misuse, free_of_a_segment_base)
 {
-  char *p = pinheap_malloc(40);
+  char *p = PINHEAP_NAME(malloc)(40);
   cr_assert_not_null(p);
   char *base = (char *)((uintptr_t)p & ~(uintptr_t)0xffff);
-  cr_assert(pinheap_owns(base), "the granule of the first block is pinheap's");
+  cr_assert(PINHEAP_NAME(owns)(base), "the granule of the first block is pinheap's");
   misuse_assert(act_free, base, "free", "invalid pointer", base);
 }
 
@@ -411,13 +411,13 @@ static void act_write_after_free(void *arg)
 {
   void **p = arg;
   for (int i = 0; i < WAF_CHUNKS; i++)
-    pinheap_free(p[i]);
+    PINHEAP_NAME(free)(p[i]);
   uint64_t head;
   memcpy(&head, (char *)p[0] - 8, 8);
   head += 16;                                  /* the size field: 48 -> 64 */
   memcpy((char *)p[0] - 8, &head, 8);
   for (int i = 0; i < 2 * WAF_CHUNKS; i++)
-    if (pinheap_malloc(40) == p[0])
+    if (PINHEAP_NAME(malloc)(40) == p[0])
       _exit(3);                                /* handed out: not caught */
 }
 
@@ -425,10 +425,10 @@ Test(misuse, write_after_free_of_a_deferred_chunk)
 {
   static void *p[WAF_CHUNKS];
   for (int i = 0; i < WAF_CHUNKS; i++) {
-    p[i] = pinheap_malloc(40);
+    p[i] = PINHEAP_NAME(malloc)(40);
     cr_assert_not_null(p[i], "malloc failed");
   }
-  cr_assert_eq(pinheap_malloc_usable_size(p[0]), 40, "the test needs 48-byte chunks");
+  cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(p[0]), 40, "the test needs 48-byte chunks");
   misuse_assert(act_write_after_free, p, "malloc", "corrupted chunk header", p[0]);
 }
 
@@ -437,40 +437,40 @@ Test(misuse, heap_check_sees_a_damaged_deferred_chunk)
 {
   static void *p[WAF_CHUNKS];
   for (int i = 0; i < WAF_CHUNKS; i++)
-    p[i] = pinheap_malloc(40);
-  cr_assert_eq(pinheap_malloc_check(), 0, "heap unsound before the test");
+    p[i] = PINHEAP_NAME(malloc)(40);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0, "heap unsound before the test");
   for (int i = 0; i < WAF_CHUNKS; i++)
-    pinheap_free(p[i]);
-  cr_assert_eq(pinheap_malloc_check(), 0, "heap unsound after the frees");
+    PINHEAP_NAME(free)(p[i]);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0, "heap unsound after the frees");
   uint64_t head, saved;
   memcpy(&head, (char *)p[0] - 8, 8);
   saved = head;
   head += 16;
   memcpy((char *)p[0] - 8, &head, 8);
-  int problems = pinheap_malloc_check();
+  int problems = PINHEAP_NAME(malloc_check)();
   memcpy((char *)p[0] - 8, &saved, 8);
   cr_assert_geq(problems, 1, "a damaged deferred chunk went unnoticed by the checker");
-  cr_assert_eq(pinheap_malloc_check(), 0, "heap unsound after repair");
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0, "heap unsound after repair");
 }
 
 /* A chunk of another thread's arena, freed twice here: the second free
  * finds it on the way back to its arena. */
 static void *remote_alloc(void *arg)
 {
-  *(void **)arg = pinheap_malloc(100);
+  *(void **)arg = PINHEAP_NAME(malloc)(100);
   return NULL;
 }
 
 static void act_remote_double_free(void *p)
 {
-  pinheap_free(p);
-  pinheap_free(p);
+  PINHEAP_NAME(free)(p);
+  PINHEAP_NAME(free)(p);
 }
 
 Test(misuse, double_free_of_another_arenas_chunk)
 {
-  pinheap_mallopt(M_ARENA_MAX, 8);
-  void *mine = pinheap_malloc(100);             /* this thread: the first arena */
+  PINHEAP_NAME(mallopt)(M_ARENA_MAX, 8);
+  void *mine = PINHEAP_NAME(malloc)(100);             /* this thread: the first arena */
   void *theirs = NULL;
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, remote_alloc, &theirs), 0, "pthread_create failed");

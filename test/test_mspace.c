@@ -27,27 +27,27 @@
 static void mspace_basic_run(int locked)
 {
   /* Nothing used: destroy gives back at least the first segment. */
-  pinheap_mspace m = pinheap_create_mspace(0, locked);
+  pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, locked);
   cr_assert_not_null(m, "create_mspace(0, %d) returned NULL (errno %d)", locked, errno);
-  size_t released = pinheap_destroy_mspace(m);
+  size_t released = PINHEAP_NAME(destroy_mspace)(m);
   cr_assert_geq(released, 1 * MiB, "destroy_mspace of a fresh default mspace (1 MiB first segment) "
                 "released %zu bytes", released);
 
   /* Used: whatever free trimmed plus what destroy releases covers it all. */
   listener_install();
-  m = pinheap_create_mspace(0, locked);
+  m = PINHEAP_NAME(create_mspace)(0, locked);
   cr_assert_not_null(m, "create_mspace(0, %d) returned NULL (errno %d)", locked, errno);
-  void *p = pinheap_mspace_malloc(m, 100);
+  void *p = PINHEAP_NAME(mspace_malloc)(m, 100);
   cr_assert_not_null(p, "mspace_malloc(100) returned NULL");
   cr_assert(ptr_is_aligned(p, 16), "mspace_malloc(100) = %p not 16-aligned", p);
-  cr_assert_geq(pinheap_mspace_usable_size(p), 100, "mspace_usable_size = %zu < 100",
-                pinheap_mspace_usable_size(p));
-  memset(p, 0x33, pinheap_mspace_usable_size(p));
+  cr_assert_geq(PINHEAP_NAME(mspace_usable_size)(p), 100, "mspace_usable_size = %zu < 100",
+                PINHEAP_NAME(mspace_usable_size)(p));
+  memset(p, 0x33, PINHEAP_NAME(mspace_usable_size)(p));
   mspace_assert_sound(m, "one mspace_malloc");
-  pinheap_mspace_free(m, p);
+  PINHEAP_NAME(mspace_free)(m, p);
   mspace_assert_sound(m, "mspace_free");
   size_t trimmed = listener_bytes_get();
-  released = pinheap_destroy_mspace(m);
+  released = PINHEAP_NAME(destroy_mspace)(m);
   cr_assert_gt(released, 0, "destroy_mspace released nothing");
   cr_assert_eq(listener_bytes_get() - trimmed, released,
                "destroy_mspace returned %zu but the release listener saw %zu bytes", released,
@@ -55,17 +55,17 @@ static void mspace_basic_run(int locked)
   cr_assert_geq(listener_bytes_get(), 1 * MiB, "a used default mspace gave back only %zu bytes in all "
                 "(free's trim %zu + destroy %zu)", listener_bytes_get(), trimmed, released);
 
-  m = pinheap_create_mspace(4 * MiB, locked);
+  m = PINHEAP_NAME(create_mspace)(4 * MiB, locked);
   cr_assert_not_null(m, "create_mspace(4 MiB, %d) returned NULL", locked);
-  released = pinheap_destroy_mspace(m);
+  released = PINHEAP_NAME(destroy_mspace)(m);
   cr_assert_geq(released, 4 * MiB, "destroy_mspace of a 4 MiB mspace released %zu bytes", released);
 
   /* A small first segment grows as needed. */
-  m = pinheap_create_mspace(8 * KiB, locked);
+  m = PINHEAP_NAME(create_mspace)(8 * KiB, locked);
   cr_assert_not_null(m, "create_mspace(8 KiB, %d) returned NULL", locked);
   void *blocks[1024];
   for (int i = 0; i < 1024; i++) {
-    blocks[i] = pinheap_mspace_malloc(m, 4000);
+    blocks[i] = PINHEAP_NAME(mspace_malloc)(m, 4000);
     cr_assert_not_null(blocks[i], "mspace_malloc(4000) #%d in a growing mspace returned NULL", i);
     pattern_fill(blocks[i], 4000, (uint32_t)i);
   }
@@ -73,7 +73,7 @@ static void mspace_basic_run(int locked)
     cr_assert_eq(pattern_find_mismatch(blocks[i], 4000, (uint32_t)i), SIZE_MAX,
                  "block %d of a growing mspace was overwritten", i);
   mspace_assert_sound(m, "growing past the first segment");
-  released = pinheap_destroy_mspace(m);
+  released = PINHEAP_NAME(destroy_mspace)(m);
   cr_assert_geq(released, 1024 * 4000, "destroy_mspace after 4 MB of blocks released %zu bytes", released);
 }
 
@@ -83,26 +83,26 @@ Test(mspace, create_use_destroy_locked) { mspace_basic_run(1); }
 Test(mspace, create_destroy_cycles_do_not_leak)
 {
   /* One cycle first, so that one-time state is not counted as a leak. */
-  pinheap_destroy_mspace(pinheap_create_mspace(0, 0));
+  PINHEAP_NAME(destroy_mspace)(PINHEAP_NAME(create_mspace)(0, 0));
   os_stats_t before = os_stats_read();
   int lines_before = maps_count_lines();
   size_t released_sum = 0;
 
   for (int cycle = 0; cycle < 200; cycle++) {
     size_t cap = cycle % 3 == 0 ? 0 : cycle % 3 == 1 ? 64 * KiB : 2 * MiB;
-    pinheap_mspace m = pinheap_create_mspace(cap, cycle & 1);
+    pinheap_mspace m = PINHEAP_NAME(create_mspace)(cap, cycle & 1);
     cr_assert_not_null(m, "create_mspace(%zu) returned NULL in cycle %d", cap, cycle);
     for (int i = 0; i < 50; i++) {
-      void *p = pinheap_mspace_malloc(m, (size_t)(i * 37 % 3000));
+      void *p = PINHEAP_NAME(mspace_malloc)(m, (size_t)(i * 37 % 3000));
       cr_assert_not_null(p, "mspace_malloc returned NULL in cycle %d", cycle);
       if (i % 3 == 0)
-        pinheap_mspace_free(m, p);
+        PINHEAP_NAME(mspace_free)(m, p);
     }
     /* Past the first segment, and one big block never freed. */
-    void *grow = pinheap_mspace_malloc(m, 100 * KiB);
-    void *big = pinheap_mspace_malloc(m, 1 * MiB + 100);
+    void *grow = PINHEAP_NAME(mspace_malloc)(m, 100 * KiB);
+    void *big = PINHEAP_NAME(mspace_malloc)(m, 1 * MiB + 100);
     cr_assert(grow && big, "large mspace_malloc returned NULL in cycle %d", cycle);
-    size_t r = pinheap_destroy_mspace(m);
+    size_t r = PINHEAP_NAME(destroy_mspace)(m);
     cr_assert_gt(r, 0, "destroy_mspace returned 0 in cycle %d", cycle);
     released_sum += r;
   }
@@ -123,23 +123,23 @@ Test(mspace, heaps_are_independent)
 {
   enum { N = 300 };
   static void *pa[N], *pb[N];
-  pinheap_mspace a = pinheap_create_mspace(0, 0);
-  pinheap_mspace b = pinheap_create_mspace(0, 1);
+  pinheap_mspace a = PINHEAP_NAME(create_mspace)(0, 0);
+  pinheap_mspace b = PINHEAP_NAME(create_mspace)(0, 1);
   cr_assert(a && b, "create_mspace failed");
 
-  void *warm = pinheap_malloc(10);
+  void *warm = PINHEAP_NAME(malloc)(10);
   cr_assert_not_null(warm, "malloc(10) failed");
-  struct mallinfo2 main_before = pinheap_mallinfo2();
+  struct mallinfo2 main_before = PINHEAP_NAME(mallinfo2)();
   for (int i = 0; i < N; i++) {
     size_t n = (size_t)(16 + (i * 97) % 2000);
-    pa[i] = pinheap_mspace_malloc(a, n);
-    pb[i] = pinheap_mspace_malloc(b, n);
+    pa[i] = PINHEAP_NAME(mspace_malloc)(a, n);
+    pb[i] = PINHEAP_NAME(mspace_malloc)(b, n);
     cr_assert(pa[i] && pb[i], "mspace_malloc(%zu) returned NULL", n);
     cr_assert_neq(pa[i], pb[i], "two mspaces returned the same block %p", pa[i]);
     pattern_fill(pa[i], n, (uint32_t)i);
     pattern_fill(pb[i], n, (uint32_t)i + 100000);
   }
-  struct mallinfo2 b_before = pinheap_mspace_mallinfo(b);
+  struct mallinfo2 b_before = PINHEAP_NAME(mspace_mallinfo)(b);
   rng_t rng = { 12345 };
   for (int i = N - 1; i > 0; i--) {  /* free all of a, shuffled */
     size_t j = rng_below(&rng, (size_t)i + 1);
@@ -148,10 +148,10 @@ Test(mspace, heaps_are_independent)
     pa[j] = t;
   }
   for (int i = 0; i < N; i++)
-    pinheap_mspace_free(a, pa[i]);
+    PINHEAP_NAME(mspace_free)(a, pa[i]);
   mspace_assert_sound(a, "freeing everything in mspace a");
   mspace_assert_sound(b, "freeing everything in the other mspace a");
-  struct mallinfo2 b_after = pinheap_mspace_mallinfo(b);
+  struct mallinfo2 b_after = PINHEAP_NAME(mspace_mallinfo)(b);
   cr_assert(memcmp(&b_before, &b_after, sizeof(b_before)) == 0,
             "freeing into mspace a changed mspace b's mallinfo (uordblks %zu -> %zu, fordblks %zu -> %zu)",
             b_before.uordblks, b_after.uordblks, b_before.fordblks, b_after.fordblks);
@@ -160,67 +160,67 @@ Test(mspace, heaps_are_independent)
     cr_assert_eq(pattern_find_mismatch(pb[i], n, (uint32_t)i + 100000), SIZE_MAX,
                  "block %d of mspace b changed while mspace a was emptied", i);
   }
-  struct mallinfo2 main_after = pinheap_mallinfo2();
+  struct mallinfo2 main_after = PINHEAP_NAME(mallinfo2)();
   cr_assert_eq(main_after.uordblks, main_before.uordblks,
                "mspace traffic changed the malloc heap's uordblks %zu -> %zu", main_before.uordblks,
                main_after.uordblks);
   cr_assert_eq(main_after.hblks, main_before.hblks, "mspace traffic changed the malloc heap's hblks");
-  pinheap_destroy_mspace(a);
+  PINHEAP_NAME(destroy_mspace)(a);
   /* b outlives a and still works. */
-  void *more = pinheap_mspace_malloc(b, 5000);
+  void *more = PINHEAP_NAME(mspace_malloc)(b, 5000);
   cr_assert_not_null(more, "mspace_malloc on b after destroying a returned NULL");
   memset(more, 1, 5000);
   for (int i = 0; i < N; i++)
-    pinheap_mspace_free(b, pb[i]);
-  pinheap_mspace_free(b, more);
+    PINHEAP_NAME(mspace_free)(b, pb[i]);
+  PINHEAP_NAME(mspace_free)(b, more);
   mspace_assert_sound(b, "using b after destroying a");
-  pinheap_destroy_mspace(b);
-  pinheap_free(warm);
+  PINHEAP_NAME(destroy_mspace)(b);
+  PINHEAP_NAME(free)(warm);
   heap_assert_sound("mspace independence");
 }
 
 Test(mspace, calloc_zeroes_and_checks_overflow)
 {
-  pinheap_mspace m = pinheap_create_mspace(0, 0);
+  pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, 0);
   cr_assert_not_null(m, "create_mspace failed");
   static const size_t sizes[] = { 1, 100, 4000, 70000, 300 * KiB, 2 * MiB };
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
     size_t n = sizes[i];
     for (int round = 0; round < 2; round++) {
-      unsigned char *d = pinheap_mspace_malloc(m, n);
+      unsigned char *d = PINHEAP_NAME(mspace_malloc)(m, n);
       cr_assert_not_null(d, "mspace_malloc(%zu) returned NULL", n);
-      memset(d, 0xAB, pinheap_mspace_usable_size(d));
-      pinheap_mspace_free(m, d);
-      unsigned char *z = pinheap_mspace_calloc(m, 1, n);
+      memset(d, 0xAB, PINHEAP_NAME(mspace_usable_size)(d));
+      PINHEAP_NAME(mspace_free)(m, d);
+      unsigned char *z = PINHEAP_NAME(mspace_calloc)(m, 1, n);
       cr_assert_not_null(z, "mspace_calloc(1, %zu) returned NULL", n);
       size_t bad = bytes_find_not(z, n, 0);
       cr_assert_eq(bad, SIZE_MAX, "mspace_calloc(1, %zu): byte %zu is 0x%02x after reuse of dirty memory",
                    n, bad, bad == SIZE_MAX ? 0 : z[bad]);
-      pinheap_mspace_free(m, z);
+      PINHEAP_NAME(mspace_free)(m, z);
     }
   }
-  void *zero = pinheap_mspace_calloc(m, 0, 10);
+  void *zero = PINHEAP_NAME(mspace_calloc)(m, 0, 10);
   cr_assert_not_null(zero, "mspace_calloc(0, 10) returned NULL");
-  pinheap_mspace_free(m, zero);
+  PINHEAP_NAME(mspace_free)(m, zero);
   static const size_t over[][2] = { { SIZE_MAX / 2 + 1, 3 }, { SIZE_MAX, SIZE_MAX }, { 1, SIZE_MAX } };
   for (size_t i = 0; i < 3; i++) {
     errno = 0;
-    void *p = pinheap_mspace_calloc(m, size_opaque(over[i][0]), size_opaque(over[i][1]));
+    void *p = PINHEAP_NAME(mspace_calloc)(m, size_opaque(over[i][0]), size_opaque(over[i][1]));
     int err = errno;
     cr_assert_null(p, "mspace_calloc(%zu, %zu) returned %p", over[i][0], over[i][1], p);
     cr_assert_eq(err, ENOMEM, "mspace_calloc(%zu, %zu): errno %d, expected ENOMEM", over[i][0],
                  over[i][1], err);
   }
   errno = 0;
-  void *p = pinheap_mspace_malloc(m, size_opaque(SIZE_MAX));
+  void *p = PINHEAP_NAME(mspace_malloc)(m, size_opaque(SIZE_MAX));
   cr_assert_null(p, "mspace_malloc(SIZE_MAX) returned %p", p);
   cr_assert_eq(errno, ENOMEM, "mspace_malloc(SIZE_MAX): errno %d, expected ENOMEM", errno);
   errno = 0;
-  p = pinheap_mspace_malloc(m, size_opaque((size_t)PTRDIFF_MAX + 1));
+  p = PINHEAP_NAME(mspace_malloc)(m, size_opaque((size_t)PTRDIFF_MAX + 1));
   cr_assert_null(p, "mspace_malloc(PTRDIFF_MAX + 1) returned %p", p);
   cr_assert_eq(errno, ENOMEM, "mspace_malloc(PTRDIFF_MAX + 1): errno %d, expected ENOMEM", errno);
   mspace_assert_sound(m, "mspace_calloc");
-  pinheap_destroy_mspace(m);
+  PINHEAP_NAME(destroy_mspace)(m);
 }
 
 Test(mspace, realloc_keeps_content)
@@ -229,28 +229,28 @@ Test(mspace, realloc_keeps_content)
     { 24, 100 }, { 100, 24 }, { 1000, 1000 }, { 8000, 100 }, { 100, 64 * KiB },
     { 1000, 300 * KiB }, { 300 * KiB, 4 * MiB }, { 4 * MiB, 2 * MiB }, { 2 * MiB, 100 },
   };
-  pinheap_mspace m = pinheap_create_mspace(0, 1);
+  pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, 1);
   cr_assert_not_null(m, "create_mspace failed");
-  void *n0 = pinheap_mspace_realloc(m, NULL, 500);
+  void *n0 = PINHEAP_NAME(mspace_realloc)(m, NULL, 500);
   cr_assert_not_null(n0, "mspace_realloc(NULL, 500) returned NULL");
-  cr_assert_geq(pinheap_mspace_usable_size(n0), 500, "mspace_realloc(NULL, 500): usable %zu",
-                pinheap_mspace_usable_size(n0));
-  pinheap_mspace_free(m, n0);
+  cr_assert_geq(PINHEAP_NAME(mspace_usable_size)(n0), 500, "mspace_realloc(NULL, 500): usable %zu",
+                PINHEAP_NAME(mspace_usable_size)(n0));
+  PINHEAP_NAME(mspace_free)(m, n0);
   for (size_t i = 0; i < sizeof(moves) / sizeof(moves[0]); i++) {
     size_t from = moves[i][0], to = moves[i][1];
-    void *left = pinheap_mspace_malloc(m, 100);
-    void *p = pinheap_mspace_malloc(m, from);
-    void *right = pinheap_mspace_malloc(m, 100);
+    void *left = PINHEAP_NAME(mspace_malloc)(m, 100);
+    void *p = PINHEAP_NAME(mspace_malloc)(m, from);
+    void *right = PINHEAP_NAME(mspace_malloc)(m, 100);
     cr_assert(left && p && right, "setup for %zu -> %zu failed", from, to);
     pattern_fill(left, 100, 1);
     pattern_fill(p, from, (uint32_t)i + 10);
     pattern_fill(right, 100, 2);
-    void *q = pinheap_mspace_realloc(m, p, to);
+    void *q = PINHEAP_NAME(mspace_realloc)(m, p, to);
     cr_assert_not_null(q, "mspace_realloc %zu -> %zu returned NULL", from, to);
     size_t keep = from < to ? from : to;
     size_t bad = pattern_find_mismatch(q, keep, (uint32_t)i + 10);
     cr_assert_eq(bad, SIZE_MAX, "mspace_realloc %zu -> %zu lost content at byte %zu", from, to, bad);
-    size_t u = pinheap_mspace_usable_size(q);
+    size_t u = PINHEAP_NAME(mspace_usable_size)(q);
     cr_assert_geq(u, to, "mspace_realloc %zu -> %zu: usable %zu", from, to, u);
     memset(q, 0x99, u);
     cr_assert_eq(pattern_find_mismatch(left, 100, 1), SIZE_MAX, "mspace_realloc %zu -> %zu damaged the "
@@ -258,32 +258,32 @@ Test(mspace, realloc_keeps_content)
     cr_assert_eq(pattern_find_mismatch(right, 100, 2), SIZE_MAX, "mspace_realloc %zu -> %zu damaged the "
                  "block after", from, to);
     mspace_assert_sound(m, "mspace_realloc");
-    pinheap_mspace_free(m, q);
-    pinheap_mspace_free(m, left);
-    pinheap_mspace_free(m, right);
+    PINHEAP_NAME(mspace_free)(m, q);
+    PINHEAP_NAME(mspace_free)(m, left);
+    PINHEAP_NAME(mspace_free)(m, right);
   }
   mspace_assert_sound(m, "freeing after mspace_realloc");
-  pinheap_destroy_mspace(m);
+  PINHEAP_NAME(destroy_mspace)(m);
 }
 
 Test(mspace, memalign_and_usable_size)
 {
-  pinheap_mspace m = pinheap_create_mspace(0, 0);
+  pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, 0);
   cr_assert_not_null(m, "create_mspace failed");
   static const size_t sizes[] = { 0, 1, 17, 100, 4096, 70000, 200 * KiB };
   void *ptrs[21 * 7];
   size_t lens[21 * 7];
   int k = 0;
 
-  cr_assert_eq(pinheap_mspace_usable_size(NULL), 0, "mspace_usable_size(NULL) = %zu",
-               pinheap_mspace_usable_size(NULL));
+  cr_assert_eq(PINHEAP_NAME(mspace_usable_size)(NULL), 0, "mspace_usable_size(NULL) = %zu",
+               PINHEAP_NAME(mspace_usable_size)(NULL));
   for (size_t a = 1; a <= 1 * MiB; a <<= 1) {
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-      void *p = pinheap_mspace_memalign(m, a, sizes[i]);
+      void *p = PINHEAP_NAME(mspace_memalign)(m, a, sizes[i]);
       cr_assert_not_null(p, "mspace_memalign(%zu, %zu) returned NULL", a, sizes[i]);
       cr_assert(ptr_is_aligned(p, a < 16 ? 16 : a), "mspace_memalign(%zu, %zu) = %p misaligned", a,
                 sizes[i], p);
-      lens[k] = pinheap_mspace_usable_size(p);
+      lens[k] = PINHEAP_NAME(mspace_usable_size)(p);
       cr_assert_geq(lens[k], sizes[i], "mspace_usable_size(mspace_memalign(%zu, %zu)) = %zu", a,
                     sizes[i], lens[k]);
       pattern_fill(p, lens[k], (uint32_t)k);
@@ -295,25 +295,25 @@ Test(mspace, memalign_and_usable_size)
                  "aligned mspace block %d (usable %zu) was overwritten", i, lens[i]);
   mspace_assert_sound(m, "mspace_memalign sweep");
   for (int i = 0; i < k; i++)
-    pinheap_mspace_free(m, ptrs[i]);
+    PINHEAP_NAME(mspace_free)(m, ptrs[i]);
   mspace_assert_sound(m, "freeing the mspace_memalign sweep");
-  pinheap_destroy_mspace(m);
+  PINHEAP_NAME(destroy_mspace)(m);
 }
 
 Test(mspace, mallinfo_moves)
 {
-  pinheap_mspace m = pinheap_create_mspace(0, 0);
+  pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, 0);
   cr_assert_not_null(m, "create_mspace failed");
-  struct mallinfo2 m0 = pinheap_mspace_mallinfo(m);
+  struct mallinfo2 m0 = PINHEAP_NAME(mspace_mallinfo)(m);
   cr_assert_gt(m0.arena, 0, "a fresh mspace has arena 0");
-  void *a = pinheap_mspace_malloc(m, 1000), *b = pinheap_mspace_malloc(m, 1000);
-  void *c = pinheap_mspace_malloc(m, 1000);
+  void *a = PINHEAP_NAME(mspace_malloc)(m, 1000), *b = PINHEAP_NAME(mspace_malloc)(m, 1000);
+  void *c = PINHEAP_NAME(mspace_malloc)(m, 1000);
   cr_assert(a && b && c, "mspace_malloc failed");
-  struct mallinfo2 m1 = pinheap_mspace_mallinfo(m);
+  struct mallinfo2 m1 = PINHEAP_NAME(mspace_mallinfo)(m);
   cr_assert_geq(m1.uordblks, m0.uordblks + 3000, "3 x 1000 bytes: uordblks %zu -> %zu", m0.uordblks,
                 m1.uordblks);
-  pinheap_mspace_free(m, b);
-  struct mallinfo2 m2 = pinheap_mspace_mallinfo(m);
+  PINHEAP_NAME(mspace_free)(m, b);
+  struct mallinfo2 m2 = PINHEAP_NAME(mspace_mallinfo)(m);
   cr_assert_geq(m2.fordblks, m1.fordblks + 1000, "free(1000): fordblks %zu -> %zu", m1.fordblks,
                 m2.fordblks);
   cr_assert_eq(m2.ordblks, m1.ordblks + 1, "free of an isolated chunk: ordblks %zu -> %zu", m1.ordblks,
@@ -322,40 +322,40 @@ Test(mspace, mallinfo_moves)
   /* Growth past the first segment raises arena. */
   void *big[16];
   for (int i = 0; i < 16; i++) {
-    big[i] = pinheap_mspace_malloc(m, 100 * KiB);
+    big[i] = PINHEAP_NAME(mspace_malloc)(m, 100 * KiB);
     cr_assert_not_null(big[i], "mspace_malloc(100 KiB) returned NULL");
   }
-  struct mallinfo2 m3 = pinheap_mspace_mallinfo(m);
+  struct mallinfo2 m3 = PINHEAP_NAME(mspace_mallinfo)(m);
   cr_assert_gt(m3.arena, m2.arena, "1.6 MiB more in a 1 MiB mspace did not raise arena (%zu -> %zu)",
                m2.arena, m3.arena);
   cr_assert_leq(m3.uordblks + m3.fordblks, m3.arena + m3.hblkhd, "uordblks + fordblks > arena + hblkhd");
   for (int i = 0; i < 16; i++)
-    pinheap_mspace_free(m, big[i]);
-  pinheap_mspace_free(m, a);
-  pinheap_mspace_free(m, c);
-  struct mallinfo2 m4 = pinheap_mspace_mallinfo(m);
+    PINHEAP_NAME(mspace_free)(m, big[i]);
+  PINHEAP_NAME(mspace_free)(m, a);
+  PINHEAP_NAME(mspace_free)(m, c);
+  struct mallinfo2 m4 = PINHEAP_NAME(mspace_mallinfo)(m);
   cr_assert_eq(m4.uordblks, m0.uordblks, "all freed: uordblks %zu, expected %zu", m4.uordblks, m0.uordblks);
   mspace_assert_sound(m, "mspace_mallinfo");
-  pinheap_destroy_mspace(m);
+  PINHEAP_NAME(destroy_mspace)(m);
 }
 
 Test(mspace, trim_reports_release)
 {
-  pinheap_mspace m = pinheap_create_mspace(0, 0);
+  pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, 0);
   cr_assert_not_null(m, "create_mspace failed");
   listener_install();
   static void *ptrs[1024];
   for (int i = 0; i < 1024; i++) {
-    ptrs[i] = pinheap_mspace_malloc(m, 8 * KiB);
+    ptrs[i] = PINHEAP_NAME(mspace_malloc)(m, 8 * KiB);
     cr_assert_not_null(ptrs[i], "mspace_malloc(8 KiB) returned NULL");
     memset(ptrs[i], 0x42, 8 * KiB);
   }
   os_stats_t start = os_stats_read();
   for (int i = 0; i < 1024; i++)
-    pinheap_mspace_free(m, ptrs[i]);
+    PINHEAP_NAME(mspace_free)(m, ptrs[i]);
   os_stats_t before = os_stats_read();
   size_t calls_before = listener_calls_get();
-  int rc = pinheap_mspace_trim(m, 0);
+  int rc = PINHEAP_NAME(mspace_trim)(m, 0);
   os_stats_t after = os_stats_read();
   /* free may already have trimmed; together, most of 8 MiB went back. */
   cr_assert_geq(after.released_bytes - start.released_bytes, 4 * MiB,
@@ -368,31 +368,31 @@ Test(mspace, trim_reports_release)
                "mspace_trim returned %d; listener calls %zu -> %zu", rc, calls_before, listener_calls_get());
   mspace_assert_sound(m, "mspace_trim");
   before = os_stats_read();
-  rc = pinheap_mspace_trim(m, 0);
+  rc = PINHEAP_NAME(mspace_trim)(m, 0);
   after = os_stats_read();
   cr_assert_eq(rc, 0, "a second mspace_trim(0), with nothing left to release, returned %d (and "
                "released %zu bytes again)", rc, after.released_bytes - before.released_bytes);
   cr_assert_eq(after.released_bytes, before.released_bytes, "a second mspace_trim released %zu bytes",
                after.released_bytes - before.released_bytes);
-  void *p = pinheap_mspace_malloc(m, 500 * KiB);
+  void *p = PINHEAP_NAME(mspace_malloc)(m, 500 * KiB);
   cr_assert_not_null(p, "mspace_malloc after trim returned NULL");
   memset(p, 7, 500 * KiB);
-  pinheap_mspace_free(m, p);
+  PINHEAP_NAME(mspace_free)(m, p);
   mspace_assert_sound(m, "use after mspace_trim");
-  pinheap_destroy_mspace(m);
+  PINHEAP_NAME(destroy_mspace)(m);
 }
 
 Test(mspace, malloc_zero_is_unique)
 {
-  pinheap_mspace m = pinheap_create_mspace(0, 0);
+  pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, 0);
   cr_assert_not_null(m, "create_mspace failed");
-  void *a = pinheap_mspace_malloc(m, 0), *b = pinheap_mspace_malloc(m, 0);
+  void *a = PINHEAP_NAME(mspace_malloc)(m, 0), *b = PINHEAP_NAME(mspace_malloc)(m, 0);
   cr_assert(a && b && a != b, "mspace_malloc(0) twice gave %p and %p", a, b);
-  pinheap_mspace_free(m, a);
-  pinheap_mspace_free(m, b);
-  pinheap_mspace_free(m, NULL);
+  PINHEAP_NAME(mspace_free)(m, a);
+  PINHEAP_NAME(mspace_free)(m, b);
+  PINHEAP_NAME(mspace_free)(m, NULL);
   mspace_assert_sound(m, "mspace_malloc(0)");
-  pinheap_destroy_mspace(m);
+  PINHEAP_NAME(destroy_mspace)(m);
 }
 
 /* ======================================================================= */
@@ -418,7 +418,7 @@ static void fixed_create(size_t rw_len, size_t head, size_t tail, int locked, fi
   fixed_p->cap = fixed_p->region.rw_len - head - tail;
   listener_install();
   fixed_p->os_start = os_stats_read();
-  fixed_p->msp = pinheap_create_mspace_with_base(fixed_p->base, fixed_p->cap, locked);
+  fixed_p->msp = PINHEAP_NAME(create_mspace_with_base)(fixed_p->base, fixed_p->cap, locked);
   cr_assert_not_null(fixed_p->msp, "create_mspace_with_base(%p, %zu, %d) returned NULL (errno %d)",
                      (void *)fixed_p->base, fixed_p->cap, locked, errno);
 }
@@ -438,7 +438,7 @@ static void fixed_assert_untouched_outside(const fixed_t *f, const char *when)
 
 static void fixed_destroy(fixed_t *f)
 {
-  size_t r = pinheap_destroy_mspace(f->msp);
+  size_t r = PINHEAP_NAME(destroy_mspace)(f->msp);
   cr_assert_eq(r, 0, "destroy_mspace of a fixed-region heap released %zu bytes; the region is the "
                "caller's", r);
   fixed_assert_untouched_outside(f, "destroy_mspace");
@@ -459,13 +459,13 @@ static size_t fixed_fill(fixed_t *f, uint64_t seed, void **ptrs, size_t *lens, s
     cr_assert_lt(n, max, "more than %zu blocks from a %zu-byte region: not bounded by the region", max,
                  f->cap);
     errno = 0;
-    void *p = pinheap_mspace_malloc(f->msp, want);
+    void *p = PINHEAP_NAME(mspace_malloc)(f->msp, want);
     if (p == NULL) {
       cr_assert_eq(errno, ENOMEM, "mspace_malloc(%zu) on a full region: NULL with errno %d, expected "
                    "ENOMEM", want, errno);
       break;
     }
-    size_t u = pinheap_mspace_usable_size(p);
+    size_t u = PINHEAP_NAME(mspace_usable_size)(p);
     cr_assert_geq(u, want, "mspace_usable_size %zu < %zu", u, want);
     cr_assert(ptr_is_aligned(p, 16), "fixed-region block %p not 16-aligned", p);
     region_assert_contains(f->base, f->cap, p, u, "mspace_malloc");
@@ -492,7 +492,7 @@ static void fixed_free_all(fixed_t *f, void **ptrs, size_t n, uint64_t seed)
     ptrs[j] = t;
   }
   for (size_t i = 0; i < n; i++)
-    pinheap_mspace_free(f->msp, ptrs[i]);
+    PINHEAP_NAME(mspace_free)(f->msp, ptrs[i]);
 }
 
 static void fixed_fill_run(int locked, size_t head, size_t tail)
@@ -503,20 +503,20 @@ static void fixed_fill_run(int locked, size_t head, size_t tail)
   fixed_t f;
 
   fixed_create(1 * MiB + 2 * 4096, head, tail, locked, &f);
-  struct mallinfo2 fresh = pinheap_mspace_mallinfo(f.msp);
+  struct mallinfo2 fresh = PINHEAP_NAME(mspace_mallinfo)(f.msp);
   cr_assert_leq(fresh.arena, f.cap, "fixed-region arena %zu > capacity %zu", fresh.arena, f.cap);
   mspace_assert_sound(f.msp, "create_mspace_with_base");
 
   /* Too big for the region: NULL/ENOMEM, never a direct mapping, even
    * above the mmap threshold. */
   errno = 0;
-  void *huge = pinheap_mspace_malloc(f.msp, 2 * f.cap);
+  void *huge = PINHEAP_NAME(mspace_malloc)(f.msp, 2 * f.cap);
   cr_assert_null(huge, "mspace_malloc(%zu) in a %zu-byte region returned %p", 2 * f.cap, f.cap, huge);
   cr_assert_eq(errno, ENOMEM, "mspace_malloc(2 x capacity): errno %d, expected ENOMEM", errno);
-  void *above = pinheap_mspace_malloc(f.msp, 200 * KiB);
+  void *above = PINHEAP_NAME(mspace_malloc)(f.msp, 200 * KiB);
   cr_assert_not_null(above, "mspace_malloc(200 KiB) in a 1 MiB region returned NULL");
-  region_assert_contains(f.base, f.cap, above, pinheap_mspace_usable_size(above), "mspace_malloc(200 KiB)");
-  pinheap_mspace_free(f.msp, above);
+  region_assert_contains(f.base, f.cap, above, PINHEAP_NAME(mspace_usable_size)(above), "mspace_malloc(200 KiB)");
+  PINHEAP_NAME(mspace_free)(f.msp, above);
   fixed_assert_untouched_outside(&f, "a block above the mmap threshold");
 
   /* Same-size blocks: fill, empty, fill again: the same count. */
@@ -527,20 +527,20 @@ static void fixed_fill_run(int locked, size_t head, size_t tail)
 
   /* A full heap says ENOMEM through every entry point, and keeps blocks. */
   errno = 0;
-  cr_assert_null(pinheap_mspace_calloc(f.msp, 1, 2000), "mspace_calloc on a full region succeeded");
+  cr_assert_null(PINHEAP_NAME(mspace_calloc)(f.msp, 1, 2000), "mspace_calloc on a full region succeeded");
   cr_assert_eq(errno, ENOMEM, "mspace_calloc on a full region: errno %d", errno);
   errno = 0;
-  cr_assert_null(pinheap_mspace_memalign(f.msp, 4096, 2000), "mspace_memalign on a full region succeeded");
+  cr_assert_null(PINHEAP_NAME(mspace_memalign)(f.msp, 4096, 2000), "mspace_memalign on a full region succeeded");
   cr_assert_eq(errno, ENOMEM, "mspace_memalign on a full region: errno %d", errno);
   errno = 0;
-  void *r = pinheap_mspace_realloc(f.msp, ptrs[0], 100 * KiB);
+  void *r = PINHEAP_NAME(mspace_realloc)(f.msp, ptrs[0], 100 * KiB);
   cr_assert_null(r, "mspace_realloc(100 KiB) on a full region returned %p", r);
   cr_assert_eq(errno, ENOMEM, "mspace_realloc on a full region: errno %d", errno);
   cr_assert_eq(pattern_find_mismatch(ptrs[0], lens[0], 0), SIZE_MAX, "a failed mspace_realloc changed the block");
 
   fixed_free_all(&f, ptrs, n1, 7);
   mspace_assert_sound(f.msp, "freeing every block");
-  struct mallinfo2 emptied = pinheap_mspace_mallinfo(f.msp);
+  struct mallinfo2 emptied = PINHEAP_NAME(mspace_mallinfo)(f.msp);
   cr_assert_eq(emptied.uordblks, fresh.uordblks, "after freeing everything uordblks is %zu, was %zu fresh",
                emptied.uordblks, fresh.uordblks);
   size_t n2 = fixed_fill(&f, 0, ptrs, lens, MAX);
@@ -588,18 +588,18 @@ static void fixed_random_run(int locked, uint64_t seed)
       size_t bad = pattern_find_mismatch(ptr[i], len[i], tag[i]);
       cr_assert_eq(bad, SIZE_MAX, "step %d: block %zu (%p, %zu bytes) changed at byte %zu before free",
                    step, i, ptr[i], len[i], bad);
-      pinheap_mspace_free(f.msp, ptr[i]);
+      PINHEAP_NAME(mspace_free)(f.msp, ptr[i]);
       ptr[i] = NULL;
       snprintf(what, sizeof(what), "step %d: mspace_free", step);
     } else if (ptr[i] != NULL && want == 0) { /* realloc(p, 0) frees, as glibc's */
       errno = 0;
-      cr_assert_null(pinheap_mspace_realloc(f.msp, ptr[i], 0), "step %d: mspace_realloc(p, 0)", step);
+      cr_assert_null(PINHEAP_NAME(mspace_realloc)(f.msp, ptr[i], 0), "step %d: mspace_realloc(p, 0)", step);
       cr_assert_eq(errno, 0, "step %d: mspace_realloc(p, 0) set errno %d", step, errno);
       ptr[i] = NULL;
       snprintf(what, sizeof(what), "step %d: mspace_realloc(0)", step);
     } else if (ptr[i] != NULL) {             /* realloc */
       errno = 0;
-      void *q = pinheap_mspace_realloc(f.msp, ptr[i], want);
+      void *q = PINHEAP_NAME(mspace_realloc)(f.msp, ptr[i], want);
       if (q == NULL) {
         cr_assert_eq(errno, ENOMEM, "step %d: mspace_realloc NULL with errno %d", step, errno);
         nulls++;
@@ -613,7 +613,7 @@ static void fixed_random_run(int locked, uint64_t seed)
         ptr[i] = q;
         len[i] = want;
         tag[i] = (uint32_t)step;
-        region_assert_contains(f.base, f.cap, q, pinheap_mspace_usable_size(q), "mspace_realloc");
+        region_assert_contains(f.base, f.cap, q, PINHEAP_NAME(mspace_usable_size)(q), "mspace_realloc");
         pattern_fill(q, want, tag[i]);
       }
       snprintf(what, sizeof(what), "step %d: mspace_realloc(%zu)", step, want);
@@ -622,26 +622,26 @@ static void fixed_random_run(int locked, uint64_t seed)
       size_t align = 0;
       errno = 0;
       if (op < 5) {
-        p = pinheap_mspace_calloc(f.msp, 1, want);
+        p = PINHEAP_NAME(mspace_calloc)(f.msp, 1, want);
         if (p != NULL)
           cr_assert_eq(bytes_find_not(p, want, 0), SIZE_MAX, "step %d: mspace_calloc(%zu) not zeroed",
                        step, want);
       } else if (op < 7) {
         align = (size_t)32 << rng_below(&rng, 8);
-        p = pinheap_mspace_memalign(f.msp, align, want);
+        p = PINHEAP_NAME(mspace_memalign)(f.msp, align, want);
         if (p != NULL)
           cr_assert(ptr_is_aligned(p, align), "step %d: mspace_memalign(%zu) = %p", step, align, p);
       } else {
-        p = pinheap_mspace_malloc(f.msp, want);
+        p = PINHEAP_NAME(mspace_malloc)(f.msp, want);
       }
       if (p == NULL) {
         cr_assert_eq(errno, ENOMEM, "step %d: allocation of %zu NULL with errno %d", step, want, errno);
         nulls++;
       } else {
         cr_assert(ptr_is_aligned(p, 16), "step %d: %p not 16-aligned", step, p);
-        region_assert_contains(f.base, f.cap, p, pinheap_mspace_usable_size(p), "allocation");
-        cr_assert_geq(pinheap_mspace_usable_size(p), want, "step %d: usable %zu < %zu", step,
-                      pinheap_mspace_usable_size(p), want);
+        region_assert_contains(f.base, f.cap, p, PINHEAP_NAME(mspace_usable_size)(p), "allocation");
+        cr_assert_geq(PINHEAP_NAME(mspace_usable_size)(p), want, "step %d: usable %zu < %zu", step,
+                      PINHEAP_NAME(mspace_usable_size)(p), want);
         ptr[i] = p;
         len[i] = want;
         tag[i] = (uint32_t)step;
@@ -654,7 +654,7 @@ static void fixed_random_run(int locked, uint64_t seed)
   for (size_t i = 0; i < SLOTS; i++) {
     if (ptr[i] != NULL) {
       cr_assert_eq(pattern_find_mismatch(ptr[i], len[i], tag[i]), SIZE_MAX, "final: block %zu changed", i);
-      pinheap_mspace_free(f.msp, ptr[i]);
+      PINHEAP_NAME(mspace_free)(f.msp, ptr[i]);
     }
   }
   mspace_assert_sound(f.msp, "freeing the random run's blocks");
@@ -676,7 +676,7 @@ Test(mspace, fixed_too_small_is_einval)
     for (int locked = 0; locked < 2; locked++) {
       uint8_t *base = r.rw + 4096;
       errno = 0;
-      pinheap_mspace m = pinheap_create_mspace_with_base(base, caps[i], locked);
+      pinheap_mspace m = PINHEAP_NAME(create_mspace_with_base)(base, caps[i], locked);
       int err = errno;
       cr_assert_null(m, "create_mspace_with_base(%p, %zu, %d) returned %p for a too-small region",
                      (void *)base, caps[i], locked, m);
@@ -685,7 +685,7 @@ Test(mspace, fixed_too_small_is_einval)
     }
   }
   errno = 0;
-  pinheap_mspace m = pinheap_create_mspace_with_base(NULL, 1 * MiB, 0);
+  pinheap_mspace m = PINHEAP_NAME(create_mspace_with_base)(NULL, 1 * MiB, 0);
   int err = errno;
   cr_assert_null(m, "create_mspace_with_base(NULL, 1 MiB) returned %p", m);
   cr_assert_eq(err, EINVAL, "create_mspace_with_base(NULL, 1 MiB): errno %d, expected EINVAL", err);
@@ -705,10 +705,10 @@ Test(mspace, fixed_capacities_near_the_minimum)
   region_map(128 * KiB, &r);
   for (size_t cap = 64; cap <= 64 * KiB; cap *= 2) {
     memset(r.rw, REGION_CANARY, r.rw_len);
-    pinheap_mspace m = pinheap_create_mspace_with_base(r.rw + 64, cap, 0);
+    pinheap_mspace m = PINHEAP_NAME(create_mspace_with_base)(r.rw + 64, cap, 0);
     if (m != NULL) {
       min_ok = cap;
-      pinheap_destroy_mspace(m);
+      PINHEAP_NAME(destroy_mspace)(m);
       break;
     }
   }
@@ -716,10 +716,10 @@ Test(mspace, fixed_capacities_near_the_minimum)
   /* the least capacity accepted, to 8 bytes */
   size_t least = min_ok;
   for (size_t cap = min_ok / 2 > 64 ? min_ok / 2 : 64; cap < min_ok; cap += 8) {
-    pinheap_mspace m = pinheap_create_mspace_with_base(r.rw + 64, cap, 0);
+    pinheap_mspace m = PINHEAP_NAME(create_mspace_with_base)(r.rw + 64, cap, 0);
     if (m != NULL) {
       least = cap;
-      pinheap_destroy_mspace(m);
+      PINHEAP_NAME(destroy_mspace)(m);
       break;
     }
   }
@@ -729,25 +729,25 @@ Test(mspace, fixed_capacities_near_the_minimum)
     memset(r.rw, REGION_CANARY, r.rw_len);
     listener_install();
     errno = 0;
-    pinheap_mspace m = pinheap_create_mspace_with_base(base, cap, 0);
+    pinheap_mspace m = PINHEAP_NAME(create_mspace_with_base)(base, cap, 0);
     if (m == NULL) {
       cr_assert_eq(errno, EINVAL, "create_mspace_with_base(cap %zu) NULL with errno %d", cap, errno);
     } else {
       size_t got = 0;
       for (int i = 0; i < 200; i++) {
         errno = 0;
-        void *p = pinheap_mspace_malloc(m, (size_t)(i % 3) * 24);
+        void *p = PINHEAP_NAME(mspace_malloc)(m, (size_t)(i % 3) * 24);
         if (p == NULL) {
           cr_assert_eq(errno, ENOMEM, "cap %zu: mspace_malloc NULL with errno %d", cap, errno);
           break;
         }
-        region_assert_contains(base, cap, p, pinheap_mspace_usable_size(p), "near-minimum region");
-        memset(p, 0x77, pinheap_mspace_usable_size(p));
+        region_assert_contains(base, cap, p, PINHEAP_NAME(mspace_usable_size)(p), "near-minimum region");
+        memset(p, 0x77, PINHEAP_NAME(mspace_usable_size)(p));
         got++;
       }
       cr_assert_lt(got, 200, "cap %zu: 200 blocks from a near-minimum region", cap);
       mspace_assert_sound(m, "a near-minimum region");
-      pinheap_destroy_mspace(m);
+      PINHEAP_NAME(destroy_mspace)(m);
     }
     region_assert_canaries(&r, base, cap, "a near-minimum region");
     cr_assert_eq(listener_calls_get(), 0, "cap %zu: a fixed region released memory", cap);
@@ -772,7 +772,7 @@ Test(mspace, fixed_unaligned_base)
     listener_install();
     f.os_start = os_stats_read();
     errno = 0;
-    f.msp = pinheap_create_mspace_with_base(f.base, f.cap, (int)(i & 1));
+    f.msp = PINHEAP_NAME(create_mspace_with_base)(f.base, f.cap, (int)(i & 1));
     if (f.msp == NULL) {
       cr_assert_eq(errno, EINVAL, "create_mspace_with_base(base %% 16 = %zu) NULL with errno %d, "
                    "expected EINVAL", offsets[i], errno);
@@ -800,13 +800,13 @@ Test(mspace, fixed_trim_touches_nothing)
   fixed_create(1 * MiB, 16, 16, 0, &f);
   size_t n = fixed_fill(&f, 0, ptrs, lens, MAX);
   /* Trim with blocks in use, then with everything free. */
-  int rc = pinheap_mspace_trim(f.msp, 0);
+  int rc = PINHEAP_NAME(mspace_trim)(f.msp, 0);
   cr_assert_eq(rc, 0, "mspace_trim on a full fixed region returned %d", rc);
   for (size_t i = 0; i < n; i++)
     cr_assert_eq(pattern_find_mismatch(ptrs[i], lens[i], (uint32_t)i), SIZE_MAX,
                  "mspace_trim changed block %zu", i);
   fixed_free_all(&f, ptrs, n, 5);
-  rc = pinheap_mspace_trim(f.msp, 0);
+  rc = PINHEAP_NAME(mspace_trim)(f.msp, 0);
   cr_assert_eq(rc, 0, "mspace_trim on an emptied fixed region returned %d; it never releases", rc);
   fixed_assert_untouched_outside(&f, "mspace_trim");
   mspace_assert_sound(f.msp, "mspace_trim");
@@ -835,11 +835,11 @@ static void *fixed_churn(void *arg)
     if (slots[i] != NULL) {
       if (pattern_find_mismatch(slots[i], sizes[i], a->seed + (uint32_t)i) != SIZE_MAX)
         return (void *)1;
-      pinheap_mspace_free(a->msp, slots[i]);
+      PINHEAP_NAME(mspace_free)(a->msp, slots[i]);
       slots[i] = NULL;
     } else {
       sizes[i] = rng_below(&rng, 2000);
-      slots[i] = pinheap_mspace_malloc(a->msp, sizes[i]);
+      slots[i] = PINHEAP_NAME(mspace_malloc)(a->msp, sizes[i]);
       if (slots[i] == NULL)
         continue;  /* full: fine */
       if ((uint8_t *)slots[i] < a->base || (uint8_t *)slots[i] + sizes[i] > a->base + a->cap)
@@ -848,7 +848,7 @@ static void *fixed_churn(void *arg)
     }
   }
   for (int i = 0; i < 32; i++)
-    pinheap_mspace_free(a->msp, slots[i]);
+    PINHEAP_NAME(mspace_free)(a->msp, slots[i]);
   return NULL;
 }
 
@@ -870,7 +870,7 @@ Test(mspace, fixed_locked_shared_by_two_threads)
                    r == (void *)1 ? "a block was changed by the other thread" : "a block outside the region");
   }
   mspace_assert_sound(f.msp, "two threads on a locked fixed region");
-  struct mallinfo2 mi = pinheap_mspace_mallinfo(f.msp);
+  struct mallinfo2 mi = PINHEAP_NAME(mspace_mallinfo)(f.msp);
   cr_assert_eq(mi.hblks, 0, "a fixed region has %zu mapped chunks", mi.hblks);
   fixed_assert_untouched_outside(&f, "two threads");
   fixed_destroy(&f);

@@ -9,7 +9,7 @@
  * fixed-region mspaces (region_map / region_unmap), and /proc/self/maps
  * counting.  Main entry point: pattern_fill().
  *
- * Tests call the allocator by its default-prefix names (pinheap_malloc, ...).
+ * Tests call the allocator through PINHEAP_NAME(malloc), ...: any prefix builds.
  * The OS layer's hidden functions (os_stats_get, os_set_release_listener)
  * are reached through internal.h, included without the shift of the public
  * classic names so that plain malloc/free in a test are glibc's.
@@ -117,17 +117,17 @@ static inline size_t bytes_find_not(const void *p, size_t n, uint8_t c)
 
 #define heap_assert_sound(what)                                                  \
   do {                                                                           \
-    int heap_problems_ = pinheap_malloc_check();                                 \
+    int heap_problems_ = PINHEAP_NAME(malloc_check)();                           \
     cr_assert_eq(heap_problems_, 0,                                              \
-                 "pinheap_malloc_check() found %d problem(s) after %s "          \
+                 PINHEAP_PREFIX_STRING "malloc_check() found %d problem(s) after %s " \
                  "(details on stderr)", heap_problems_, (what));                 \
   } while (0)
 
 #define mspace_assert_sound(msp, what)                                           \
   do {                                                                           \
-    int msp_problems_ = pinheap_mspace_check(msp);                               \
+    int msp_problems_ = PINHEAP_NAME(mspace_check)(msp);                         \
     cr_assert_eq(msp_problems_, 0,                                               \
-                 "pinheap_mspace_check(%p) found %d problem(s) after %s "        \
+                 PINHEAP_PREFIX_STRING "mspace_check(%p) found %d problem(s) after %s " \
                  "(details on stderr)", (void *)(msp), msp_problems_, (what));   \
   } while (0)
 

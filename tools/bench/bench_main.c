@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include "bench.h"
+#include "pinheap_config.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -128,7 +129,7 @@ static void malloc_origin_get(malloc_origin_t *origin_p)
   if (fn != NULL && dladdr(fn, &info) != 0 && info.dli_fname != NULL)
     snprintf(origin_p->lib, sizeof(origin_p->lib), "%s", info.dli_fname);
   origin_p->pinheap_enabled = -1;
-  void *enabled_fn = dlsym(RTLD_DEFAULT, "pinheap_enabled");
+  void *enabled_fn = dlsym(RTLD_DEFAULT, PINHEAP_PREFIX_STRING "enabled");
   if (enabled_fn != NULL) {
     int (*enabled)(void);
     memcpy(&enabled, &enabled_fn, sizeof(enabled));
