@@ -1,7 +1,8 @@
 /*
  * check.c -- the heap checker: validates every invariant of one heap.
  * Main entry point: mstate_check(), called (locked) by mspace_check() and
- * malloc_check(), and after every call when PINHEAP_DEBUG >= 2.
+ * malloc_check(), and after every public call when PINHEAP_DEBUG >= 2
+ * (heap_debug_check()).
  *
  * It reads the heap only through its own structures and reports each
  * problem on one line of stderr without allocating, so it can run on a
@@ -65,7 +66,6 @@ static int check_segment(mstate_t *ms, const seg_t *seg, size_t *free_chunks_p)
     }
     CHECK(chunk_pinuse(c) == prev_inuse, "PINUSE disagrees with the previous chunk", c);
     CHECK(!(c->head & PH_MMAPPED), "heap chunk flagged as mapped", c);
-    CHECK(!chunk_cinuse(c) || !(c->head & PH_DECOMMITTED), "in-use chunk flagged decommitted", c);
     if (!chunk_cinuse(c)) {
       CHECK(!prev_free, "two adjacent free chunks", c);
       if (c == ms->top) {
@@ -199,8 +199,9 @@ int mstate_check(mstate_t *ms)
           problems += check_report("deferred chunk outside every segment", c);
           return problems;
         }
-        CHECK(head_ok(ms, c) && chunk_cinuse(c) && !(c->head & PH_MMAPPED) &&
-              chunk_size(c) == (size_t)i << 4, "deferred chunk damaged or in the wrong list", c);
+        CHECK(head_ok(ms, c) && chunk_cinuse(c) && chunk_mem_waiting(m) &&
+              !(c->head & PH_MMAPPED) && chunk_size(c) == (size_t)i << 4,
+              "deferred chunk damaged, not waiting, or in the wrong list", c);
         fast += chunk_size(c);
       }
       CHECK(n == len && len != 0, "deferred bundle length wrong", bundle);
@@ -212,4 +213,26 @@ int mstate_check(mstate_t *ms)
   CHECK(binned == free_walked, "free chunks missing from the bins", ms);
   problems += check_huge(ms);
   return problems;
+}
+
+static void debug_check_one(mstate_t *ms, void *arg)
+{
+  ms_lock(ms);
+  *(int *)arg += mstate_check(ms);
+  ms_unlock(ms);
+}
+
+void heap_debug_check(mstate_t *ms, const char *fn)
+{
+  int problems = 0;
+
+  if (ms != NULL) {
+    debug_check_one(ms, &problems);
+  } else {
+    arena_for_each(debug_check_one, &problems);
+    problems += tcache_check_mine();
+  }
+  if (problems != 0)
+    ph_fatal(fn, "the heap checker (PINHEAP_DEBUG=2) found the problems above after this call on heap",
+             ms != NULL ? (void *)ms : (void *)heap_default());
 }

@@ -40,10 +40,10 @@
 static tcache_t tcache_empty = { .kind = PH_KIND_NOTHING };  /* before the first allocation */
 static tcache_t tcache_dead = { .kind = PH_KIND_NOTHING };   /* after exit: no cache again */
 __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec"))) = &tcache_empty;
-uint64_t tcache_key;
 
 static mstate_t *arenas[PH_ARENA_SLOTS];
-static unsigned arena_max;               /* 0 until front_init() */
+static unsigned arena_max;               /* 0 until front_init(); read and set
+                                            whole (relaxed atomics) */
 static atomic_uint arena_next;
 static ph_lock_t arenas_lock;
 
@@ -98,19 +98,15 @@ static bool front_init(void)
     return true;
   if (!atomic_compare_exchange_strong(&front_state, &expected, 1))
     return false;                       /* starting on another thread, or re-entered */
-  arenas[0] = heap_default();
-  if (arena_max == 0) {                  /* not set by mallopt(M_ARENA_MAX) */
+  __atomic_store_n(&arenas[0], heap_default(), __ATOMIC_RELEASE);
+  if (__atomic_load_n(&arena_max, __ATOMIC_RELAXED) == 0) {  /* not set by mallopt(M_ARENA_MAX) */
     long cpus = cpu_count();
     int param = params_get()->v[PARAM_ARENA_MAX].value;
-    arena_max = param > 0 ? (unsigned)param : (unsigned)(cpus > 0 ? 4 * cpus : 8);
-    if (arena_max > PH_ARENA_SLOTS)
-      arena_max = PH_ARENA_SLOTS;
+    unsigned max = param > 0 ? (unsigned)param : (unsigned)(cpus > 0 ? 4 * cpus : 8);
+    unsigned zero = 0;
+    __atomic_compare_exchange_n(&arena_max, &zero, max > PH_ARENA_SLOTS ? PH_ARENA_SLOTS : max,
+                                false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   }
-  const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
-  uint64_t key = 0x5f3759df9e3779b9ULL;
-  if (r != NULL)
-    memcpy(&key, r + 8, sizeof(key));
-  tcache_key = key | 1;                 /* never 0, never a pointer */
   pthread_key_create(&tcache_exit_key, tcache_exit);
   pthread_atfork(malloc_prefork_lock, malloc_postfork_unlock, malloc_postfork_unlock);
   atomic_store_explicit(&front_state, 2, memory_order_release);
@@ -120,7 +116,8 @@ static bool front_init(void)
 /* Round robin over up to arena_max arenas, created on first use. */
 static mstate_t *arena_pick(void)
 {
-  unsigned i = atomic_fetch_add_explicit(&arena_next, 1, memory_order_relaxed) % arena_max;
+  unsigned i = atomic_fetch_add_explicit(&arena_next, 1, memory_order_relaxed) %
+               __atomic_load_n(&arena_max, __ATOMIC_RELAXED);
   mstate_t *ms = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
 
   if (ms != NULL)
@@ -200,6 +197,7 @@ static tcache_t *tcache_get(void)
   for (size_t i = 2; i < PH_TC_NBINS; i++)
     tc->bins[i].limit = PH_TC_BASE_BUNDLES * bundle_cap(i << 4);
   tc->arena = arena;
+  tc->cookie = arena->cookie;
   tc->kind = arena->kind >= PH_KIND_ARENA_TAG(0) ? arena->kind : PH_KIND_NOTHING;
   tcache_tls = tc;
   pthread_setspecific(tcache_exit_key, tc);   /* no allocation: a low key */
@@ -251,13 +249,19 @@ static void tcache_remote(tcache_t *tc, mstate_t *ms, void *mem, size_t i)
   }
 }
 
-/* Gives list l (chunks of size i << 4) back to the arena as one bundle. */
+/* Gives list l (chunks of size i << 4) back to the arena as one bundle.
+ * The arena may release memory, and a release listener may free or malloc
+ * on this thread: the list is detached first, so the cache is consistent
+ * whenever anything outside it runs. */
 static void tc_list_give_back(tcache_t *tc, tc_bin_t *l, size_t i)
 {
-  if (l->head != NULL)
-    ms_defer_bundle(tc->arena, l->head, l->count, i << 4);
+  void *head = l->head;
+  unsigned n = l->count;
+
   l->head = NULL;
   l->count = 0;
+  if (head != NULL)
+    ms_defer_bundle(tc->arena, head, n, i << 4);
 }
 
 /* Gives the lists of size i << 4 back to the arena, as bundles. */
@@ -321,22 +325,29 @@ static void tcache_exit(void *arg)
   tc_pool_put(tc);
 }
 
+/* The list becomes the spare and mem starts a new list; the old spare
+ * goes back to the arena -- last, once the cache is consistent, since a
+ * release listener may run then and free or malloc on this thread. */
 void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem)
 {
   size_t i = (size_t)(b - tc->bins);
   tc_bin_t *s = &tc->spare[i];
+  void *old = s->head;
+  unsigned old_count = s->count;
 
-  if (s->head != NULL) {
-    int saved = errno;                   /* a release listener may run */
-    tc_list_give_back(tc, s, i);
-    tcache_grow(tc, i);
-    errno = saved;
-  }
+  if (ph_unlikely(i < 2))                /* no chunk is under 32 bytes */
+    ph_fatal("free", "invalid pointer", mem);
   s->head = b->head;
   s->count = b->count;
   b->head = NULL;
   b->count = 0;
   tc_bin_push(b, mem);
+  if (old != NULL) {
+    int saved = errno;
+    ms_defer_bundle(tc->arena, old, old_count, i << 4);
+    tcache_grow(tc, i);
+    errno = saved;
+  }
 }
 
 void front_malloc_corrupt(void *mem)
@@ -366,22 +377,27 @@ void *front_malloc_slow(size_t n)
     unsigned got = ms_alloc_batch(tc->arena, nb, b->limit, &list);
     if (got == 0)                        /* no whole list: one chunk, of whatever size */
       return ms_malloc(tc->arena, n);
+    /* The arena may have released memory, and a release listener run on
+     * this thread may have refilled the list meanwhile: keep both. */
+    if (ph_unlikely(b->head != NULL)) {
+      void *last = list;
+      while (*(void **)last != NULL)
+        last = *(void **)last;
+      *(void **)last = b->head;
+    }
     b->head = list;
-    b->count = got;
-    tcache_grow(tc, nb >> 4);
+    b->count += got;
+    void *p = tc_bin_pop(b, b->head, nb);
+    tcache_grow(tc, nb >> 4);            /* may give a spare back: after the pop */
+    return p;
   }
   return tc_bin_pop(b, b->head, nb);
 }
 
-/* Is mem on list? */
-static bool list_holds(const void *list, const void *mem)
-{
-  for (const void *x = list; x != NULL; x = *(void *const *)x)
-    if (x == mem)
-      return true;
-  return false;
-}
-
+/* A chunk of an arena's segment that the fast path did not take: another
+ * arena's, this thread's with a full list, a first free on this thread, or
+ * misuse.  Only a small in-use chunk whose header passes its heap's check
+ * is cached; everything else goes to the heap, which names any misuse. */
 void front_free_slow(void *mem, uintptr_t o, const char *fn)
 {
   int saved = errno;
@@ -394,16 +410,15 @@ void front_free_slow(void *mem, uintptr_t o, const char *fn)
     errno = saved;
     return;
   }
+  mstate_t *ms = owner_seg(o)->ms;
   size_t head = mem_chunk(mem)->head;
   tcache_t *tc = tcache_get();
-  if (tc != NULL && (head & PH_TC_HEAD_MASK) == PH_CINUSE) {
+  if (tc != NULL && (head & PH_TC_HEAD_MASK) == PH_CINUSE && (head & 0x7e0) != 0 &&
+      head_ok(ms, mem_chunk(mem))) {
     size_t i = (head >> 4) & 0x7f;
-    tc_bin_t *b = &tc->bins[i];
-    if (((uint64_t *)mem)[1] == tcache_key &&
-        (list_holds(b->head, mem) || list_holds(tc->spare[i].head, mem) ||
-         list_holds(tc->rem[i].head, mem)))
+    if (chunk_mem_waiting(mem))
       ph_fatal(fn, "double free", mem);
-    mstate_t *ms = owner_seg(o)->ms;
+    tc_bin_t *b = &tc->bins[i];
     if (ms != tc->arena) {
       tcache_remote(tc, ms, mem, i);
     } else {
@@ -420,24 +435,99 @@ void front_free_slow(void *mem, uintptr_t o, const char *fn)
 }
 
 /* ======================================================================= */
+/*  walks and checks                                                        */
+/* ======================================================================= */
+
+void arena_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg)
+{
+  fn(heap_default(), arg);                /* arena 0, even before front_init() */
+  for (unsigned i = 1; i < PH_ARENA_SLOTS; i++) {
+    mstate_t *ms = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+    if (ms != NULL)
+      fn(ms, arg);
+  }
+}
+
+/* Checks one list of the calling thread's cache: n chunks of size `size`
+ * of heap ms (or of any heap if ms is NULL). */
+static int tcache_check_list(const tc_bin_t *l, size_t size, const mstate_t *ms, const char *what)
+{
+  int problems = 0;
+  uint32_t n = 0;
+  char hex[24];
+
+  for (void *m = l->head; m != NULL && n <= l->count; m = *(void **)m, n++) {
+    uintptr_t o = owner_map_get(m);
+    const mstate_t *owner = (o == 0 || (o & PH_OWNER_TAGS)) ? NULL : owner_seg(o)->ms;
+    const chunk_t *c = mem_chunk(m);
+    if (owner == NULL || (ms != NULL && owner != ms) || !head_ok(owner, c) || !chunk_mem_waiting(m) ||
+        (c->head & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) != (size | PH_CINUSE)) {
+      ph_write_str(2, "pinheap: heap check: thread cache ");
+      ph_write_str(2, what);
+      ph_write_str(2, " holds a chunk that is not a waiting chunk of its size at ");
+      ph_write_str(2, ph_fmt_hex(hex, (uintptr_t)c));
+      ph_write_str(2, "\n");
+      return problems + 1;
+    }
+  }
+  if (n != l->count) {
+    ph_write_str(2, "pinheap: heap check: thread cache ");
+    ph_write_str(2, what);
+    ph_write_str(2, " list length disagrees with its count\n");
+    problems++;
+  }
+  return problems;
+}
+
+int tcache_check_mine(void)
+{
+  tcache_t *tc = tcache_tls;
+  int problems = 0;
+
+  if (tc == &tcache_empty || tc == &tcache_dead)
+    return 0;
+  for (size_t i = 0; i < PH_TC_NBINS; i++) {
+    problems += tcache_check_list(&tc->bins[i], i << 4, tc->arena, "list");
+    problems += tcache_check_list(&tc->spare[i], i << 4, tc->arena, "spare");
+    problems += tcache_check_list(&tc->rem[i], i << 4, tc->rem_ms, "remote list");
+  }
+  return problems;
+}
+
+/* ======================================================================= */
 /*  the malloc family                                                       */
 /* ======================================================================= */
 
+/* PINHEAP_DEBUG >= 2: the whole malloc family checked after each call. */
+#define FRONT_CHECKED(fn, call)            \
+  do {                                     \
+    __typeof__(call) r_ = (call);          \
+    PH_DEBUG_CHECK(NULL, fn);              \
+    return r_;                             \
+  } while (0)
+
 void *malloc(size_t size)
 {
+#if PINHEAP_DEBUG >= 2
+  FRONT_CHECKED("malloc", front_malloc(size));
+#else
   return front_malloc(size);
+#endif
 }
 
 void free(void *ptr)
 {
-  if (ph_likely(front_free_fast(ptr)))
+  if (ph_likely(front_free_fast(ptr))) {
+    PH_DEBUG_CHECK(NULL, "free");
     return;
+  }
   if (ptr == NULL)
     return;
   front_free_slow(ptr, owner_map_get(ptr), "free");
+  PH_DEBUG_CHECK(NULL, "free");
 }
 
-void *calloc(size_t nmemb, size_t size)
+static void *calloc_impl(size_t nmemb, size_t size)
 {
   size_t total;
   if (__builtin_mul_overflow(nmemb, size, &total)) {
@@ -453,7 +543,12 @@ void *calloc(size_t nmemb, size_t size)
   return ms_calloc(front_arena(), nmemb, size);
 }
 
-void *realloc(void *ptr, size_t size)
+void *calloc(size_t nmemb, size_t size)
+{
+  FRONT_CHECKED("calloc", calloc_impl(nmemb, size));
+}
+
+static void *realloc_impl(void *ptr, size_t size)
 {
   if (ptr == NULL)
     return front_malloc(size);
@@ -464,7 +559,12 @@ void *realloc(void *ptr, size_t size)
   return ms_realloc(NULL, ptr, size, "realloc");
 }
 
-void *reallocarray(void *ptr, size_t nmemb, size_t size)
+void *realloc(void *ptr, size_t size)
+{
+  FRONT_CHECKED("realloc", realloc_impl(ptr, size));
+}
+
+static void *reallocarray_impl(void *ptr, size_t nmemb, size_t size)
 {
   size_t total;
   if (__builtin_mul_overflow(nmemb, size, &total)) {
@@ -478,12 +578,17 @@ void *reallocarray(void *ptr, size_t nmemb, size_t size)
   return ptr == NULL ? front_malloc(total) : ms_realloc(NULL, ptr, total, "reallocarray");
 }
 
-void *memalign(size_t alignment, size_t size)
+void *reallocarray(void *ptr, size_t nmemb, size_t size)
 {
-  return ms_memalign(front_arena(), alignment, size);
+  FRONT_CHECKED("reallocarray", reallocarray_impl(ptr, nmemb, size));
 }
 
-int posix_memalign(void **memptr, size_t alignment, size_t size)
+void *memalign(size_t alignment, size_t size)
+{
+  FRONT_CHECKED("memalign", ms_memalign(front_arena(), alignment, size));
+}
+
+static int posix_memalign_impl(void **memptr, size_t alignment, size_t size)
 {
   if (alignment % sizeof(void *) != 0 || (alignment & (alignment - 1)) != 0 || alignment == 0)
     return EINVAL;
@@ -497,7 +602,12 @@ int posix_memalign(void **memptr, size_t alignment, size_t size)
   return 0;
 }
 
-void *aligned_alloc(size_t alignment, size_t size)
+int posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+  FRONT_CHECKED("posix_memalign", posix_memalign_impl(memptr, alignment, size));
+}
+
+static void *aligned_alloc_impl(size_t alignment, size_t size)
 {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
     errno = EINVAL;
@@ -506,12 +616,17 @@ void *aligned_alloc(size_t alignment, size_t size)
   return ms_memalign(front_arena(), alignment, size);
 }
 
-void *valloc(size_t size)
+void *aligned_alloc(size_t alignment, size_t size)
 {
-  return ms_memalign(front_arena(), os_page_size(), size);
+  FRONT_CHECKED("aligned_alloc", aligned_alloc_impl(alignment, size));
 }
 
-void *pvalloc(size_t size)
+void *valloc(size_t size)
+{
+  FRONT_CHECKED("valloc", ms_memalign(front_arena(), os_page_size(), size));
+}
+
+static void *pvalloc_impl(size_t size)
 {
   size_t page = os_page_size();
   if (size > PH_MAX_REQUEST) {
@@ -519,6 +634,11 @@ void *pvalloc(size_t size)
     return NULL;
   }
   return ms_memalign(front_arena(), page, size == 0 ? page : align_up(size, page));
+}
+
+void *pvalloc(size_t size)
+{
+  FRONT_CHECKED("pvalloc", pvalloc_impl(size));
 }
 
 size_t malloc_usable_size(void *ptr)
@@ -531,32 +651,32 @@ int mallopt(int param, int value)
   heap_default();
   switch (param) {
   case M_TRIM_THRESHOLD:
-    mparams.trim_threshold = value < 0 ? SIZE_MAX : (size_t)value;
-    mparams.mmap_threshold_set = true;
+    mparams_set(trim_threshold, value < 0 ? SIZE_MAX : (size_t)value);
+    mparams_set(mmap_threshold_set, true);
     return 1;
   case M_TOP_PAD:
     if (value < 0)
       return 0;
-    mparams.top_pad = (size_t)value;
-    mparams.mmap_threshold_set = true;
+    mparams_set(top_pad, (size_t)value);
+    mparams_set(mmap_threshold_set, true);
     return 1;
   case M_MMAP_THRESHOLD:
     if (value < 0 || (size_t)value > PH_MAX_MMAP_THRESHOLD)
       return 0;
-    mparams.mmap_threshold = (size_t)value;
-    mparams.mmap_threshold_set = true;
+    mparams_set(mmap_threshold, (size_t)value);
+    mparams_set(mmap_threshold_set, true);
     return 1;
   case M_MMAP_MAX:
     if (value < 0)
       return 0;
-    mparams.mmap_max = value;
-    mparams.mmap_threshold_set = true;
+    mparams_set(mmap_max, value);
+    mparams_set(mmap_threshold_set, true);
     return 1;
   case M_ARENA_MAX:
     if (value <= 0 || value > PH_ARENA_SLOTS)
       return 0;
     /* new threads spread over arenas [0, value); existing ones stay */
-    arena_max = (unsigned)value;
+    __atomic_store_n(&arena_max, (unsigned)value, __ATOMIC_RELAXED);
     return 1;
   default:
     return 0;
@@ -575,8 +695,6 @@ static void tcache_flush_mine(void)
 static void info_add(mstate_t *ms, void *arg)
 {
   struct mallinfo2 *sum = arg, one = ms_info(ms);
-  if (ms->flags & PH_MS_USER)
-    return;                               /* mspaces report on their own */
   sum->arena += one.arena;
   sum->ordblks += one.ordblks;
   sum->hblks += one.hblks;
@@ -592,7 +710,7 @@ struct mallinfo2 mallinfo2(void)
   memset(&sum, 0, sizeof(sum));
   heap_default();
   tcache_flush_mine();
-  ms_for_each(info_add, &sum);
+  arena_for_each(info_add, &sum);
   return sum;
 }
 
@@ -608,8 +726,6 @@ static void stats_arena(mstate_t *ms, void *arg)
 {
   unsigned *n = arg;
   char num[24];
-  if (ms->flags & PH_MS_USER)
-    return;
   struct mallinfo2 mi = ms_info(ms);
   ph_write_str(2, "Arena ");
   ph_write_str(2, ph_fmt_dec(num, (*n)++));
@@ -626,7 +742,7 @@ void malloc_stats(void)
   os_stats_t os;
   unsigned n = 0;
 
-  ms_for_each(stats_arena, &n);
+  arena_for_each(stats_arena, &n);
   os_stats_get(&os);
   ph_write_str(2, "Total (incl. mmap):\n");
   stats_line("system bytes     = ", mi.arena + mi.hblkhd);
@@ -641,7 +757,7 @@ void malloc_stats(void)
 static void trim_one(mstate_t *ms, void *arg)
 {
   const size_t *pad_and_result = arg;
-  if (!(ms->flags & PH_MS_USER) && ms_trim(ms, pad_and_result[0]))
+  if (ms_trim(ms, pad_and_result[0]))
     ((size_t *)arg)[1] = 1;
 }
 
@@ -651,14 +767,12 @@ int malloc_trim(size_t pad)
 
   heap_default();
   tcache_flush_mine();
-  ms_for_each(trim_one, arg);
+  arena_for_each(trim_one, arg);
   return (int)arg[1];
 }
 
 static void check_one(mstate_t *ms, void *arg)
 {
-  if (ms->flags & PH_MS_USER)
-    return;
   ms_lock(ms);
   *(int *)arg += mstate_check(ms);
   ms_unlock(ms);
@@ -669,8 +783,8 @@ int malloc_check(void)
   int problems = 0;
   heap_default();
   tcache_flush_mine();
-  ms_for_each(check_one, &problems);
-  return problems;
+  arena_for_each(check_one, &problems);
+  return problems + tcache_check_mine();
 }
 
 int PINHEAP_NAME(owns)(const void *ptr)

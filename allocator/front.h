@@ -19,9 +19,10 @@
 #define PH_TC_MAX_CHUNK 2032u                             /* largest cached chunk */
 #define PH_TC_MAX_REQUEST (PH_TC_MAX_CHUNK - PH_CHUNK_OVERHEAD)
 #define PH_TC_NBINS ((PH_TC_MAX_CHUNK >> 4) + 1)         /* index: chunk size >> 4 */
-/* A cached chunk's head must match CINUSE under this mask: in use, not
- * mapped, size below 2048. */
-#define PH_TC_HEAD_MASK (((size_t)PH_SIZE_MASK & ~(size_t)0x7f0) | PH_MMAPPED | PH_CINUSE)
+/* A header the free fast path takes must match CINUSE under this mask: in
+ * use, not mapped, size below 2048, nothing in the unused bits; PINUSE and
+ * the check byte (checked next) may be anything. */
+#define PH_TC_HEAD_MASK (~((size_t)0x7f0 | PH_PINUSE | PH_CHECK_MASK))
 
 typedef struct tc_bin_s {
   void *head;          /* payloads, linked through their first word */
@@ -34,6 +35,8 @@ typedef struct tcache_s {
   tc_bin_t bins[PH_TC_NBINS];
   unsigned kind;       /* the kind map byte of the arena's segments; the
                           sentinels' and untagged arenas' PH_KIND_NOTHING */
+  size_t cookie;       /* the arena's cookie: the free fast path checks the
+                          check byte of every header it takes */
   mstate_t *arena;     /* the heap this thread allocates from */
   tc_bin_t spare[PH_TC_NBINS];  /* per size, a full list set aside: given
                                    back as a bundle when the next one fills */
@@ -46,9 +49,6 @@ typedef struct tcache_s {
 } tcache_t;
 
 extern PH_HIDDEN __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec")));
-/* Stored in the second word of a cached chunk: a free that finds it there
- * may be a double free, and the slow path looks. */
-extern PH_HIDDEN uint64_t tcache_key;
 
 PH_HIDDEN void *front_malloc_slow(size_t n);
 /** Bin b of tc is full: sets its list aside, then pushes mem. */
@@ -64,7 +64,7 @@ PH_HIDDEN void front_malloc_corrupt(void *mem) __attribute__((noreturn, cold));
 /* Pops p, the head of b, a list of chunks of `size` bytes.  Every chunk of
  * such a list is in use and `size` bytes: a header that says otherwise was
  * overwritten while the chunk was free (the low 32 bits are compared: size
- * and flags, but for PINUSE). */
+ * and flags, but for PINUSE).  Handed out, it stops waiting. */
 PH_INLINE void *tc_bin_pop(tc_bin_t *b, void *p, size_t size)
 {
   if (ph_unlikely(((uint32_t)mem_chunk(p)->head & ~(uint32_t)PH_PINUSE) !=
@@ -72,7 +72,7 @@ PH_INLINE void *tc_bin_pop(tc_bin_t *b, void *p, size_t size)
     front_malloc_corrupt(p);
   b->head = *(void **)p;
   b->count--;
-  ((uint64_t *)p)[1] = 0;                                 /* the cache key */
+  chunk_mem_unwait(p);
   return p;
 }
 
@@ -90,20 +90,22 @@ PH_INLINE void *front_malloc(size_t n)
   return front_malloc_slow(n);
 }
 
-/* Pushes mem onto bin b (room checked by the caller). */
+/* Pushes mem, an in-use chunk just freed (validated by the caller), onto
+ * bin b (room checked by the caller): it waits from now on. */
 PH_INLINE void tc_bin_push(tc_bin_t *b, void *mem)
 {
+  chunk_mem_wait(mem);
   *(void **)mem = b->head;
-  ((uint64_t *)mem)[1] = tcache_key;
   b->head = mem;
   b->count++;
 }
 
 /* Pushes mem onto this thread's cache if the kind map says it lies in a
- * segment of this thread's arena; false when it must take the slow path
- * (any other memory, NULL, misaligned, bad header, full list, possible
- * double free).  So a cache holds only chunks of its own arena, and gives
- * them back whole, without looking at each. */
+ * segment of this thread's arena and its header is a small in-use chunk's
+ * with the arena's check byte; false when it must take the slow path (any
+ * other memory, NULL, misaligned, a header that is not one -- an interior
+ * pointer --, a double free).  So a cache holds only valid chunks of its
+ * own arena, and gives them back whole, without looking at each. */
 PH_INLINE bool front_free_fast(void *mem)
 {
   uintptr_t g = (uintptr_t)mem >> PH_GRANULE_SHIFT;
@@ -115,12 +117,15 @@ PH_INLINE bool front_free_fast(void *mem)
   uintptr_t in_granule = (uintptr_t)mem & (PH_GRANULE - 1);
   if (ph_unlikely((in_granule & PH_ALIGN_MASK) != 0 || in_granule == 0))
     return false;
-  size_t head = mem_chunk(mem)->head;
+  const chunk_t *c = mem_chunk(mem);
+  size_t head = c->head;
   if (ph_unlikely((head & PH_TC_HEAD_MASK) != PH_CINUSE))
+    return false;
+  if (ph_unlikely(!head_check_matches(tc->cookie, c, head)))
     return false;
   /* bin (head >> 4) & 0x7f: bins are 16 bytes, so the offset is head & 0x7f0 */
   tc_bin_t *b = (tc_bin_t *)((char *)tc->bins + (head & 0x7f0));
-  if (ph_unlikely(((uint64_t *)mem)[1] == tcache_key))
+  if (ph_unlikely(chunk_mem_waiting(mem)))          /* a double free: the slow path names it */
     return false;
   if (ph_unlikely(b->count >= b->limit)) {
     front_free_full(tc, b, mem);

@@ -59,7 +59,9 @@
 #define PH_NBINS          (PH_NFINE + ((48u - PH_FINE_LIMIT_SHIFT) << 2))   /* up to 2^47 */
 #define PH_BINMAP_WORDS   ((PH_NBINS + 63) / 64)
 _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word of binmap");
-#define PH_MAX_REQUEST    ((size_t)PTRDIFF_MAX - 2 * PH_GRANULE)
+/* The largest request: user space is 47 bits, so nothing larger can ever
+ * be mapped, and every chunk size below it has a bin (bin_index). */
+#define PH_MAX_REQUEST    (((size_t)1 << 47) - 4 * PH_GRANULE)
 
 /* ---- head layout -------------------------------------------------------- */
 #define PH_PINUSE    ((size_t)1)   /* the previous chunk is in use */
@@ -70,7 +72,11 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
 #define PH_FLAGS     ((size_t)0xf)
 #define PH_SIZE_MASK ((size_t)0x0000fffffffffff0ULL)
 #define PH_CHECK_SHIFT 56
-
+#define PH_CHECK_MASK ((size_t)0xff << PH_CHECK_SHIFT)
+/* What a chunk's header becomes when the chunk merges into the free chunk
+ * before it: no header (its check byte is not one), and a free of the old
+ * pointer is named a double free rather than an invalid pointer. */
+#define PH_HEAD_MERGED ((size_t)0x004d455247454421ULL)
 /* ---- defaults (mallopt) ------------------------------------------------- */
 #define PH_DEFAULT_MMAP_THRESHOLD  ((size_t)128 * 1024)
 #define PH_MAX_MMAP_THRESHOLD      ((size_t)32 * 1024 * 1024)
@@ -97,8 +103,8 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
  * caches in bundles, whole: a bundle is a list of chunks linked through
  * the first word of their payloads, and its first chunk's third word holds
  * the next bundle and, in its top 16 bits, the bundle's length.  (The
- * second word is the thread caches' double-free key; the third exists in
- * the smallest chunk, as it runs into the next chunk's prev_foot.)  So a
+ * third word exists in the smallest chunk, as it runs into the next
+ * chunk's prev_foot.)  Every chunk of a bundle is waiting (below).  So a
  * thread cache refills and gives back in O(1), without walking the chunks;
  * each chunk's header is checked when malloc hands it out (front.h). */
 #define PH_BUNDLE_SHIFT 48
@@ -111,6 +117,24 @@ PH_INLINE unsigned bundle_cap(size_t s)
   size_t n = 2048 / s;
   return (unsigned)(n < 2 ? 2 : n > 32 ? 32 : n);
 }
+
+/* A small in-use chunk that the program freed and that waits -- in a
+ * thread cache list or spare, a bundle, a remote stack, a deferred list --
+ * until it is handed out again holds chunk_free_key in its second payload
+ * word.  Only the thread that frees a chunk writes that word (headers of
+ * in-use chunks are the heap lock holder's: it updates their PINUSE), and
+ * the word is cleared exactly where a chunk stops waiting: when a thread
+ * cache hands it out and when its heap coalesces it.  So a free that finds
+ * the key is a double free, wherever the chunk waits; the key is a random
+ * secret, and a live block holds it only if the program read freed memory. */
+extern PH_HIDDEN uint64_t chunk_free_key;
+
+PH_INLINE bool chunk_mem_waiting(const void *mem)
+{
+  return ((const uint64_t *)mem)[1] == chunk_free_key;
+}
+PH_INLINE void chunk_mem_wait(void *mem) { ((uint64_t *)mem)[1] = chunk_free_key; }
+PH_INLINE void chunk_mem_unwait(void *mem) { ((uint64_t *)mem)[1] = 0; }
 
 typedef struct chunk_s {
   size_t prev_foot;          /* size of the previous chunk, if it is free */
@@ -213,10 +237,26 @@ PH_INLINE chunk_t *mem_chunk(const void *m) { return (chunk_t *)((char *)m - PH_
 
 /* The check byte always has its top bit set, so that a header of zeros (or
  * any small number) never passes, whatever the address and the cookie. */
+#define PH_CHECK_MUL 0x9e3779b97f4a7c15ULL
+/* The hash before its top bit is forced: sizeflags shifted past the check
+ * byte's place, so that the fast path may hash a whole header as it is. */
+PH_INLINE uint64_t head_hash(size_t cookie, const chunk_t *c, size_t head)
+{
+  return ((uintptr_t)c ^ (head << 8) ^ cookie) * PH_CHECK_MUL;
+}
+PH_INLINE size_t head_check_cookie(size_t cookie, const chunk_t *c, size_t sizeflags)
+{
+  return (size_t)(head_hash(cookie, c, sizeflags) | ((uint64_t)1 << 63)) & PH_CHECK_MASK;
+}
+/* Does the whole header head of c carry its check byte?  (Bits 48-55 are
+ * not covered: callers test them with the rest of the flags.) */
+PH_INLINE bool head_check_matches(size_t cookie, const chunk_t *c, size_t head)
+{
+  return ((head_hash(cookie, c, head) | ((uint64_t)1 << 63)) ^ head) >> PH_CHECK_SHIFT == 0;
+}
 PH_INLINE size_t head_check(const mstate_t *ms, const chunk_t *c, size_t sizeflags)
 {
-  uint64_t h = ((uintptr_t)c >> 4) ^ sizeflags ^ ms->cookie;
-  return (size_t)(((h * 0x9e3779b97f4a7c15ULL) >> 56) | 0x80) << PH_CHECK_SHIFT;
+  return head_check_cookie(ms->cookie, c, sizeflags);
 }
 PH_INLINE void head_set(const mstate_t *ms, chunk_t *c, size_t sizeflags)
 {
@@ -224,8 +264,8 @@ PH_INLINE void head_set(const mstate_t *ms, chunk_t *c, size_t sizeflags)
 }
 PH_INLINE bool head_ok(const mstate_t *ms, const chunk_t *c)
 {
-  size_t sf = c->head & ~((size_t)0xff << PH_CHECK_SHIFT);
-  return (c->head & ((size_t)0xff << PH_CHECK_SHIFT)) == head_check(ms, c, sf) &&
+  size_t sf = c->head & ~PH_CHECK_MASK;
+  return (c->head & PH_CHECK_MASK) == head_check(ms, c, sf) &&
          (sf & ~(PH_SIZE_MASK | PH_FLAGS)) == 0;
 }
 PH_INLINE void head_set_pinuse(const mstate_t *ms, chunk_t *c, bool on)
@@ -273,6 +313,10 @@ PH_INLINE bool bin_live(const mstate_t *ms, unsigned i)
 
 /* ---- malloc.c / check.c ------------------------------------------------- */
 extern PH_HIDDEN mparams_t mparams;
+/* mparams is read without a lock everywhere and written by mallopt and by
+ * the dynamic threshold: each field is read and written whole, relaxed. */
+#define mparams_get(field) __atomic_load_n(&mparams.field, __ATOMIC_RELAXED)
+#define mparams_set(field, v) __atomic_store_n(&mparams.field, (v), __ATOMIC_RELAXED)
 /** The heap behind the malloc family (initialized on first use). */
 PH_HIDDEN mstate_t *heap_default(void);
 /** Validates every invariant of ms; ms must be locked by the caller.
@@ -310,8 +354,27 @@ PH_HIDDEN void ms_remote_push(mstate_t *ms, void *list, unsigned n);
 /** Fork: take every heap lock (registry order) / release them all. */
 PH_HIDDEN void ms_lock_all(void);
 PH_HIDDEN void ms_unlock_all(void);
-/** Calls fn on every heap of the process (arenas and mspaces). */
-PH_HIDDEN void ms_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg);
+
+/* ---- front.c, used by the checker --------------------------------------- */
+/** Calls fn on every arena of the malloc family (never on an mspace).
+ *  Arenas are never destroyed, so the walk needs no lock; fn may take the
+ *  arena's lock. */
+PH_HIDDEN void arena_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg);
+/** Checks the calling thread's cache: every chunk waiting there is an
+ *  in-use, waiting chunk of the right size with a sound header.
+ *  @return the number of problems (each written to stderr). */
+PH_HIDDEN int tcache_check_mine(void);
+
+/* ---- check.c -------------------------------------------------------------- */
+/** PINHEAP_DEBUG >= 2: the full checker after a public call fn, on the
+ *  mspace ms, or on every arena and this thread's cache if ms is NULL.
+ *  Ends the process naming fn if anything is wrong. */
+PH_HIDDEN void heap_debug_check(mstate_t *ms, const char *fn);
+#if PINHEAP_DEBUG >= 2
+#define PH_DEBUG_CHECK(ms, fn) heap_debug_check((ms), (fn))
+#else
+#define PH_DEBUG_CHECK(ms, fn) ((void)0)
+#endif
 
 /* ---- the owner map (allocator/owner.c) ---------------------------------- */
 /*

@@ -22,7 +22,16 @@
 #define PH_HIDDEN        __attribute__((visibility("hidden")))
 
 #ifndef PINHEAP_DEBUG
-#define PINHEAP_DEBUG 1  /* 0 none, 1 header checks on free, 2 full check after every call */
+#define PINHEAP_DEBUG 1
+#endif
+/* PINHEAP_DEBUG (CMake cache variable of the same name):
+ *   1  the default: every check that catches misuse (headers, check bytes,
+ *      double frees, foreign and interior pointers) -- these are never off;
+ *   2  also the full heap checker (check.c) after every public call, which
+ *      ends the process naming the call after which the heap went wrong:
+ *      O(heap) per call, for tests and for hunting a corruption. */
+#if PINHEAP_DEBUG != 1 && PINHEAP_DEBUG != 2
+#error "PINHEAP_DEBUG must be 1 or 2"
 #endif
 
 /* ======================================================================= */

@@ -66,6 +66,23 @@ void ph_lock_slow(ph_lock_t *l)
 /*  heap set-up                                                             */
 /* ======================================================================= */
 
+uint64_t chunk_free_key;
+
+/* Sets chunk_free_key once, before any heap exists: random, odd (never 0,
+ * never a pointer). */
+static void chunk_free_key_init(void)
+{
+  if (__atomic_load_n(&chunk_free_key, __ATOMIC_RELAXED) != 0)
+    return;
+  uint64_t key = 0x5f3759df9e3779b9ULL;
+  const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
+  if (r != NULL)
+    memcpy(&key, r + 8, sizeof(key));
+  uint64_t zero = 0;
+  __atomic_compare_exchange_n(&chunk_free_key, &zero, key | 1, false, __ATOMIC_RELAXED,
+                              __ATOMIC_RELAXED);
+}
+
 static size_t cookie_make(const void *salt)
 {
   uint64_t c = 0;
@@ -80,6 +97,7 @@ static size_t cookie_make(const void *salt)
 
 static void ms_init(mstate_t *ms, unsigned flags, unsigned kind)
 {
+  chunk_free_key_init();
   memset(ms, 0, offsetof(mstate_t, bins));   /* the bins wait (bin_live) */
   ms->kind = kind;
   ms->cookie = cookie_make(ms);
@@ -104,15 +122,6 @@ static void ms_unregister(mstate_t *ms)
   if (*pp == ms)
     *pp = ms->all_next;
   ph_unlock(&ms_all_lock);
-}
-
-void ms_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg)
-{
-  /* Heaps are only ever added at the head, and only mspaces are removed
-   * (by their owner, who must not use them concurrently): walking without
-   * the registry lock is safe, and fn may take heap locks. */
-  for (mstate_t *ms = __atomic_load_n(&ms_all, __ATOMIC_ACQUIRE); ms != NULL; ms = ms->all_next)
-    fn(ms, arg);
 }
 
 static ph_lock_t huge_cache_lock;
@@ -411,7 +420,7 @@ static bool ms_grow(mstate_t *ms, size_t nb)
 
   if (ms->flags & PH_MS_FIXED)
     return false;
-  need = nb + PH_MIN_CHUNK + PH_FENCE_SIZE + sizeof(seg_t) + mparams.top_pad;
+  need = nb + PH_MIN_CHUNK + PH_FENCE_SIZE + sizeof(seg_t) + mparams_get(top_pad);
   if (need < nb)
     return false;
   /* Segments grow with the heap (an eighth of it), within bounds. */
@@ -502,8 +511,8 @@ static void ms_trim_decay(mstate_t *ms, release_t *rel)
 {
   size_t tsize = chunk_size(ms->top);
 
-  if (mparams.mmap_threshold_set) {
-    ms_trim_top(ms, mparams.top_pad, rel);
+  if (mparams_get(mmap_threshold_set)) {
+    ms_trim_top(ms, mparams_get(top_pad), rel);
     return;
   }
   uint64_t now = now_ms();
@@ -516,7 +525,7 @@ static void ms_trim_decay(mstate_t *ms, release_t *rel)
     return;
   /* [top + (tsize - trim_low), end) was never reused: release it, keeping
    * the threshold's worth as a cushion. */
-  size_t keep = tsize - ms->trim_low + mparams.trim_threshold / 2;
+  size_t keep = tsize - ms->trim_low + mparams_get(trim_threshold) / 2;
   ms->trim_since = 0;
   ms->trim_low = 0;
   if (tsize > keep + PH_GRANULE)
@@ -546,7 +555,13 @@ typedef struct huge_cached_s {
 } huge_cached_t;
 
 static huge_cached_t huge_cache[PH_HUGE_CACHE_SLOTS];
-static size_t huge_cache_bytes;
+static size_t huge_cache_bytes;          /* written under huge_cache_lock; read
+                                            without it (relaxed) to skip the lock */
+
+PH_INLINE void huge_cache_bytes_add(size_t delta)
+{
+  __atomic_store_n(&huge_cache_bytes, huge_cache_bytes + delta, __ATOMIC_RELAXED);
+}
 
 /* Gives back the entries older than the decay (all of them if all).
  * @return whether anything was released. */
@@ -560,7 +575,7 @@ static bool huge_cache_decay(bool all)
   for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
     if (huge_cache[i].base != NULL && (all || now - huge_cache[i].since >= PH_TRIM_DECAY_MS)) {
       out[n++] = huge_cache[i];
-      huge_cache_bytes -= huge_cache[i].len;
+      huge_cache_bytes_add(-huge_cache[i].len);
       huge_cache[i].base = NULL;
     }
   }
@@ -578,7 +593,7 @@ static char *huge_cache_take(size_t *len_p)
   char *p = NULL;
   unsigned best = PH_HUGE_CACHE_SLOTS;
 
-  if (huge_cache_bytes == 0)
+  if (__atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED) == 0)
     return NULL;
   ph_lock(&huge_cache_lock);
   for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++)
@@ -589,7 +604,7 @@ static char *huge_cache_take(size_t *len_p)
   if (best != PH_HUGE_CACHE_SLOTS) {
     p = huge_cache[best].base;
     *len_p = huge_cache[best].len;
-    huge_cache_bytes -= huge_cache[best].len;
+    huge_cache_bytes_add(-huge_cache[best].len);
     huge_cache[best].base = NULL;
   }
   ph_unlock(&huge_cache_lock);
@@ -601,7 +616,7 @@ static char *huge_cache_take(size_t *len_p)
 static bool huge_cache_put(char *base, size_t len, huge_cached_t *evict_p, unsigned *nevict_p)
 {
   *nevict_p = 0;
-  if (mparams.mmap_threshold_set || len <= PH_MAX_MMAP_THRESHOLD || len > PH_HUGE_CACHE_MAX_ENTRY)
+  if (mparams_get(mmap_threshold_set) || len <= PH_MAX_MMAP_THRESHOLD || len > PH_HUGE_CACHE_MAX_ENTRY)
     return false;
   ph_lock(&huge_cache_lock);
   for (;;) {
@@ -616,11 +631,11 @@ static bool huge_cache_put(char *base, size_t len, huge_cached_t *evict_p, unsig
       huge_cache[free_slot].base = base;
       huge_cache[free_slot].len = len;
       huge_cache[free_slot].since = now_ms();
-      huge_cache_bytes += len;
+      huge_cache_bytes_add(len);
       break;
     }
     evict_p[(*nevict_p)++] = huge_cache[oldest];      /* make room */
-    huge_cache_bytes -= huge_cache[oldest].len;
+    huge_cache_bytes_add(-huge_cache[oldest].len);
     huge_cache[oldest].base = NULL;
   }
   ph_unlock(&huge_cache_lock);
@@ -721,10 +736,10 @@ static void huge_free(mstate_t *ms, void *mem, const char *fn)
   owner_map_set(h, len, 0, PH_KIND_NONE);
   /* glibc's dynamic threshold: a freed huge chunk raises it, so programs
    * that keep allocating blocks of that size reuse the heap instead. */
-  if (!mparams.mmap_threshold_set && len > mparams.mmap_threshold &&
+  if (!mparams_get(mmap_threshold_set) && len > mparams_get(mmap_threshold) &&
       len <= PH_MAX_MMAP_THRESHOLD) {
-    mparams.mmap_threshold = len;
-    mparams.trim_threshold = 2 * len;
+    mparams_set(mmap_threshold, len);
+    mparams_set(trim_threshold, 2 * len);
   }
   ms_unlock(ms);
   atomic_fetch_sub_explicit(&huge_total, 1, memory_order_relaxed);
@@ -821,8 +836,8 @@ void *ms_malloc(mstate_t *ms, size_t n)
     return NULL;
   }
   nb = request_to_size(n);
-  if (ph_unlikely(nb >= mparams.mmap_threshold) && !(ms->flags & PH_MS_FIXED) &&
-      atomic_load_explicit(&huge_total, memory_order_relaxed) < (size_t)mparams.mmap_max) {
+  if (ph_unlikely(nb >= mparams_get(mmap_threshold)) && !(ms->flags & PH_MS_FIXED) &&
+      atomic_load_explicit(&huge_total, memory_order_relaxed) < (size_t)mparams_get(mmap_max)) {
     void *p = huge_alloc(ms, nb, PH_ALIGN);
     if (p != NULL)
       return p;
@@ -867,6 +882,7 @@ static void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, rel
         chunk_size(prev) != psize || chunk_cinuse(prev))
       ph_fatal(fn, "corrupted chunk header", chunk_mem(c));
     bin_unlink(ms, prev, psize);
+    c->head = PH_HEAD_MERGED;          /* no header now: a second free is named */
     c = prev;
     size += psize;
   }
@@ -874,13 +890,14 @@ static void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, rel
     size += chunk_size(next);
     ms->top = c;
     head_set(ms, c, size | PH_PINUSE);
-    if (size >= mparams.trim_threshold)
+    if (size >= mparams_get(trim_threshold))
       ms_trim_decay(ms, rel);
     return;
   }
   if (!chunk_cinuse(next)) {
     size_t nsize = chunk_size(next);
     bin_unlink(ms, next, nsize);
+    next->head = PH_HEAD_MERGED;
     size += nsize;
     /* The chunk after next already has PINUSE clear: only the footer moves. */
     head_set(ms, c, size | PH_PINUSE);
@@ -894,8 +911,8 @@ static void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, rel
    * PH_TRIM_DECAY_MS (ms_idle_collect), so a program that frees and
    * allocates big blocks in turn does not map and fault them in each time. */
   if (c == seg_first(seg) && (char *)chunk_at(c, size) == seg_fence(seg) && seg != ms->top_seg &&
-      !(seg->flags & (PH_SEG_EXTERN | PH_SEG_HOLDS_MS)) && seg->size >= mparams.trim_threshold &&
-      !mparams.mmap_threshold_set) {
+      !(seg->flags & (PH_SEG_EXTERN | PH_SEG_HOLDS_MS)) && seg->size >= mparams_get(trim_threshold) &&
+      !mparams_get(mmap_threshold_set)) {
     bin_insert(ms, c, size);
     if (seg->idle_since == 0)
       ms->idle_segs++;
@@ -903,7 +920,7 @@ static void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, rel
     return;
   }
   if (c == seg_first(seg) && (char *)chunk_at(c, size) == seg_fence(seg) && seg != ms->top_seg &&
-      !(seg->flags & (PH_SEG_EXTERN | PH_SEG_HOLDS_MS)) && seg->size >= mparams.trim_threshold) {
+      !(seg->flags & (PH_SEG_EXTERN | PH_SEG_HOLDS_MS)) && seg->size >= mparams_get(trim_threshold)) {
     seg_t **pp = &ms->segs;
     while (*pp != seg)
       pp = &(*pp)->next;
@@ -927,17 +944,24 @@ static bool seg_has_chunk(mstate_t *ms, seg_t *seg, const chunk_t *c)
   return false;
 }
 
-/* Validates the in-use chunk behind mem in seg; ms is locked. */
-static chunk_t *chunk_check_inuse(mstate_t *ms, seg_t *seg, void *mem, const char *fn)
+/* Validates the in-use chunk behind mem in seg; ms is locked.  waiting:
+ * the chunk comes from a deferred list (it must be waiting) rather than
+ * from the program (where a waiting chunk means it was freed before). */
+static chunk_t *chunk_check_inuse(mstate_t *ms, seg_t *seg, void *mem, const char *fn, bool waiting)
 {
   chunk_t *c = mem_chunk(mem);
 
   if ((char *)c < (char *)seg_first(seg) || (char *)c >= seg_fence(seg))
     ph_fatal(fn, "invalid pointer", mem);
-  if (!head_ok(ms, c))
+  if (!head_ok(ms, c)) {
+    if (c->head == PH_HEAD_MERGED)
+      ph_fatal(fn, "double free", mem);
     ph_fatal(fn, seg_has_chunk(ms, seg, c) ? "corrupted chunk header" : "invalid pointer", mem);
+  }
   if (!chunk_cinuse(c))
     ph_fatal(fn, "double free", mem);
+  if (chunk_size(c) <= PH_FAST_MAX_CHUNK && chunk_mem_waiting(mem) != waiting)
+    ph_fatal(fn, waiting ? "write after free" : "double free", mem);
   size_t size = chunk_size(c);
   chunk_t *next = chunk_at(c, size);
   if ((c->head & PH_MMAPPED) || size < PH_MIN_CHUNK || (char *)next > seg_fence(seg) ||
@@ -1019,7 +1043,7 @@ static void ms_free_resolved(mstate_t *ms, seg_t *seg, void *mem, const char *fn
     return;
   }
   ms_lock(ms);
-  chunk_t *c = chunk_check_inuse(ms, seg, mem, fn);
+  chunk_t *c = chunk_check_inuse(ms, seg, mem, fn, false);
   ms_free_chunk(ms, seg, c, chunk_size(c), &rel, fn);
   if (ms->idle_segs != 0)
     nidle = ms_idle_collect(ms, idle, 4, false);
@@ -1052,7 +1076,8 @@ void ms_free_owned(uintptr_t o, void *mem, const char *fn)
   }
 }
 
-/* Frees one chunk of a list, ms locked; a release drops the lock briefly. */
+/* Frees one waiting chunk of a deferred list, ms locked; a release drops
+ * the lock briefly. */
 static void ms_free_locked(mstate_t *ms, void *mem, const char *fn)
 {
   release_t rel = { NULL, 0 };
@@ -1061,7 +1086,8 @@ static void ms_free_locked(mstate_t *ms, void *mem, const char *fn)
 
   if (seg == NULL || (o & PH_OWNER_HUGE_TAG) || seg->ms != ms)
     ph_fatal(fn, "invalid pointer", mem);
-  chunk_t *c = chunk_check_inuse(ms, seg, mem, fn);
+  chunk_t *c = chunk_check_inuse(ms, seg, mem, fn, true);
+  chunk_mem_unwait(mem);                 /* it stops waiting: coalesced */
   ms_free_chunk(ms, seg, c, chunk_size(c), &rel, fn);
   if (rel.len != 0) {
     ms_unlock(ms);
@@ -1157,7 +1183,7 @@ static void ms_drain_remote(mstate_t *ms)
     chunk_t *c = mem_chunk(mem);
     size_t size = chunk_size(c);
     if (ph_unlikely(!head_ok(ms, c) || size < PH_MIN_CHUNK || size > PH_FAST_MAX_CHUNK ||
-                    (c->head & (PH_CINUSE | PH_MMAPPED)) != PH_CINUSE))
+                    (c->head & (PH_CINUSE | PH_MMAPPED)) != PH_CINUSE || !chunk_mem_waiting(mem)))
       ph_fatal("free", "corrupted chunk header", mem);
     fast_push_bundle(ms, (unsigned)(size >> 4), mem, n);
     mem = next;
@@ -1197,6 +1223,7 @@ static unsigned bundle_take(mstate_t *ms, size_t nb, unsigned k, void **list_p)
     chunk_t *c = mem_chunk(m);
     if (ph_unlikely(((uintptr_t)m & PH_ALIGN_MASK) != 0 || !head_ok(ms, c) ||
                     (c->head & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) != (nb | PH_CINUSE) ||
+                    !chunk_mem_waiting(m) ||
                     *(void **)m == NULL))
       ph_fatal("malloc", "corrupted chunk header", m);
   }
@@ -1230,6 +1257,7 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
     while (n < k && ts >= nb + PH_MIN_CHUNK) {
       head_set(ms, t, nb | PH_CINUSE | PH_PINUSE);
       void *m = chunk_mem(t);
+      chunk_mem_wait(m);             /* on its way to a thread cache */
       *(void **)m = head;
       head = m;
       n++;
@@ -1246,6 +1274,7 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
     if (c == NULL)
       break;
     void *m = chunk_mem(c);
+    chunk_mem_wait(m);               /* on its way to a thread cache */
     if (chunk_size(c) != nb) {       /* 16 bytes over (no room for a remainder): */
       if (chunk_size(c) <= PH_FAST_MAX_CHUNK)
         fast_push_one(ms, (unsigned)(chunk_size(c) >> 4), m);  /* the list of its size */
@@ -1328,7 +1357,7 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
       ms_unlock(ms);
       return mem;
     }
-    if (newlen < oldlen && nb >= mparams.mmap_threshold / 2) {
+    if (newlen < oldlen && nb >= mparams_get(mmap_threshold) / 2) {
       owner_map_set((char *)h + newlen, oldlen - newlen, 0, PH_KIND_NONE);
       h->map_size = newlen;
       ms->huge_bytes -= oldlen - newlen;
@@ -1354,7 +1383,7 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     }
   } else {
     ms_lock(ms);
-    chunk_t *c = chunk_check_inuse(ms, seg, mem, fn);
+    chunk_t *c = chunk_check_inuse(ms, seg, mem, fn, false);
     size_t size = chunk_size(c);
     size_t pin = c->head & PH_PINUSE;      /* the previous chunk may be free */
     old_usable = size - PH_CHUNK_OVERHEAD;
@@ -1371,11 +1400,11 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
         os_release(rel.addr, rel.len);
       return mem;
     }
-    if (next == ms->top && seg == ms->top_seg && nb < mparams.mmap_threshold &&
+    if (next == ms->top && seg == ms->top_seg && nb < mparams_get(mmap_threshold) &&
         size + chunk_size(next) < nb + PH_MIN_CHUNK)
       ms_grow_in_place(ms, nb + PH_MIN_CHUNK - size);   /* from the reserve */
     if (next == ms->top && size + chunk_size(next) >= nb + PH_MIN_CHUNK &&
-        nb < mparams.mmap_threshold) {     /* grow into the top */
+        nb < mparams_get(mmap_threshold)) {     /* grow into the top */
       size_t tsize = size + chunk_size(next) - nb;
       size_t dec = next->head & PH_DECOMMITTED;
       chunk_t *rest = chunk_at(c, nb);
@@ -1434,8 +1463,8 @@ void *ms_memalign(mstate_t *ms, size_t align, size_t n)
     return NULL;
   }
   nb = request_to_size(n);
-  if (nb >= mparams.mmap_threshold && !(ms->flags & PH_MS_FIXED) &&
-      atomic_load_explicit(&huge_total, memory_order_relaxed) < (size_t)mparams.mmap_max) {
+  if (nb >= mparams_get(mmap_threshold) && !(ms->flags & PH_MS_FIXED) &&
+      atomic_load_explicit(&huge_total, memory_order_relaxed) < (size_t)mparams_get(mmap_max)) {
     void *p = huge_alloc(ms, nb, align);
     if (p != NULL)
       return p;
@@ -1791,30 +1820,44 @@ size_t ms_destroy(mstate_t *ms)
   return total;
 }
 
+/* PINHEAP_DEBUG >= 2: the mspace is checked after each call. */
+#define MSPACE_CHECKED(ms, fn, call)       \
+  do {                                     \
+    __typeof__(call) r_ = (call);          \
+    PH_DEBUG_CHECK(ms, fn);                \
+    return r_;                             \
+  } while (0)
+
 void *mspace_malloc(pinheap_mspace msp, size_t bytes)
 {
-  return ms_malloc(mspace_state(msp, "mspace_malloc"), bytes);
+  mstate_t *ms = mspace_state(msp, "mspace_malloc");
+  MSPACE_CHECKED(ms, "mspace_malloc", ms_malloc(ms, bytes));
 }
 
 void mspace_free(pinheap_mspace msp, void *mem)
 {
+  mstate_t *ms = mspace_state(msp, "mspace_free");
   if (mem != NULL)
-    ms_free_mem(mspace_state(msp, "mspace_free"), mem, "mspace_free");
+    ms_free_mem(ms, mem, "mspace_free");
+  PH_DEBUG_CHECK(ms, "mspace_free");
 }
 
 void *mspace_calloc(pinheap_mspace msp, size_t n, size_t elem_size)
 {
-  return ms_calloc(mspace_state(msp, "mspace_calloc"), n, elem_size);
+  mstate_t *ms = mspace_state(msp, "mspace_calloc");
+  MSPACE_CHECKED(ms, "mspace_calloc", ms_calloc(ms, n, elem_size));
 }
 
 void *mspace_realloc(pinheap_mspace msp, void *mem, size_t newsize)
 {
-  return ms_realloc(mspace_state(msp, "mspace_realloc"), mem, newsize, "mspace_realloc");
+  mstate_t *ms = mspace_state(msp, "mspace_realloc");
+  MSPACE_CHECKED(ms, "mspace_realloc", ms_realloc(ms, mem, newsize, "mspace_realloc"));
 }
 
 void *mspace_memalign(pinheap_mspace msp, size_t alignment, size_t bytes)
 {
-  return ms_memalign(mspace_state(msp, "mspace_memalign"), alignment, bytes);
+  mstate_t *ms = mspace_state(msp, "mspace_memalign");
+  MSPACE_CHECKED(ms, "mspace_memalign", ms_memalign(ms, alignment, bytes));
 }
 
 /* Usable bytes behind mem.  lenient: a pointer outside the owner map may be
@@ -1839,7 +1882,7 @@ size_t mem_usable(const void *mem, const char *fn, bool lenient)
     huge_check(ms, mem_chunk(mem), fn);
     usable = chunk_size(c) - PH_CHUNK_HDR;
   } else {
-    chunk_check_inuse(ms, seg, (void *)mem, fn);
+    chunk_check_inuse(ms, seg, (void *)mem, fn, false);
     usable = chunk_size(c) - PH_CHUNK_OVERHEAD;
   }
   ms_unlock(ms);
@@ -1853,7 +1896,8 @@ size_t mspace_usable_size(const void *mem)
 
 int mspace_trim(pinheap_mspace msp, size_t pad)
 {
-  return ms_trim(mspace_state(msp, "mspace_trim"), pad);
+  mstate_t *ms = mspace_state(msp, "mspace_trim");
+  MSPACE_CHECKED(ms, "mspace_trim", ms_trim(ms, pad));
 }
 
 struct mallinfo2 mspace_mallinfo(pinheap_mspace msp)

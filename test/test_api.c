@@ -493,6 +493,41 @@ Test(api, impossible_sizes_are_enomem)
   heap_assert_sound("impossible sizes");
 }
 
+/* With direct mappings off (M_MMAP_MAX 0) every request takes the heap
+ * path: sizes beyond the 47-bit address space must be refused there too,
+ * before any bin is indexed by them (UBSan saw the bin map read out of
+ * bounds from 2^48 on). */
+Test(api, sizes_beyond_the_address_space_are_enomem_on_the_heap_path)
+{
+  static const size_t sizes[] = {
+    (size_t)1 << 47, (size_t)1 << 48, ((size_t)1 << 53) + 1000, (size_t)1 << 60,
+    (size_t)PTRDIFF_MAX / 2,
+  };
+  heap_warm_up();
+  void *keep = PINHEAP_NAME(malloc)(300);
+  cr_assert_not_null(keep, "malloc(300) returned NULL");
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 0), 1, "mallopt(M_MMAP_MAX, 0) failed");
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    size_t n = size_opaque(sizes[i]);
+    errno = 0;
+    void *p = PINHEAP_NAME(malloc)(n);
+    cr_assert(p == NULL && errno == ENOMEM, "malloc(%zu) = %p, errno %d: expected NULL, ENOMEM", n, p,
+              errno);
+    errno = 0;
+    p = PINHEAP_NAME(calloc)(1, n);
+    cr_assert(p == NULL && errno == ENOMEM, "calloc(1, %zu) = %p, errno %d", n, p, errno);
+    errno = 0;
+    p = PINHEAP_NAME(memalign)(4096, n);
+    cr_assert(p == NULL && errno == ENOMEM, "memalign(4096, %zu) = %p, errno %d", n, p, errno);
+    errno = 0;
+    p = PINHEAP_NAME(realloc)(keep, n);
+    cr_assert(p == NULL && errno == ENOMEM, "realloc(p, %zu) = %p, errno %d", n, p, errno);
+  }
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_MMAP_MAX, 65536), 1);
+  PINHEAP_NAME(free)(keep);
+  heap_assert_sound("sizes beyond the address space");
+}
+
 Test(api, reallocarray_overflow_keeps_original)
 {
   heap_warm_up();

@@ -200,6 +200,64 @@ Test(misuse, double_free_mapped_chunk)
   misuse_assert_either(act_free, p, "free", "double free", "invalid pointer", p);
 }
 
+/* A chunk stays "freed" wherever it waits -- its thread's list and spare,
+ * a bundle handed back to its arena, the deferred lists, a bin -- until it
+ * is handed out again: a second free is named wherever it is. */
+Test(misuse, double_free_after_the_list_went_back_to_the_arena)
+{
+  enum { N = 4096 };
+  static void *blk[N];
+  for (int i = 0; i < N; i++) {
+    blk[i] = PINHEAP_NAME(malloc)(48);
+    cr_assert_not_null(blk[i], "malloc(48) returned NULL");
+  }
+  void *p = blk[0];
+  /* p first, then enough of its size to fill the list, the spare and more:
+   * p's list goes back to the arena as a bundle */
+  for (int i = 0; i < N; i++)
+    PINHEAP_NAME(free)(blk[i]);
+  misuse_assert(act_free, p, "free", "double free", p);
+}
+
+Test(misuse, double_free_of_a_small_chunk_coalesced_into_a_bin)
+{
+  void *a = PINHEAP_NAME(malloc)(48), *p = PINHEAP_NAME(malloc)(48), *b = PINHEAP_NAME(malloc)(48);
+  void *c = PINHEAP_NAME(malloc)(48);
+  cr_assert(a && p && b && c, "setup failed");
+  PINHEAP_NAME(free)(a);
+  PINHEAP_NAME(free)(p);
+  PINHEAP_NAME(malloc_trim)(0);   /* the cache goes back and is coalesced: a+p in a bin */
+  misuse_assert(act_free, p, "free", "double free", p);
+  misuse_assert(act_free, a, "free", "double free", a);
+}
+
+/* The free fast path validates a pointer before it touches a list: bytes
+ * before an interior pointer that look like a small in-use header are not
+ * taken for one (a later malloc would hand out memory inside a live block),
+ * and a zero size ends in the abort line, not in a division by zero. */
+static void act_craft_then_free(void *arg)
+{
+  corrupt_t *c = arg;
+  memcpy((char *)c->ptr - 8, &c->header, 8);
+  PINHEAP_NAME(free)(c->ptr);
+  /* accepted: the next malloc of that size returns memory inside the block */
+  void *q = PINHEAP_NAME(malloc)(40);
+  fprintf(stderr, "free(%p) was accepted; malloc(40) then returned %p\n", c->ptr, q);
+}
+
+Test(misuse, free_interior_pointer_behind_a_crafted_header)
+{
+  char *blk = PINHEAP_NAME(malloc)(256), *after = PINHEAP_NAME(malloc)(64);
+  cr_assert(blk && after, "setup failed");
+  /* 48 bytes, in use, previous in use: what a real header of that size says */
+  corrupt_t c = { blk + 32, 48 | 2 | 1, NULL };
+  misuse_assert(act_craft_then_free, &c, "free", "invalid pointer", blk + 32);
+  corrupt_t z = { blk + 64, 2 | 1, NULL };      /* size 0, in use */
+  misuse_assert(act_craft_then_free, &z, "free", "invalid pointer", blk + 64);
+  corrupt_t big = { blk + 96, 2032 | 2 | 1, NULL };
+  misuse_assert(act_craft_then_free, &big, "free", "invalid pointer", blk + 96);
+}
+
 /* ---- pointers pinheap never returned ------------------------------------------ */
 
 Test(misuse, free_stack_pointer)

@@ -21,6 +21,8 @@
  */
 #include <criterion/criterion.h>
 
+#include <fcntl.h>
+#include <time.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -575,4 +577,87 @@ Test(threads, locked_fixed_churn)
   PINHEAP_NAME(destroy_mspace)(sh->heap.msp);
   munmap(region, cap);
   free(sh);
+}
+
+/* ---- heap walks against destroy_mspace ------------------------------------ */
+
+/*
+ * mallinfo2, malloc_trim, malloc_stats and malloc_check walk the heaps of
+ * the malloc family while other threads create, use and destroy mspaces
+ * of their own, locked and unlocked.  The walks must never touch an mspace
+ * (one being destroyed would be unmapped memory; an unlocked one belongs to
+ * its owner alone), and every check must come out clean.
+ */
+typedef struct walk_shared_s {
+  atomic_bool stop;
+  atomic_size_t created, walks;
+  atomic_int problems;
+} walk_shared_t;
+
+static void *walk_mspace_owner(void *arg)
+{
+  walk_shared_t *ws = arg;
+  for (unsigned round = 0; !atomic_load(&ws->stop); round++) {
+    pinheap_mspace msp = PINHEAP_NAME(create_mspace)(round % 3 == 0 ? 0 : 256 * 1024, round & 1);
+    if (msp == NULL)
+      continue;
+    void *blk[32];
+    for (unsigned i = 0; i < 32; i++) {
+      blk[i] = PINHEAP_NAME(mspace_malloc)(msp, 64 + i * 1000);
+      if (blk[i] != NULL)
+        memset(blk[i], (int)i, 64);
+    }
+    for (unsigned i = 0; i < 32; i += 2)
+      PINHEAP_NAME(mspace_free)(msp, blk[i]);
+    PINHEAP_NAME(destroy_mspace)(msp);
+    atomic_fetch_add(&ws->created, 1);
+  }
+  return NULL;
+}
+
+static void *walk_stats(void *arg)
+{
+  walk_shared_t *ws = arg;
+  for (unsigned round = 0; !atomic_load(&ws->stop); round++) {
+    void *p = PINHEAP_NAME(malloc)(100 + round % 5000);
+    struct mallinfo2 mi = PINHEAP_NAME(mallinfo2)();
+    if (mi.arena == 0)
+      atomic_fetch_add(&ws->problems, 1);
+    PINHEAP_NAME(malloc_trim)(0);
+    PINHEAP_NAME(malloc_stats)();
+    if (PINHEAP_NAME(malloc_check)() != 0)
+      atomic_fetch_add(&ws->problems, 1);
+    PINHEAP_NAME(free)(p);
+    atomic_fetch_add(&ws->walks, 1);
+  }
+  return NULL;
+}
+
+Test(threads, heap_walks_while_mspaces_come_and_go)
+{
+  walk_shared_t ws = { 0 };
+  pthread_t owners[2], walkers[2];
+  int devnull = open("/dev/null", O_WRONLY);
+  int saved = dup(STDERR_FILENO);
+
+  cr_assert(devnull >= 0 && saved >= 0);
+  dup2(devnull, STDERR_FILENO);           /* malloc_stats writes there */
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(pthread_create(&owners[i], NULL, walk_mspace_owner, &ws), 0);
+    cr_assert_eq(pthread_create(&walkers[i], NULL, walk_stats, &ws), 0);
+  }
+  struct timespec budget = { 1, 500000000 };
+  nanosleep(&budget, NULL);
+  atomic_store(&ws.stop, true);
+  for (int i = 0; i < 2; i++) {
+    pthread_join(owners[i], NULL);
+    pthread_join(walkers[i], NULL);
+  }
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  close(devnull);
+  cr_assert_eq(atomic_load(&ws.problems), 0, "%d heap walks found problems", atomic_load(&ws.problems));
+  cr_assert_gt(atomic_load(&ws.created), 50, "only %zu mspaces came and went",
+               atomic_load(&ws.created));
+  cr_assert_gt(atomic_load(&ws.walks), 20, "only %zu walks ran", atomic_load(&ws.walks));
 }
