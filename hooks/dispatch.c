@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <gnu/lib-names.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -104,9 +105,12 @@ static size_t en_malloc_usable_size(void *p)
     return 0;
   if (owner_map_get(p) != 0)
     return malloc_usable_size(p);
-  if (libc_usable_size == NULL)
-    libc_usable_size = (size_t (*)(void *))libc_lookup("malloc_usable_size");
-  return libc_usable_size(p);
+  size_t (*f)(void *) = __atomic_load_n(&libc_usable_size, __ATOMIC_ACQUIRE);
+  if (f == NULL) {
+    f = (size_t (*)(void *))libc_lookup("malloc_usable_size");
+    __atomic_store_n(&libc_usable_size, f, __ATOMIC_RELEASE);
+  }
+  return f(p);
 }
 
 static struct mallinfo en_mallinfo(void)
@@ -195,6 +199,18 @@ static const dispatch_table_t dispatch_disabled = {
 /*  undecided: the first call decides                                       */
 /* ======================================================================= */
 
+/* glibc's reallocarray before the decision: the product is checked, as
+ * glibc does (ENOMEM and NULL when m * n overflows). */
+void *PINHEAP_NAME(dispatch_libc_reallocarray)(void *p, size_t m, size_t n)
+{
+  size_t total;
+  if (__builtin_mul_overflow(m, n, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return __libc_realloc(p, total);
+}
+
 /* After dispatch_decide() the table is installed -- unless this thread is
  * inside the decision itself (nothing on that path allocates, but should
  * something, glibc serves it). */
@@ -205,12 +221,12 @@ static const dispatch_table_t dispatch_disabled = {
     if (ph_unlikely(__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) ==    \
                     DISPATCH_UNDECIDED))                                     \
       return libc_call;                                                      \
-    return dispatch_table.fn_##name args;                                    \
+    return __atomic_load_n(&dispatch_table.fn_##name, __ATOMIC_RELAXED) args; \
   }
 FIRST_CALL(void *, malloc, (size_t n), (n), __libc_malloc(n))
 FIRST_CALL(void *, calloc, (size_t m, size_t n), (m, n), __libc_calloc(m, n))
 FIRST_CALL(void *, realloc, (void *p, size_t n), (p, n), __libc_realloc(p, n))
-FIRST_CALL(void *, reallocarray, (void *p, size_t m, size_t n), (p, m, n), __libc_realloc(p, m * n))
+FIRST_CALL(void *, reallocarray, (void *p, size_t m, size_t n), (p, m, n), PINHEAP_NAME(dispatch_libc_reallocarray)(p, m, n))
 FIRST_CALL(void *, memalign, (size_t a, size_t n), (a, n), __libc_memalign(a, n))
 FIRST_CALL(int, posix_memalign, (void **p, size_t a, size_t n), (p, a, n), ENOMEM)
 FIRST_CALL(void *, aligned_alloc, (size_t a, size_t n), (a, n), __libc_memalign(a, n))
@@ -229,7 +245,7 @@ static struct mallinfo2 first_mallinfo2(void)
     memset(&zero, 0, sizeof(zero));
     return zero;
   }
-  return dispatch_table.fn_mallinfo2();
+  return __atomic_load_n(&dispatch_table.fn_mallinfo2, __ATOMIC_RELAXED)();
 }
 
 static void first_free(void *p)
@@ -239,14 +255,14 @@ static void first_free(void *p)
     __libc_free(p);
     return;
   }
-  dispatch_table.fn_free(p);
+  __atomic_load_n(&dispatch_table.fn_free, __ATOMIC_RELAXED)(p);
 }
 
 static void first_malloc_stats(void)
 {
   dispatch_decide();
   if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_UNDECIDED)
-    dispatch_table.fn_malloc_stats();
+    __atomic_load_n(&dispatch_table.fn_malloc_stats, __ATOMIC_RELAXED)();
 }
 
 dispatch_table_t dispatch_table = {
@@ -308,14 +324,31 @@ __attribute__((constructor(101))) static void dispatch_ctor(void)
   dispatch_decide();
 }
 
+/* The text is composed once, outside the first malloc, by whichever thread
+ * asks first; the others wait for it (dispatch_text_state: 0 none, 1 being
+ * written, 2 ready and read-only). */
+static int dispatch_text_state;
+
 const char *PINHEAP_NAME(decision_text)(void)
 {
+  int expected = 0;
+
   dispatch_decide();
-  if (dispatch_text[0] == '\0') {         /* composed outside the first malloc */
-    const char *head = dispatch_state == DISPATCH_ENABLED ? "enabled: " : "disabled: ";
+  if (ph_likely(__atomic_load_n(&dispatch_text_state, __ATOMIC_ACQUIRE) == 2))
+    return dispatch_text;
+  if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_UNDECIDED)
+    return "undecided: asked from inside the decision itself";
+  if (__atomic_compare_exchange_n(&dispatch_text_state, &expected, 1, 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    const char *head = __atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_ENABLED
+                       ? "enabled: " : "disabled: ";
     size_t h = strlen(head);
     memcpy(dispatch_text, head, h);
     memcpy(dispatch_text + h, dispatch_decision.text, strlen(dispatch_decision.text) + 1);
+    __atomic_store_n(&dispatch_text_state, 2, __ATOMIC_RELEASE);
+    return dispatch_text;
   }
+  while (__atomic_load_n(&dispatch_text_state, __ATOMIC_ACQUIRE) != 2)
+    sched_yield();
   return dispatch_text;
 }

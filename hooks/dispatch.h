@@ -52,6 +52,10 @@ extern PH_HIDDEN int dispatch_preloaded;
  *  installs the matching table.  Cheap after the first call. */
 PH_HIDDEN void dispatch_decide(void);
 
+/** reallocarray on glibc's allocator, for calls made before the decision:
+ *  NULL with ENOMEM when nmemb * size overflows, as glibc's. */
+PH_HIDDEN void *PINHEAP_NAME(dispatch_libc_reallocarray)(void *p, size_t nmemb, size_t size);
+
 /** glibc's own allocator, for the disabled mode and foreign pointers. */
 typedef struct dispatch_libc_s {
   void *(*lc_malloc)(size_t);

@@ -31,22 +31,27 @@
 /*  the malloc family                                                       */
 /* ======================================================================= */
 
-PH_REPLACE void *malloc(size_t n) { return dispatch_table.fn_malloc(n); }
-PH_REPLACE void free(void *p) { dispatch_table.fn_free(p); }
-PH_REPLACE void *calloc(size_t m, size_t n) { return dispatch_table.fn_calloc(m, n); }
-PH_REPLACE void *realloc(void *p, size_t n) { return dispatch_table.fn_realloc(p, n); }
-PH_REPLACE void *reallocarray(void *p, size_t m, size_t n) { return dispatch_table.fn_reallocarray(p, m, n); }
-PH_REPLACE void *memalign(size_t a, size_t n) { return dispatch_table.fn_memalign(a, n); }
-PH_REPLACE int posix_memalign(void **p, size_t a, size_t n) { return dispatch_table.fn_posix_memalign(p, a, n); }
-PH_REPLACE void *aligned_alloc(size_t a, size_t n) { return dispatch_table.fn_aligned_alloc(a, n); }
-PH_REPLACE void *valloc(size_t n) { return dispatch_table.fn_valloc(n); }
-PH_REPLACE void *pvalloc(size_t n) { return dispatch_table.fn_pvalloc(n); }
-PH_REPLACE size_t malloc_usable_size(void *p) { return dispatch_table.fn_malloc_usable_size(p); }
-PH_REPLACE int mallopt(int param, int value) { return dispatch_table.fn_mallopt(param, value); }
-PH_REPLACE struct mallinfo mallinfo(void) { return dispatch_table.fn_mallinfo(); }
-PH_REPLACE struct mallinfo2 mallinfo2(void) { return dispatch_table.fn_mallinfo2(); }
-PH_REPLACE void malloc_stats(void) { dispatch_table.fn_malloc_stats(); }
-PH_REPLACE int malloc_trim(size_t pad) { return dispatch_table.fn_malloc_trim(pad); }
+/* The table's pointers change (the decision, glibc's lazily looked-up
+ * functions) while other threads call through them: read atomically, which
+ * is still one plain indirect jump. */
+#define DT(f) __atomic_load_n(&dispatch_table.f, __ATOMIC_RELAXED)
+
+PH_REPLACE void *malloc(size_t n) { return DT(fn_malloc)(n); }
+PH_REPLACE void free(void *p) { DT(fn_free)(p); }
+PH_REPLACE void *calloc(size_t m, size_t n) { return DT(fn_calloc)(m, n); }
+PH_REPLACE void *realloc(void *p, size_t n) { return DT(fn_realloc)(p, n); }
+PH_REPLACE void *reallocarray(void *p, size_t m, size_t n) { return DT(fn_reallocarray)(p, m, n); }
+PH_REPLACE void *memalign(size_t a, size_t n) { return DT(fn_memalign)(a, n); }
+PH_REPLACE int posix_memalign(void **p, size_t a, size_t n) { return DT(fn_posix_memalign)(p, a, n); }
+PH_REPLACE void *aligned_alloc(size_t a, size_t n) { return DT(fn_aligned_alloc)(a, n); }
+PH_REPLACE void *valloc(size_t n) { return DT(fn_valloc)(n); }
+PH_REPLACE void *pvalloc(size_t n) { return DT(fn_pvalloc)(n); }
+PH_REPLACE size_t malloc_usable_size(void *p) { return DT(fn_malloc_usable_size)(p); }
+PH_REPLACE int mallopt(int param, int value) { return DT(fn_mallopt)(param, value); }
+PH_REPLACE struct mallinfo mallinfo(void) { return DT(fn_mallinfo)(); }
+PH_REPLACE struct mallinfo2 mallinfo2(void) { return DT(fn_mallinfo2)(); }
+PH_REPLACE void malloc_stats(void) { DT(fn_malloc_stats)(); }
+PH_REPLACE int malloc_trim(size_t pad) { return DT(fn_malloc_trim)(pad); }
 
 /* ======================================================================= */
 /*  releases by anyone: munmap, mremap, madvise, shmdt                      */

@@ -29,30 +29,53 @@
 
 extern int __libc_mallopt(int, int);
 
+/* The range watched for.  Releases on other threads call the listener
+ * while pinheap_open() changes the range: every field is atomic. */
 typedef struct selftest_watch_s {
   const char *want;     /* the range a release must cover */
   size_t want_len;
   int hits;
 } selftest_watch_t;
 
+/* Everything below is written by pinheap_open() under selftest_lock.  The
+ * text is composed in the buffer not published and then published, so a
+ * reader of the previous text never sees it half rewritten by the next
+ * pinheap_open() (only by the one after that). */
 static ph_lock_t selftest_lock;
 static int selftest_done;
 static int selftest_level;
 static int selftest_fallback;     /* glibc told never to give memory back */
-static char selftest_text[1536];
+static char selftest_texts[2][1536];
+static int selftest_shown;        /* index of the published text */
+static char *selftest_text;       /* the one being composed (under the lock) */
 
 static void selftest_listener(void *addr, size_t len, int from_alloc, void *ctx)
 {
   selftest_watch_t *w = ctx;
+  const char *want = __atomic_load_n(&w->want, __ATOMIC_RELAXED);
+  size_t want_len = __atomic_load_n(&w->want_len, __ATOMIC_RELAXED);
   (void)from_alloc;
-  if ((char *)addr <= w->want && (char *)addr + len >= w->want + w->want_len)
+  if (want != NULL && (char *)addr <= want && (char *)addr + len >= want + want_len)
     __atomic_fetch_add(&w->hits, 1, __ATOMIC_RELAXED);
+}
+
+static void watch_set(selftest_watch_t *w, const void *ptr, size_t len)
+{
+  __atomic_store_n(&w->want, NULL, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->want_len, len, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->hits, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->want, (const char *)ptr, __ATOMIC_SEQ_CST);
+}
+
+static int watch_hits(selftest_watch_t *w)
+{
+  return __atomic_load_n(&w->hits, __ATOMIC_SEQ_CST);
 }
 
 static void text_add(const char *s)
 {
   size_t have = strlen(selftest_text);
-  snprintf(selftest_text + have, sizeof(selftest_text) - have, "%s", s);
+  snprintf(selftest_text + have, sizeof(selftest_texts[0]) - have, "%s", s);
 }
 
 static const char *object_of(void *addr)
@@ -71,8 +94,14 @@ static int leave_pinned_requested(void)
 }
 
 /* Does a release covering want..want+len fire while fn runs? */
-#define WATCH(w, ptr, len, call) \
-  ((w)->want = (const char *)(ptr), (w)->want_len = (len), (w)->hits = 0, (call), (w)->hits > 0)
+#define WATCH(w, ptr, len, call) (watch_set((w), (ptr), (len)), (call), watch_hits(w) > 0)
+
+/* mallopt and the dynamic threshold change it on other threads. */
+static size_t at_least_threshold(size_t n)
+{
+  size_t t = __atomic_load_n(&mparams.mmap_threshold, __ATOMIC_RELAXED);
+  return n < t ? t : n;
+}
 
 static int selftest_allocator(selftest_watch_t *w, char *why, size_t whylen)
 {
@@ -97,7 +126,7 @@ static int selftest_allocator(selftest_watch_t *w, char *why, size_t whylen)
   /* Sizes at or above the mmap threshold, so each free really releases.
    * Freeing a mapped block raises the (dynamic) threshold, so it is read
    * again before every allocation. */
-#define AT_LEAST_THRESHOLD(n) ((n) < mparams.mmap_threshold ? mparams.mmap_threshold : (n))
+#define AT_LEAST_THRESHOLD(n) at_least_threshold(n)
   big = AT_LEAST_THRESHOLD(big);
 
   p = p_malloc(big);
@@ -139,6 +168,7 @@ int PINHEAP_NAME(open)(void)
 
   dispatch_decide();
   ph_lock(&selftest_lock);
+  selftest_text = selftest_texts[!__atomic_load_n(&selftest_shown, __ATOMIC_RELAXED)];
   selftest_text[0] = '\0';
   PINHEAP_NAME(register_release)(selftest_listener, &w);
 
@@ -182,7 +212,9 @@ int PINHEAP_NAME(open)(void)
              "M_MMAP_MAX=0). ");
   if (selftest_text[0] == '\0')
     text_add("every release is visible. ");
-  selftest_level = level;
+  __atomic_store_n(&selftest_level, level, __ATOMIC_RELAXED);
+  __atomic_store_n(&selftest_shown, (int)(selftest_text - selftest_texts[0]) / (int)sizeof(selftest_texts[0]),
+                   __ATOMIC_RELEASE);
   __atomic_store_n(&selftest_done, 1, __ATOMIC_RELEASE);
   ph_unlock(&selftest_lock);
   return 0;
@@ -190,14 +222,15 @@ int PINHEAP_NAME(open)(void)
 
 int PINHEAP_NAME(support_level)(void)
 {
-  return __atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE) ? selftest_level : 0;
+  return __atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE)
+             ? __atomic_load_n(&selftest_level, __ATOMIC_RELAXED) : 0;
 }
 
 const char *PINHEAP_NAME(support_text)(void)
 {
   if (!__atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE))
     return "not measured: call pinheap_open() first";
-  return selftest_text;
+  return selftest_texts[__atomic_load_n(&selftest_shown, __ATOMIC_ACQUIRE)];
 }
 
 int PINHEAP_NAME(enabled)(void)
@@ -216,13 +249,13 @@ int PINHEAP_NAME(check_leave_pinned)(void)
     return 0;
   if (!__atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE))
     PINHEAP_NAME(open)();
-  level = selftest_level;
+  level = PINHEAP_NAME(support_level)();
   if ((level & PINHEAP_SUPPORT_FREE) && (level & PINHEAP_SUPPORT_MUNMAP))
     return 0;
   ph_warn("mpi_leave_pinned is 1 but pinheap cannot see every release of registered memory "
           "(support level:", (level & PINHEAP_SUPPORT_FREE) ? " FREE" : "",
           (level & PINHEAP_SUPPORT_CHUNK) ? " CHUNK" : "",
           (level & PINHEAP_SUPPORT_MUNMAP) ? " MUNMAP" : "", level == 0 ? " none" : "",
-          "); a registration cache may go stale: ", selftest_text, NULL);
+          "); a registration cache may go stale: ", PINHEAP_NAME(support_text)(), NULL);
   return 1;
 }

@@ -19,6 +19,15 @@ foreach(t test_params test_decision test_probe)
   target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/config ${PROJECT_SOURCE_DIR}/hooks)
   target_compile_definitions(${t} PRIVATE ${PINHEAP_DECISION_TEST_DEFS})
 endforeach()
+# The names test_params expects, straight from the cache variables (the
+# descriptors get theirs through pinheap_config.h).
+target_compile_definitions(test_params PRIVATE
+  "TEST_WANT_PREFIX=\"${PINHEAP_PARAM_PREFIX}\""
+  "TEST_WANT_LP=\"${PINHEAP_PARAM_LEAVE_PINNED}\""
+  "TEST_WANT_LPP=\"${PINHEAP_PARAM_LEAVE_PINNED_PIPELINE}\""
+  "TEST_WANT_DISABLE=\"${PINHEAP_PARAM_DISABLE}\""
+  "TEST_WANT_MODE=\"${PINHEAP_MODE_VAR}\""
+  "TEST_WANT_PROBE_ROOT=\"${PINHEAP_PROBE_ROOT_VAR}\"")
 find_package(Threads REQUIRED)
 target_link_libraries(test_params PRIVATE Threads::Threads)
 

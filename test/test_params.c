@@ -73,21 +73,60 @@ static const char *eval_captured(char *const *envp, params_t *out, capture_t *c)
 
 /* ---- descriptors -------------------------------------------------------- */
 
+/* The names the build was configured with, composed by the test's own
+ * cmake list from the cache variables (TEST_WANT_*), not taken from the
+ * header macros that initialise the descriptors. */
+static const struct {
+  param_id_t id;
+  const char *name;
+  const char *short_name;
+  const char *yes;          /* a value that parses to 1 */
+} want_names[] = {
+  { PARAM_LEAVE_PINNED, TEST_WANT_PREFIX TEST_WANT_LP, TEST_WANT_LP, "1" },
+  { PARAM_LEAVE_PINNED_PIPELINE, TEST_WANT_PREFIX TEST_WANT_LPP, TEST_WANT_LPP, "1" },
+  { PARAM_DISABLE, TEST_WANT_PREFIX TEST_WANT_DISABLE, TEST_WANT_DISABLE, "1" },
+  { PARAM_MODE, TEST_WANT_MODE, TEST_WANT_MODE, "on" },
+  { PARAM_FAKEROOTKEY, "FAKEROOTKEY", "FAKEROOTKEY", "x" },
+  { PARAM_FAKED_MODE, "FAKED_MODE", "FAKED_MODE", "x" },
+  { PARAM_SANDBOX_ON, "SANDBOX_ON", "SANDBOX_ON", "x" },
+  { PARAM_PROBE_ROOT, TEST_WANT_PROBE_ROOT, TEST_WANT_PROBE_ROOT, "/x" },
+  { PARAM_ARENA_MAX, "PINHEAP_ARENA_MAX", "PINHEAP_ARENA_MAX", "1" },
+};
+
 Test(params, descriptor_names_follow_the_build_settings)
 {
-  cr_assert_str_eq(param_desc_get(PARAM_LEAVE_PINNED)->name, PINHEAP_ENV_LEAVE_PINNED);
-  cr_assert_str_eq(param_desc_get(PARAM_LEAVE_PINNED_PIPELINE)->name,
-                   PINHEAP_ENV_LEAVE_PINNED_PIPELINE);
-  cr_assert_str_eq(param_desc_get(PARAM_DISABLE)->name, PINHEAP_ENV_DISABLE);
-  cr_assert_str_eq(param_desc_get(PARAM_MODE)->name, PINHEAP_ENV_MODE);
-  cr_assert_str_eq(param_desc_get(PARAM_PROBE_ROOT)->name, PINHEAP_ENV_PROBE_ROOT);
-  cr_assert_str_eq(param_desc_get(PARAM_FAKEROOTKEY)->name, "FAKEROOTKEY");
-  cr_assert_str_eq(param_desc_get(PARAM_FAKED_MODE)->name, "FAKED_MODE");
-  cr_assert_str_eq(param_desc_get(PARAM_SANDBOX_ON)->name, "SANDBOX_ON");
-  cr_assert_str_eq(param_desc_get(PARAM_LEAVE_PINNED)->short_name,
-                   PINHEAP_PARAM_LEAVE_PINNED_STRING);
+  cr_assert_eq(sizeof(want_names) / sizeof(want_names[0]), PARAM_COUNT,
+               "a parameter without an expected name in this test");
+  for (size_t k = 0; k < PARAM_COUNT; k++) {
+    const param_desc_t *d = param_desc_get(want_names[k].id);
+    cr_assert_not_null(d);
+    cr_assert_str_eq(d->name, want_names[k].name);
+    cr_assert_str_eq(d->short_name, want_names[k].short_name);
+  }
   cr_assert_null(param_desc_get(PARAM_COUNT));
   cr_assert_null(param_desc_get((param_id_t)-1));
+}
+
+/* Behaviour: setting exactly that variable sets exactly that parameter. */
+Test(params, each_variable_reaches_its_parameter)
+{
+  for (size_t k = 0; k < PARAM_COUNT; k++) {
+    char entry[128];
+    char *envp[] = { entry, NULL };
+    params_t t;
+
+    snprintf(entry, sizeof(entry), "%s=%s", want_names[k].name, want_names[k].yes);
+    params_eval(envp, &t);
+    for (int id = 0; id < PARAM_COUNT; id++) {
+      if (id == (int)want_names[k].id) {
+        cr_assert_eq(t.v[id].source, PARAM_SOURCE_ENV, "%s did not set its parameter", entry);
+        cr_assert_eq(t.v[id].value, 1, "%s parsed to %d", entry, t.v[id].value);
+        cr_assert_str_eq(t.v[id].raw, want_names[k].yes);
+      } else {
+        cr_assert_eq(t.v[id].source, PARAM_SOURCE_DEFAULT, "%s also set parameter %d", entry, id);
+      }
+    }
+  }
 }
 
 #ifdef PINHEAP_TEST_DEFAULT_NAMES

@@ -333,23 +333,54 @@ Test(probe, first_mode_stops_all_mode_reports_everything, .init = tree_make,
   cr_assert_str_eq(check_find(&r, "dev/cxi<N>")->match, "cxi1");
 }
 
-Test(probe, null_and_empty_root_mean_slash)
+Test(probe, null_and_empty_root_mean_slash, .init = tree_make, .fini = tree_remove)
 {
+  static const char *const every_kind[] = {
+    "sys/class/infiniband/mlx5_0", "dev/open-mx", "dev/myri0", "dev/ipath", "dev/kgni0",
+    "dev/mic/scif", "dev/scif", "dev/infiniband/uverbs0", "dev/cxi0", "dev/hfi1_0",
+  };
+  char cwd[512];
   probe_result_t a;
   probe_result_t b;
   probe_result_t c;
+  probe_result_t fake;
+
+  /* The current directory holds a device of every kind: a NULL or empty
+   * root taken as "." (or as a relative base) would find them all. */
+  for (size_t i = 0; i < sizeof(every_kind) / sizeof(every_kind[0]); i++)
+    tree_add(every_kind[i], 'f', NULL);
+  probe_run(root, PROBE_ALL, &fake);
+  for (size_t i = 0; i < fake.nchecks; i++)
+    cr_assert_eq(fake.checks[i].found, 1, "the fake tree lacks %s", fake.checks[i].path);
+  cr_assert_not_null(getcwd(cwd, sizeof(cwd)));
+  cr_assert_eq(chdir(root), 0, "chdir %s: %s", root, strerror(errno));
 
   probe_run(NULL, PROBE_ALL, &a);
   probe_run("", PROBE_ALL, &b);
+  cr_assert_eq(chdir("/"), 0);
   probe_run("/", PROBE_ALL, &c);
+  cr_assert_eq(chdir(cwd), 0);
+
   cr_assert_str_eq(a.root, "/");
   cr_assert_str_eq(b.root, "/");
-  cr_assert_eq(a.found, c.found);
-  cr_assert_eq(b.found, c.found);
+  cr_assert_str_eq(c.root, "/");
+  cr_assert_eq(c.nchecks, fake.nchecks);
+  for (size_t i = 0; i < c.nchecks; i++) {
+    /* the real system, check by check: the same answers from the fake
+     * tree's directory as from "/" itself */
+    cr_assert_eq(a.checks[i].found, c.checks[i].found, "NULL root, %s: %d, \"/\": %d",
+                 c.checks[i].path, a.checks[i].found, c.checks[i].found);
+    cr_assert_eq(b.checks[i].found, c.checks[i].found, "empty root, %s: %d, \"/\": %d",
+                 c.checks[i].path, b.checks[i].found, c.checks[i].found);
+    cr_assert_str_eq(a.checks[i].match, c.checks[i].match);
+  }
   cr_assert_str_eq(a.path, c.path);
-  /* paths of the real system start with a single '/' */
-  if (c.found)
+  cr_assert_str_eq(b.path, c.path);
+  /* paths of the real system start with a single '/', never in the tree */
+  if (c.found) {
     cr_assert(c.path[0] == '/' && c.path[1] != '/', "%s", c.path);
+    cr_assert(strncmp(a.path, root, strlen(root)) != 0, "NULL root found %s", a.path);
+  }
 }
 
 Test(probe, overlong_root_finds_nothing)

@@ -17,7 +17,8 @@
  * ru_maxrss_kb); rss_end_kb is the resident size after the workload freed
  * everything.  malloc_lib names the object that
  * defines the malloc this process calls (dladdr), so a preload that silently
- * did not take is visible; --expect-malloc makes it an error up front.
+ * did not take is visible; --expect-malloc makes it an error up front, and
+ * so is a pinheap shim that took but forwards to glibc (pinheap_enabled 0).
  * pinheap_enabled is pinheap_enabled() when a pinheap shim is loaded.
  *
  * "all" runs every workload in turn in one process (one line each; the
@@ -66,6 +67,7 @@ static void usage_print(FILE *out)
           "  SCALE     amount of work, a number > 0 and <= 1000 (1 = full size, 0.01 = smoke test)\n"
           "  THREADS   worker threads, an integer 1..%d (prodcons: producer/consumer pairs)\n"
           "  --expect-malloc SUBSTRING  fail unless the file defining malloc contains SUBSTRING\n"
+          "                             (and, for a pinheap shim, unless pinheap is enabled)\n"
           "Prints one JSON line per workload run.\n",
           BENCH_THREADS_MAX);
 }
@@ -241,6 +243,15 @@ int main(int argc, char **argv)
             "pinheap-bench: malloc resolves to '%s', expected a file matching '%s' "
             "(did LD_PRELOAD fail to load the allocator?)\n",
             origin.lib, expect);
+    return BENCH_EXIT_VERIFY;
+  }
+  if (expect != NULL && origin.pinheap_enabled == 0) {
+    /* The shim took, but its decision sends every call on to glibc: the
+     * numbers would be glibc's under pinheap's name. */
+    fprintf(stderr,
+            "pinheap-bench: malloc resolves to '%s' as expected, but %senabled() is 0: pinheap "
+            "forwards every call to glibc (see the shim's decision: %sdecision_text())\n",
+            origin.lib, PINHEAP_PREFIX_STRING, PINHEAP_PREFIX_STRING);
     return BENCH_EXIT_VERIFY;
   }
 

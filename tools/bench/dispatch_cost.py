@@ -11,8 +11,14 @@ archive linked whole into a "core library"):
     program with and without the core library (decision, probe and
     installation included), pinheap off and on.
 
-usage: dispatch_cost.py [--build DIR] [--runs N] [--pairs N]
+usage: dispatch_cost.py [--build DIR] [--runs N] [--pairs N] [--check --prefix P]
 Prints a Markdown table.  Needs cc and valgrind.
+
+--check (the ctest dispatch_cost_smoke): also verifies that each case ran on
+the malloc it names -- no pinheap in "glibc alone", P+enabled() 0 with
+pinheap off and 1 with it on -- and that the disabled path costs at most
+DISABLED_PATH_MAX instructions per pair; exit 1 on a failure, 77 (a skip,
+said on stdout) when cc or valgrind is missing.
 """
 import argparse
 import os
@@ -23,11 +29,26 @@ import sys
 import tempfile
 import time
 
+DISABLED_PATH_MAX = 4.0   # issue 3's target, instructions per pair
+
 LOOP = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 int democore_version(void) __attribute__((weak));
 int main(int argc, char **argv)
 {
+  if (argc > 1 && strcmp(argv[1], "who") == 0) {
+    /* which malloc this process runs on */
+    int (*en)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, ENABLED_NAME);
+    if (en == NULL)
+      printf("pinheap=none\n");
+    else
+      printf("pinheap=%d\n", en());
+    return 0;
+  }
   long n = argc > 1 ? atol(argv[1]) : 0;
   void *(*volatile m)(size_t) = malloc;
   void (*volatile f)(void *) = free;
@@ -43,6 +64,16 @@ int main(int argc, char **argv)
 def die(msg):
     sys.stderr.write("dispatch_cost.py: " + msg + "\n")
     sys.exit(2)
+
+
+def skip(msg):
+    print("SKIP: dispatch_cost.py: " + msg)
+    sys.exit(77)
+
+
+def who(prog, env):
+    p = subprocess.run([prog, "who"], env=env, capture_output=True, text=True)
+    return p.stdout.strip()
 
 
 def instructions(argv, env):
@@ -68,6 +99,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "..", "build"))
     ap.add_argument("--runs", type=int, default=300, help="wall-time runs per case (default 300)")
     ap.add_argument("--pairs", type=int, default=100000, help="N for the pair count (default 100000)")
+    ap.add_argument("--check", action="store_true",
+                    help="fail unless every case ran on its malloc and the disabled path is cheap")
+    ap.add_argument("--prefix", default="pinheap_", help="the build's symbol prefix (default pinheap_)")
     a = ap.parse_args()
     if a.runs < 1 or a.pairs < 1:
         die("--runs and --pairs must be positive (got %d, %d)" % (a.runs, a.pairs))
@@ -76,7 +110,7 @@ def main():
         die("%s not found: build the project with tests first" % core)
     for tool in ("cc", "valgrind"):
         if shutil.which(tool) is None:
-            die("%s is not installed" % tool)
+            (skip if a.check else die)("%s is not installed" % tool)
 
     tmp = tempfile.mkdtemp(prefix="pinheap-cost-")
     try:
@@ -85,14 +119,21 @@ def main():
             f.write(LOOP)
         plain = os.path.join(tmp, "plain")
         linked = os.path.join(tmp, "linked")
-        subprocess.run(["cc", "-O2", src, "-o", plain], check=True)
-        subprocess.run(["cc", "-O2", src, "-o", linked, "-L" + os.path.dirname(core), "-ldemocore",
-                        "-Wl,-rpath," + os.path.dirname(core)], check=True)
+        name = '-DENABLED_NAME="%senabled"' % a.prefix
+        subprocess.run(["cc", "-O2", name, src, "-o", plain, "-ldl"], check=True)
+        subprocess.run(["cc", "-O2", name, src, "-o", linked, "-L" + os.path.dirname(core),
+                        "-ldemocore", "-Wl,-rpath," + os.path.dirname(core), "-ldl"], check=True)
         base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         off = dict(base, PINHEAP_MODE="off")
         on = dict(base, PINHEAP_MODE="on")
         cases = [("glibc alone", plain, base), ("core library, pinheap off", linked, off),
                  ("core library, pinheap on", linked, on)]
+        failures = []
+        for (name, prog, env), want in zip(cases, ("pinheap=none", "pinheap=0", "pinheap=1")):
+            got = who(prog, env)
+            print("%s: %s" % (name, got))
+            if got != want:
+                failures.append("%s ran on the wrong malloc: %r, expected %r" % (name, got, want))
         rows = []
         for name, prog, env in cases:
             n1 = instructions([prog, str(a.pairs)], env)
@@ -113,6 +154,18 @@ def main():
               "library included; target: under 100 us)." % (d_start, d_wall))
         print("Start-up, pinheap on: %+d instructions, %+.1f us wall." %
               (rows[2][2] - rows[0][2], (rows[2][3] - rows[0][3]) * 1e6))
+        if d_pair > DISABLED_PATH_MAX:
+            failures.append("the disabled path costs %+.1f instructions per pair over glibc, "
+                            "more than %.0f" % (d_pair, DISABLED_PATH_MAX))
+        if rows[2][1] >= rows[1][1]:
+            failures.append("with pinheap on a pair costs %.1f instructions, no fewer than with it "
+                            "off (%.1f): is pinheap really serving it?" % (rows[2][1], rows[1][1]))
+        if a.check:
+            for f in failures:
+                print("FAIL: " + f)
+            if failures:
+                sys.exit(1)
+            print("dispatch_cost checks: ok")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

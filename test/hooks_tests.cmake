@@ -1,0 +1,33 @@
+# hooks_tests.cmake -- the replacement layer without replace.c: the
+# release-listener registry, the dispatch (decision, decision text, the
+# pre-decision helpers) and the self-test, in a Criterion process whose
+# malloc stays glibc's -- so, unlike the fixture tests, this one runs in the
+# ASan+UBSan pass too.  Included by test/CMakeLists.txt.
+#
+# pinheap_hooks_test_objs: hooks/dispatch.c, release.c and selftest.c
+# compiled as the archive compiles them (pinheap_setup_target's settings;
+# its include directories are spelled out here because that function names
+# them relative to the directory it is called from).  test_hooks links them
+# before pinheap_core and supplies what replace.c would (see test_hooks.c).
+add_library(pinheap_hooks_test_objs OBJECT EXCLUDE_FROM_ALL
+  ${PROJECT_SOURCE_DIR}/hooks/dispatch.c
+  ${PROJECT_SOURCE_DIR}/hooks/release.c
+  ${PROJECT_SOURCE_DIR}/hooks/selftest.c)
+pinheap_setup_target(pinheap_hooks_test_objs)
+target_include_directories(pinheap_hooks_test_objs PRIVATE
+  ${PROJECT_BINARY_DIR}/include
+  ${PROJECT_SOURCE_DIR}
+  ${PROJECT_SOURCE_DIR}/allocator
+  ${PROJECT_SOURCE_DIR}/config
+  ${PROJECT_SOURCE_DIR}/hooks)
+
+pinheap_add_criterion_test(test_hooks test_hooks.c $<TARGET_OBJECTS:pinheap_hooks_test_objs>)
+target_include_directories(test_hooks PRIVATE ${PROJECT_BINARY_DIR}/include)
+# The test's munmap must be what dlsym(RTLD_DEFAULT, "munmap") finds.
+set_target_properties(test_hooks PROPERTIES ENABLE_EXPORTS ON)
+# pinheap switched on (the decision text test expects exactly this input);
+# the safety switches, which would beat it, are unset.
+set_tests_properties(test_hooks PROPERTIES
+  ENVIRONMENT "${PINHEAP_MODE_VAR}=on"
+  ENVIRONMENT_MODIFICATION
+    "${PINHEAP_PARAM_PREFIX}${PINHEAP_PARAM_DISABLE}=unset:;FAKEROOTKEY=unset:;FAKED_MODE=unset:;SANDBOX_ON=unset:")
