@@ -55,7 +55,11 @@ PH_HIDDEN char *ph_fmt_dec(char *buf, uint64_t v);
 /*
  * Contract: sizes are > 0 and multiples of os_page_size(); addresses are
  * page aligned.  Mapping functions return NULL on ENOMEM; any other kernel
- * error is a bug and ends the process.  Every release of address space or
+ * error is a bug and ends the process.  Writable memory is charged to the
+ * commit limit when it is mapped or opened (no MAP_NORESERVE), so what the
+ * kernel would not back is refused there, as glibc's malloc is refused;
+ * inaccessible and read-only reservations cost no commit in any overcommit
+ * mode (vm.overcommit_memory 0, 1 or 2).  Every release of address space or
  * of physical backing first calls the release listener with exactly the
  * range released, then the kernel.  None of these functions changes errno
  * and none takes a lock: callers drop their heap locks before a release.
@@ -65,11 +69,22 @@ typedef void os_release_fn(void *addr, size_t len, void *ctx);
 PH_HIDDEN size_t os_page_size(void);
 /** Fresh zeroed private anonymous memory, page aligned. */
 PH_HIDDEN void  *os_map(size_t size);
-/** A large reservation for pinheap's own metadata (the owner kind map):
- *  zero-filled, pages committed only when touched, never released, and not
- *  counted in the statistics.  NULL if the OS refuses (then the caller does
- *  without). */
+/** Writable zeroed memory for pinheap's own bookkeeping (thread caches),
+ *  charged like any memory: never released and not counted in the
+ *  statistics.  NULL if the OS refuses. */
 PH_HIDDEN void  *os_reserve_meta(size_t size);
+/* Shifted here until rename.h's table lists it (section 2, beside
+ * os_reserve_meta); then this line goes. */
+#ifndef os_reserve_readonly
+#define os_reserve_readonly     PINHEAP_NAME(os_reserve_readonly)
+#endif
+/** A large table of pinheap's own metadata that any address may be looked
+ *  up in (the owner map's leaves, the kind map): read-only and reading as
+ *  zeros, no memory and no commit charge until os_open() opens a part of
+ *  it for writing (that part is then charged; opening can fail under strict
+ *  overcommit).  Never released, not counted in the statistics.  NULL if
+ *  the OS refuses (then the caller does without). */
+PH_HIDDEN void  *os_reserve_readonly(size_t size);
 /** As os_map, aligned to align (a power of two multiple of the page size).
  *  hint, if not NULL, is where the caller would like the mapping (used to
  *  extend a heap segment in place); the result may be elsewhere. */
@@ -78,8 +93,10 @@ PH_HIDDEN void  *os_map_aligned(void *hint, size_t size, size_t align);
  *  space mapped inaccessible (no memory, no commit charge even under strict
  *  overcommit) until os_open() opens them. */
 PH_HIDDEN void  *os_map_reserved(void *hint, size_t size, size_t reserve, size_t align);
-/** Makes [addr, addr+len) of a reserve readable and writable.  @return 0,
- *  or -1 if the OS refuses (ENOMEM: commit limit). */
+/** Makes [addr, addr+len) of a reserve (os_map_reserved) or of a read-only
+ *  table (os_reserve_readonly) readable and writable, charging it to the
+ *  commit limit.  @return 0, or -1 if the OS refuses (ENOMEM: more than the
+ *  machine can back, the commit limit or RLIMIT_DATA). */
 PH_HIDDEN int    os_open(void *addr, size_t len);
 /** Unmaps [addr, addr+len): listener first, then munmap. */
 PH_HIDDEN void   os_release(void *addr, size_t len);

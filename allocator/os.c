@@ -3,6 +3,14 @@
  * madvise or mremap, and the one place every release is reported.
  *
  * Memory comes from anonymous private mappings only (brk belongs to glibc).
+ * No mapping carries MAP_NORESERVE: memory is charged to the commit limit
+ * when it is made writable, so a request the kernel would not back (4 TiB
+ * on a 24 GiB machine, or past the limit under strict overcommit) is
+ * refused now, with NULL, as glibc refuses it -- not granted and paid for
+ * later by the OOM killer.  Address space that is not memory (the reserve
+ * after a segment, the owner maps) is mapped inaccessible or read-only,
+ * which no overcommit mode charges, and opened (made writable, charged)
+ * as it is used.
  * The kernel is entered with raw syscalls, so that pinheap's own munmap
  * interposers (hooks/) never see -- and never report twice -- a release
  * that os_release() has already reported.  Main entry points: os_map(),
@@ -57,7 +65,7 @@ static void os_notify(void *addr, size_t len)
 
 static void *os_sys_mmap_prot(void *hint, size_t size, int prot)
 {
-  long r = syscall(SYS_mmap, hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0L);
+  long r = syscall(SYS_mmap, hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
   return r == -1 ? NULL : (void *)r;
 }
 
@@ -88,12 +96,27 @@ void *os_map(size_t size)
   return p;
 }
 
-void *os_reserve_meta(size_t size)
+/* The two metadata reservations: not counted in the statistics, never
+ * released.  An error other than ENOMEM/EAGAIN is a bug, as in os_map(). */
+static void *os_reserve_prot(size_t size, int prot)
 {
   int saved = errno;
-  void *p = os_sys_mmap(NULL, size);
+  void *p = os_sys_mmap_prot(NULL, size, prot);
+
+  if (p == NULL && errno != ENOMEM && errno != EAGAIN)
+    ph_fatal("mmap", "unexpected error reserving metadata, size", (void *)size);
   errno = saved;
   return p;
+}
+
+void *os_reserve_meta(size_t size)
+{
+  return os_reserve_prot(size, PROT_READ | PROT_WRITE);
+}
+
+void *os_reserve_readonly(size_t size)
+{
+  return os_reserve_prot(size, PROT_READ);
 }
 
 /* As os_map_aligned, with prot for the whole mapping. */

@@ -7,58 +7,136 @@
  * with an update reads either the old or the new entry, never freed memory.
  * Entries of a range are set before the range is handed out and cleared
  * before it is released, always under the owning heap's lock.
+ *
+ * The leaves (512 KiB each) and the kind map (2 GiB) are tables that any
+ * pointer may be looked up in, but only the parts describing pinheap's
+ * memory are ever written.  They are mapped read-only (os_reserve_readonly:
+ * no memory and no commit charge in any overcommit mode; what was never
+ * written reads as zeros) and opened for writing a unit (64 KiB of table)
+ * at a time, before the first entry in that unit is set.  An opened unit
+ * stays open; a bit per unit says which are.  Opening is charged and can be
+ * refused (strict overcommit, RLIMIT_DATA): owner_map_set() then returns
+ * false before it writes anything, and its callers report out of memory.
  */
 #include "heap.h"
+
+#define OWNER_KIND_ENTRIES ((uintptr_t)1 << (PH_OWNER_ROOT_BITS + PH_OWNER_LEAF_BITS))
+#define OWNER_LEAF_BYTES   (sizeof(uintptr_t) << PH_OWNER_LEAF_BITS)
+#define OWNER_UNIT         ((size_t)64 << 10)   /* bytes of table opened at once */
+#define OWNER_SLOT_SHIFT   (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS)  /* address -> root slot */
+_Static_assert(OWNER_LEAF_BYTES / OWNER_UNIT == 8, "a leaf's open units are the 8 bits of a byte");
 
 _Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
 uint8_t *owner_kind;
 uintptr_t owner_kind_limit;
-static ph_lock_t owner_kind_lock;          /* creates the kind map and the leaves */
+static ph_lock_t owner_lock;     /* creates the kind map and the leaves, opens their units */
+
+/* The open units: a bit per unit, set (release) once the unit is writable. */
+static _Atomic uint8_t owner_leaf_open[(size_t)1 << PH_OWNER_ROOT_BITS];   /* leaf i: byte i */
+static _Atomic uint8_t owner_kind_open[OWNER_KIND_ENTRIES / OWNER_UNIT / 8];
 
 /* Reserves the kind map on first use.  Until it exists (or if it cannot),
  * owner_kind_limit is 0 and the fast paths ask the owner map. */
 static void owner_kind_init(void)
 {
-  const uintptr_t entries = (uintptr_t)1 << (PH_OWNER_ROOT_BITS + PH_OWNER_LEAF_BITS);
-
   if (__atomic_load_n(&owner_kind_limit, __ATOMIC_ACQUIRE) != 0 || owner_kind == (uint8_t *)1)
     return;
-  ph_lock(&owner_kind_lock);
+  ph_lock(&owner_lock);
   if (owner_kind == NULL) {
-    uint8_t *m = os_reserve_meta(entries);
+    uint8_t *m = os_reserve_readonly(OWNER_KIND_ENTRIES);
     owner_kind = m != NULL ? m : (uint8_t *)1;      /* 1: tried and refused */
     if (m != NULL)
-      __atomic_store_n(&owner_kind_limit, entries, __ATOMIC_RELEASE);
+      __atomic_store_n(&owner_kind_limit, OWNER_KIND_ENTRIES, __ATOMIC_RELEASE);
   }
-  ph_unlock(&owner_kind_lock);
+  ph_unlock(&owner_lock);
 }
 
-static uintptr_t *owner_leaf_get(uintptr_t addr)
+/* The leaf of root slot i, mapped (read-only) if it does not exist yet.
+ * NULL if the OS refuses. */
+static uintptr_t *owner_leaf_get(size_t i)
 {
-  size_t i = addr >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS);
   uintptr_t *leaf = atomic_load_explicit(&owner_map_root[i], memory_order_acquire);
 
   if (leaf == NULL) {                     /* created once, under a lock: no loser to free */
-    ph_lock(&owner_kind_lock);
+    ph_lock(&owner_lock);
     leaf = atomic_load_explicit(&owner_map_root[i], memory_order_acquire);
     if (leaf == NULL) {
-      leaf = os_reserve_meta(sizeof(uintptr_t) << PH_OWNER_LEAF_BITS);  /* never released */
+      leaf = os_reserve_readonly(OWNER_LEAF_BYTES);  /* never released */
       if (leaf != NULL)
         atomic_store_explicit(&owner_map_root[i], leaf, memory_order_release);
     }
-    ph_unlock(&owner_kind_lock);
+    ph_unlock(&owner_lock);
   }
   return leaf;
 }
 
+PH_INLINE bool owner_unit_is_open(_Atomic uint8_t *bits, size_t u)
+{
+  return (atomic_load_explicit(&bits[u / 8], memory_order_acquire) >> (u % 8)) & 1u;
+}
+
+/* Makes bytes [from, to) of table (tsize bytes, from os_reserve_readonly)
+ * writable, in whole units (or whole pages where a page is larger), and
+ * records them in bits.  @return false if the OS refused a unit; the units
+ * opened before it stay open. */
+static bool owner_open(uint8_t *table, size_t tsize, _Atomic uint8_t *bits, size_t from, size_t to)
+{
+  size_t u0 = from / OWNER_UNIT, u1 = (to - 1) / OWNER_UNIT, u;
+
+  for (u = u0; u <= u1 && owner_unit_is_open(bits, u); u++)
+    ;
+  if (ph_likely(u > u1))
+    return true;
+  size_t step = os_page_size() > OWNER_UNIT ? os_page_size() : OWNER_UNIT;
+  bool ok = true;
+  ph_lock(&owner_lock);
+  for (; u <= u1; u++) {
+    if (owner_unit_is_open(bits, u))
+      continue;
+    size_t start = align_down(u * OWNER_UNIT, step);
+    size_t len = tsize - start < step ? tsize - start : step;
+    if (os_open(table + start, len) != 0) {
+      ok = false;
+      break;
+    }
+    for (size_t v = start / OWNER_UNIT; v * OWNER_UNIT < start + len; v++)
+      atomic_fetch_or_explicit(&bits[v / 8], (uint8_t)(1u << (v % 8)), memory_order_release);
+  }
+  ph_unlock(&owner_lock);
+  return ok;
+}
+
+/* Makes every leaf entry and kind byte of granules [a, end) writable. */
+static bool owner_range_open(uintptr_t a, uintptr_t end, bool has_kind)
+{
+  const uintptr_t leaf_mask = ((uintptr_t)1 << PH_OWNER_LEAF_BITS) - 1;
+
+  while (a < end) {
+    size_t i = a >> OWNER_SLOT_SHIFT;
+    uintptr_t slot_end = (uintptr_t)(i + 1) << OWNER_SLOT_SHIFT;
+    uintptr_t e = end < slot_end ? end : slot_end;
+    uintptr_t g0 = a >> PH_GRANULE_SHIFT, g1 = (e - 1) >> PH_GRANULE_SHIFT;  /* inclusive */
+    uintptr_t *leaf = owner_leaf_get(i);
+
+    if (leaf == NULL ||
+        !owner_open((uint8_t *)leaf, OWNER_LEAF_BYTES, &owner_leaf_open[i],
+                    (g0 & leaf_mask) * sizeof(uintptr_t), ((g1 & leaf_mask) + 1) * sizeof(uintptr_t)))
+      return false;
+    if (has_kind && !owner_open(owner_kind, OWNER_KIND_ENTRIES, owner_kind_open, g0, g1 + 1))
+      return false;
+    a = e;
+  }
+  return true;
+}
+
 void owner_fork_lock(void)
 {
-  ph_lock(&owner_kind_lock);
+  ph_lock(&owner_lock);
 }
 
 void owner_fork_unlock(void)
 {
-  ph_unlock(&owner_kind_lock);
+  ph_unlock(&owner_lock);
 }
 
 bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind)
@@ -67,20 +145,35 @@ bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind)
   uintptr_t end = a + len;
   const uintptr_t leaf_mask = ((uintptr_t)1 << PH_OWNER_LEAF_BITS) - 1;
 
-  if ((end >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS + PH_OWNER_ROOT_BITS)) != 0)
+  if (end < a || (end >> (OWNER_SLOT_SHIFT + PH_OWNER_ROOT_BITS)) != 0)
     return false;
+  if (value == 0 && kind == PH_KIND_NONE) {
+    /* Clearing: an entry that is already 0 may lie in a unit never opened,
+     * so only what is set is written.  The kind first, then the entry. */
+    bool has_kind = __atomic_load_n(&owner_kind_limit, __ATOMIC_ACQUIRE) != 0;
+    for (; a < end; a += PH_GRANULE) {
+      uintptr_t g = a >> PH_GRANULE_SHIFT;
+      uintptr_t *leaf = atomic_load_explicit(&owner_map_root[a >> OWNER_SLOT_SHIFT],
+                                             memory_order_acquire);
+      if (has_kind && __atomic_load_n(&owner_kind[g], __ATOMIC_RELAXED) != PH_KIND_NONE)
+        __atomic_store_n(&owner_kind[g], (uint8_t)PH_KIND_NONE, __ATOMIC_RELEASE);
+      if (leaf != NULL && __atomic_load_n(&leaf[g & leaf_mask], __ATOMIC_RELAXED) != 0)
+        __atomic_store_n(&leaf[g & leaf_mask], (uintptr_t)0, __ATOMIC_RELEASE);
+    }
+    return true;
+  }
   owner_kind_init();
   bool has_kind = owner_kind_limit != 0;
+  if (!owner_range_open(a, end, has_kind))
+    return false;                        /* nothing written */
   for (; a < end; a += PH_GRANULE) {
-    uintptr_t *leaf = owner_leaf_get(a);
-    if (leaf == NULL)
-      return false;
-    /* set: the full entry first; clear: the kind first */
-    if (value == 0 && has_kind)
-      __atomic_store_n(&owner_kind[a >> PH_GRANULE_SHIFT], (uint8_t)kind, __ATOMIC_RELEASE);
-    __atomic_store_n(&leaf[(a >> PH_GRANULE_SHIFT) & leaf_mask], value, __ATOMIC_RELEASE);
-    if (value != 0 && has_kind)
-      __atomic_store_n(&owner_kind[a >> PH_GRANULE_SHIFT], (uint8_t)kind, __ATOMIC_RELEASE);
+    uintptr_t g = a >> PH_GRANULE_SHIFT;
+    uintptr_t *leaf = atomic_load_explicit(&owner_map_root[a >> OWNER_SLOT_SHIFT],
+                                           memory_order_acquire);
+    /* set: the full entry first, then the kind */
+    __atomic_store_n(&leaf[g & leaf_mask], value, __ATOMIC_RELEASE);
+    if (has_kind)
+      __atomic_store_n(&owner_kind[g], (uint8_t)kind, __ATOMIC_RELEASE);
   }
   return true;
 }
