@@ -73,11 +73,6 @@ PH_HIDDEN void  *os_map(size_t size);
  *  charged like any memory: never released and not counted in the
  *  statistics.  NULL if the OS refuses. */
 PH_HIDDEN void  *os_reserve_meta(size_t size);
-/* Shifted here until rename.h's table lists it (section 2, beside
- * os_reserve_meta); then this line goes. */
-#ifndef os_reserve_readonly
-#define os_reserve_readonly     PINHEAP_NAME(os_reserve_readonly)
-#endif
 /** A large table of pinheap's own metadata that any address may be looked
  *  up in (the owner map's leaves, the kind map): read-only and reading as
  *  zeros, no memory and no commit charge until os_open() opens a part of

@@ -201,7 +201,7 @@ static const dispatch_table_t dispatch_disabled = {
 
 /* glibc's reallocarray before the decision: the product is checked, as
  * glibc does (ENOMEM and NULL when m * n overflows). */
-void *PINHEAP_NAME(dispatch_libc_reallocarray)(void *p, size_t m, size_t n)
+void *dispatch_libc_reallocarray(void *p, size_t m, size_t n)
 {
   size_t total;
   if (__builtin_mul_overflow(m, n, &total)) {
@@ -226,7 +226,7 @@ void *PINHEAP_NAME(dispatch_libc_reallocarray)(void *p, size_t m, size_t n)
 FIRST_CALL(void *, malloc, (size_t n), (n), __libc_malloc(n))
 FIRST_CALL(void *, calloc, (size_t m, size_t n), (m, n), __libc_calloc(m, n))
 FIRST_CALL(void *, realloc, (void *p, size_t n), (p, n), __libc_realloc(p, n))
-FIRST_CALL(void *, reallocarray, (void *p, size_t m, size_t n), (p, m, n), PINHEAP_NAME(dispatch_libc_reallocarray)(p, m, n))
+FIRST_CALL(void *, reallocarray, (void *p, size_t m, size_t n), (p, m, n), dispatch_libc_reallocarray(p, m, n))
 FIRST_CALL(void *, memalign, (size_t a, size_t n), (a, n), __libc_memalign(a, n))
 FIRST_CALL(int, posix_memalign, (void **p, size_t a, size_t n), (p, a, n), ENOMEM)
 FIRST_CALL(void *, aligned_alloc, (size_t a, size_t n), (a, n), __libc_memalign(a, n))

@@ -54,7 +54,7 @@ PH_HIDDEN void dispatch_decide(void);
 
 /** reallocarray on glibc's allocator, for calls made before the decision:
  *  NULL with ENOMEM when nmemb * size overflows, as glibc's. */
-PH_HIDDEN void *PINHEAP_NAME(dispatch_libc_reallocarray)(void *p, size_t nmemb, size_t size);
+PH_HIDDEN void *dispatch_libc_reallocarray(void *p, size_t nmemb, size_t size);
 
 /** glibc's own allocator, for the disabled mode and foreign pointers. */
 typedef struct dispatch_libc_s {
