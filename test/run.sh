@@ -13,22 +13,37 @@
 #                   run programs under LD_PRELOAD/strace/valgrind, which an
 #                   ASan process cannot host (each such test says why in the
 #                   .cmake file that registers it).
+#   4. build-tsan/  -DPINHEAP_SANITIZE=thread (ThreadSanitizer), tools off,
+#                   and its ctest of the tests labelled `tsan` (the tests that
+#                   start threads; the list is in test/CMakeLists.txt).  They
+#                   run under test/tsan_runner.c, not libcriterion, whose
+#                   start-up cannot run under TSan.  Any TSan report fails.
+#   5. build-debug2/ -DPINHEAP_DEBUG=2 (the full heap check after every
+#                   operation) and its ctest of the randomized tests (label
+#                   `stress`) at PINHEAP_TEST_SCALE=0.25.
 # Every pass always runs; the exit status is non-zero if any step of any
 # failed.  Build directories are reused (incremental).
 #
-# Usage: test/run.sh [--no-asan]
-#   --no-asan   skip the ASan+UBSan pass (quicker local runs; CI runs both)
+# Usage: test/run.sh [--no-asan] [--no-tsan] [--quick]
+#   --no-asan   skip the ASan+UBSan pass (quicker local runs; CI runs all)
+#   --no-tsan   skip the ThreadSanitizer pass
+#   --quick     only passes 1 and 2 (skip ASan+UBSan, TSan and debug level 2)
 # Environment: CMAKE (default cmake), CTEST (default ctest), JOBS (default 2).
 set -euo pipefail
 
 usage() { sed -n '/^# Usage:/,/^# Environment:/p' "$0" | sed 's/^# \{0,1\}//' >&2; }
 
 run_asan=1
+run_tsan=1
+run_debug2=1
 for arg in "$@"; do
   case $arg in
     --no-asan) run_asan=0 ;;
+    --no-tsan) run_tsan=0 ;;
+    --quick) run_asan=0; run_tsan=0; run_debug2=0 ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "run.sh: unknown argument '$arg' (expected --no-asan or --help)" >&2; usage; exit 2 ;;
+    *) echo "run.sh: unknown argument '$arg' (expected --no-asan, --no-tsan, --quick or --help)" >&2
+       usage; exit 2 ;;
   esac
 done
 
@@ -50,6 +65,7 @@ done
 
 # Sanitizer reports with stack traces; keep whatever the caller set.
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1}
 
 summary=()
 status=0
@@ -73,15 +89,18 @@ step() {
   return "$rc"
 }
 
-# ctest_counted DIR ARGS... -- runs ctest, keeps its output, and adds its
-# "N tests failed out of M" to the totals of the closing line.
+# ctest_counted DIR ARGS... -- runs ctest (under the environment words of
+# $pass_env, VAR=VALUE), keeps its output, and adds its "N tests failed out
+# of M" to the totals of the closing line.
 total_passed=0
 total_failed=0
+pass_env=""
 ctest_counted() {
   local dir=$1 log rc=0 line
   shift
   log=$(mktemp)
-  "$ctest_bin" --test-dir "$dir" "$@" > "$log" 2>&1 || rc=$?
+  # shellcheck disable=SC2086  # pass_env is a list of words on purpose
+  env $pass_env "$ctest_bin" --test-dir "$dir" "$@" > "$log" 2>&1 || rc=$?
   cat "$log"
   line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
   if [[ $line =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
@@ -92,10 +111,17 @@ ctest_counted() {
   return "$rc"
 }
 
-# run_pass LABEL BUILD_DIR CTEST_EXTRA -- CMAKE_ARGS...
+# run_pass LABEL BUILD_DIR CTEST_EXTRA [CTEST_ENV] -- CMAKE_ARGS...
+# CTEST_EXTRA: words added to ctest's command line; CTEST_ENV: VAR=VALUE
+# words in ctest's environment.
 run_pass() {
   local label=$1 dir=$2 ctest_extra=$3
   shift 3
+  pass_env=""
+  if [[ ${1:-} != -- && $# -gt 0 ]]; then
+    pass_env=$1
+    shift
+  fi
   [[ ${1:-} == -- ]] && shift
   step "$label: configure $dir" "$cmake_bin" -S . -B "$dir" "$@" || return 0
   step "$label: build $dir" "$cmake_bin" --build "$dir" -j"$jobs" || return 0
@@ -108,7 +134,18 @@ run_pass prefix build-prefix "" -- -DPINHEAP_PREFIX=zz_
 if ((run_asan)); then
   run_pass asan build-asan "-LE noasan" -- -DPINHEAP_SANITIZE=ON
 else
-  summary+=("SKIP  0s  asan: --no-asan given")
+  summary+=("SKIP  0s  asan: --no-asan or --quick given")
+fi
+if ((run_tsan)); then
+  run_pass tsan build-tsan "-L tsan" -- -DPINHEAP_SANITIZE=thread -DPINHEAP_BUILD_TOOLS=OFF
+else
+  summary+=("SKIP  0s  tsan: --no-tsan or --quick given")
+fi
+if ((run_debug2)); then
+  run_pass debug2 build-debug2 "-L stress" "PINHEAP_TEST_SCALE=0.25" -- \
+    -DPINHEAP_DEBUG=2 -DPINHEAP_BUILD_TOOLS=OFF
+else
+  summary+=("SKIP  0s  debug2: --quick given")
 fi
 
 echo
