@@ -5,21 +5,14 @@
 # ASan+UBSan pass too.  Included by test/CMakeLists.txt.
 #
 # pinheap_hooks_test_objs: hooks/dispatch.c, release.c and selftest.c
-# compiled as the archive compiles them (pinheap_setup_target's settings;
-# its include directories are spelled out here because that function names
-# them relative to the directory it is called from).  test_hooks links them
+# compiled as the archive compiles them (pinheap_setup_target's settings).
+# test_hooks links them
 # before pinheap_core and supplies what replace.c would (see test_hooks.c).
 add_library(pinheap_hooks_test_objs OBJECT EXCLUDE_FROM_ALL
   ${PROJECT_SOURCE_DIR}/hooks/dispatch.c
   ${PROJECT_SOURCE_DIR}/hooks/release.c
   ${PROJECT_SOURCE_DIR}/hooks/selftest.c)
 pinheap_setup_target(pinheap_hooks_test_objs)
-target_include_directories(pinheap_hooks_test_objs PRIVATE
-  ${PROJECT_BINARY_DIR}/include
-  ${PROJECT_SOURCE_DIR}
-  ${PROJECT_SOURCE_DIR}/allocator
-  ${PROJECT_SOURCE_DIR}/config
-  ${PROJECT_SOURCE_DIR}/hooks)
 
 pinheap_add_criterion_test(test_hooks test_hooks.c $<TARGET_OBJECTS:pinheap_hooks_test_objs>)
 target_include_directories(test_hooks PRIVATE ${PROJECT_BINARY_DIR}/include)

@@ -487,7 +487,16 @@ Test(misuse, write_after_free_of_a_deferred_chunk)
     cr_assert_not_null(p[i], "malloc failed");
   }
   cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(p[0]), 40, "the test needs 48-byte chunks");
+#if PINHEAP_DEBUG_LEVEL >= 2
+  /* the checker after the first malloc finds it before the chunk is reached */
+  misuse_result_t r;
+  misuse_run(act_write_after_free, p, &r);
+  cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT &&
+                strstr(r.out, "the heap checker (PINHEAP_DEBUG=2) found") != NULL,
+            "level 2 did not catch the write after free (status 0x%x); stderr: \"%s\"", r.status, r.out);
+#else
   misuse_assert(act_write_after_free, p, "malloc", "corrupted chunk header", p[0]);
+#endif
 }
 
 /* The same damage, found by the heap checker while the chunk waits. */
@@ -535,4 +544,41 @@ Test(misuse, double_free_of_another_arenas_chunk)
   pthread_join(t, NULL);
   cr_assert(mine != NULL && theirs != NULL, "setup failed");
   misuse_assert(act_remote_double_free, theirs, "free", "double free", theirs);
+}
+
+/* ---- PINHEAP_DEBUG=2: the full checker after every call -------------------- */
+
+/* A write after free that no fast path looks at (the footer of a free,
+ * binned chunk): at level 2 the very next call ends the process, naming
+ * the call and, above it, what the checker found; at level 1 it is seen
+ * by the next malloc_check() only. */
+static void act_footer_then_malloc(void *arg)
+{
+  char *after = arg;
+  size_t bad = 12345;
+  memcpy(after - 16, &bad, sizeof(bad));   /* the freed chunk's footer */
+  void *p = PINHEAP_NAME(malloc)(10);
+  fprintf(stderr, "malloc(10) returned %p\n", p);
+}
+
+Test(misuse, debug_level_2_checks_after_every_call)
+{
+#if PINHEAP_DEBUG_LEVEL < 2
+  cr_skip_test("built with PINHEAP_DEBUG=%d: the checker runs after every call only at level 2 "
+               "(test/run.sh's debug2 pass builds that)", PINHEAP_DEBUG_LEVEL);
+#else
+  char *a = PINHEAP_NAME(malloc)(3000), *b = PINHEAP_NAME(malloc)(3000), *c = PINHEAP_NAME(malloc)(100);
+  cr_assert(a && b && c, "setup failed");
+  PINHEAP_NAME(free)(a);                   /* too big for a thread cache: binned */
+  misuse_result_t r;
+  misuse_run(act_footer_then_malloc, b, &r);
+  cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT,
+            "a damaged footer went unnoticed by the next malloc at PINHEAP_DEBUG=2 (status 0x%x); "
+            "stderr: \"%s\"", r.status, r.out);
+  cr_assert(strstr(r.out, "pinheap: heap check: free chunk footer wrong at ") != NULL,
+            "the checker did not name the damage; stderr: \"%s\"", r.out);
+  cr_assert(strstr(r.out, "pinheap: malloc(): the heap checker (PINHEAP_DEBUG=2) found the problems "
+                          "above after this call") != NULL,
+            "the abort line does not name malloc; stderr: \"%s\"", r.out);
+#endif
 }
