@@ -8,7 +8,7 @@
  * problem on one line of stderr without allocating, so it can run on a
  * damaged heap and say what is wrong instead of crashing on it.
  */
-#include "heap.h"
+#include "chunk.h"
 
 static int check_report(const char *what, const void *where)
 {
@@ -87,7 +87,7 @@ static int check_segment(mstate_t *ms, const seg_t *seg, size_t *free_chunks_p)
   return problems;
 }
 
-/* The two levels of the bin map agree with each other (malloc.c,
+/* The two levels of the bin map agree with each other (bins.c,
  * binmap_next): a bit per non-zero word, none past the last word or the
  * last bin. */
 static int check_binmap_words(mstate_t *ms)
