@@ -115,6 +115,8 @@
 #define front_malloc_corrupt    PINHEAP_NAME(front_malloc_corrupt)
 #define front_free_slow         PINHEAP_NAME(front_free_slow)
 #define front_arena             PINHEAP_NAME(front_arena)
+#define mem_source_os           PINHEAP_NAME(mem_source_os)
+#define mem_source_region       PINHEAP_NAME(mem_source_region)
 #define ms_init                 PINHEAP_NAME(ms_init)
 #define front_init              PINHEAP_NAME(front_init)
 #define ms_register             PINHEAP_NAME(ms_register)

@@ -45,7 +45,7 @@ static int check_segment(mstate_t *ms, const seg_t *seg, size_t *free_chunks_p)
 
   CHECK(seg->ms == ms, "segment of another heap", seg);
   CHECK(seg->base == (const char *)seg, "segment header not at its base", seg);
-  if (!(seg->flags & PH_SEG_EXTERN)) {
+  if (ms->source->in_owner_map) {
     CHECK(((uintptr_t)seg->base & (PH_GRANULE - 1)) == 0, "segment not granule aligned", seg);
     CHECK((seg->size & (PH_GRANULE - 1)) == 0, "segment size not whole granules", seg);
     uintptr_t want = (uintptr_t)seg | ((ms->flags & PH_MS_USER) ? PH_OWNER_USER_TAG : 0);

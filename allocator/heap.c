@@ -90,7 +90,7 @@ void *ms_malloc(mstate_t *ms, size_t n)
     return NULL;
   }
   nb = request_to_size(n);
-  if (ph_unlikely(nb >= mparams_get(mmap_threshold)) && !(ms->flags & PH_MS_FIXED) &&
+  if (ph_unlikely(nb >= mparams_get(mmap_threshold)) && ms->source->maps_huge &&
       atomic_load_explicit(&huge_total, memory_order_relaxed) < (size_t)mparams_get(mmap_max)) {
     void *p = huge_alloc(ms, nb, PH_ALIGN);
     if (p != NULL)
@@ -149,7 +149,7 @@ void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t 
    * PH_TRIM_DECAY_MS (ms_idle_collect), so a program that frees and
    * allocates big blocks in turn does not map and fault them in each time. */
   if (c == seg_first(seg) && (char *)chunk_at(c, size) == seg_fence(seg) && seg != ms->top_seg &&
-      !(seg->flags & (PH_SEG_EXTERN | PH_SEG_HOLDS_MS)) && seg->size >= mparams_get(trim_threshold) &&
+      ms->source->releases && !(seg->flags & PH_SEG_HOLDS_MS) && seg->size >= mparams_get(trim_threshold) &&
       !mparams_get(mmap_threshold_set)) {
     bin_insert(ms, c, size);
     if (seg->idle_since == 0)
@@ -158,7 +158,7 @@ void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t 
     return;
   }
   if (c == seg_first(seg) && (char *)chunk_at(c, size) == seg_fence(seg) && seg != ms->top_seg &&
-      !(seg->flags & (PH_SEG_EXTERN | PH_SEG_HOLDS_MS)) && seg->size >= mparams_get(trim_threshold)) {
+      ms->source->releases && !(seg->flags & PH_SEG_HOLDS_MS) && seg->size >= mparams_get(trim_threshold)) {
     seg_t **pp = &ms->segs;
     while (*pp != seg)
       pp = &(*pp)->next;
@@ -217,7 +217,7 @@ static mstate_t *mem_owner(mstate_t *want, const void *mem, const char *fn, seg_
 {
   if (ph_unlikely(((uintptr_t)mem & PH_ALIGN_MASK) != 0))
     ph_fatal(fn, "invalid pointer", mem);
-  if (want != NULL && (want->flags & PH_MS_FIXED)) {
+  if (want != NULL && !want->source->in_owner_map) {   /* its one segment is its range */
     seg_t *seg = want->segs;
     if ((const char *)mem < seg->base || (const char *)mem >= seg->base + seg->size)
       ph_fatal(fn, "invalid pointer", mem);
@@ -440,7 +440,7 @@ void *ms_memalign(mstate_t *ms, size_t align, size_t n)
     return NULL;
   }
   nb = request_to_size(n);
-  if (nb >= mparams_get(mmap_threshold) && !(ms->flags & PH_MS_FIXED) &&
+  if (nb >= mparams_get(mmap_threshold) && ms->source->maps_huge &&
       atomic_load_explicit(&huge_total, memory_order_relaxed) < (size_t)mparams_get(mmap_max)) {
     void *p = huge_alloc(ms, nb, align);
     if (p != NULL)
@@ -454,7 +454,7 @@ void *ms_memalign(mstate_t *ms, size_t align, size_t n)
     return NULL;
   }
   seg_t *seg = NULL;
-  if (ms->flags & PH_MS_FIXED) {
+  if (!ms->source->in_owner_map) {
     seg = ms->segs;
   } else {
     seg = owner_seg(owner_map_get(chunk_mem(c)));

@@ -56,15 +56,16 @@ static size_t cookie_make(const void *salt)
   return (size_t)(c & PH_SIZE_MASK);   /* never disturbs bits outside size */
 }
 
-void ms_init(mstate_t *ms, unsigned flags, unsigned kind)
+void ms_init(mstate_t *ms, const mem_source_t *src, unsigned flags, unsigned kind)
 {
   chunk_free_key_init();
   memset(ms, 0, offsetof(mstate_t, bins));   /* the bins wait (bin_live) */
+  ms->source = src;
   ms->kind = kind;
   ms->cookie = cookie_make(ms);
   ms->seg_grow = PH_DEFAULT_SEGMENT;
   bin_at(ms, PH_DV_BIN)->fd = bin_at(ms, PH_DV_BIN)->bk = bin_at(ms, PH_DV_BIN);
-  if (!(flags & PH_MS_FIXED))       /* the caller's regions may vanish unannounced */
+  if (src->in_owner_map)            /* the caller's regions may vanish unannounced */
     ms_register(ms);
   /* last: heap_default() tests PH_MS_INIT without the lock */
   __atomic_store_n(&ms->flags, flags | PH_MS_INIT, __ATOMIC_RELEASE);
@@ -76,7 +77,7 @@ mstate_t *heap_default(void)
     return &gm;
   ph_lock(&gm_init_lock);
   if (!(gm.flags & PH_MS_INIT))
-    ms_init(&gm, PH_MS_LOCKED, PH_KIND_ARENA_TAG(0));    /* arena 0 */
+    ms_init(&gm, &mem_source_os, PH_MS_LOCKED, PH_KIND_ARENA_TAG(0));    /* arena 0 */
   ph_unlock(&gm_init_lock);
   return &gm;
 }

@@ -142,6 +142,16 @@ PH_HIDDEN void owner_fork_unlock(void);
 PH_HIDDEN bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind);
 
 /* ======================================================================= */
+/*  source.c -- the memory sources (types.h: mem_source_t)                  */
+/* ======================================================================= */
+
+/* Fresh mappings of the OS (os.c): arenas, the default heap, create_mspace. */
+extern PH_HIDDEN const mem_source_t mem_source_os;
+/* The caller's region (create_mspace_with_base): never grown, never given
+ * back, not in the owner map. */
+extern PH_HIDDEN const mem_source_t mem_source_region;
+
+/* ======================================================================= */
 /*  init.c -- tunables, the default heap, a heap's set-up, front_init       */
 /* ======================================================================= */
 
@@ -154,10 +164,10 @@ extern PH_HIDDEN mparams_t mparams;
 extern PH_HIDDEN uint64_t chunk_free_key;
 /** The heap behind the malloc family (initialized on first use). */
 PH_HIDDEN mstate_t *heap_default(void);
-/** Sets up the heap ms (zeroed up to its bins, a fresh cookie) with flags
- *  PH_MS_* and the kind map byte kind, and registers it (arena.c) unless
- *  it lies in the caller's region. */
-PH_HIDDEN void ms_init(mstate_t *ms, unsigned flags, unsigned kind);
+/** Sets up the heap ms (zeroed up to its bins, a fresh cookie) over the
+ *  memory source src with flags PH_MS_* and the kind map byte kind, and
+ *  registers it (arena.c) if its source is in the owner map. */
+PH_HIDDEN void ms_init(mstate_t *ms, const mem_source_t *src, unsigned flags, unsigned kind);
 /** Once per process, outside any heap lock: arena 0, the arena cap, the
  *  thread-exit key, the fork handlers.  @return false while it is running
  *  on another thread or re-entered (then allocate without a cache). */

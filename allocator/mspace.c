@@ -38,7 +38,7 @@ mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
     errno = ENOMEM;
     return NULL;
   }
-  ms_init(ms, flags, kind);
+  ms_init(ms, &mem_source_os, flags, kind);
   ms->seg_grow = align_up(capacity, PH_GRANULE);
   seg_format(ms, p, len, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
   ((seg_t *)p)->spare = spare;
@@ -67,8 +67,8 @@ pinheap_mspace create_mspace_with_base(void *base, size_t capacity, int locked)
     return NULL;
   }
   mstate_t *ms = (mstate_t *)(b + PH_MS_OFF);
-  ms_init(ms, (locked ? PH_MS_LOCKED : 0) | PH_MS_FIXED, PH_KIND_NONE);
-  seg_format(ms, (char *)b, end - b, PH_MS_CHUNK_OFF, PH_SEG_EXTERN | PH_SEG_HOLDS_MS);
+  ms_init(ms, &mem_source_region, locked ? PH_MS_LOCKED : 0, PH_KIND_NONE);
+  seg_format(ms, (char *)b, end - b, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
   ms->top_seg = (seg_t *)b;
   ms->top = seg_first(ms->top_seg);
   return ms;
@@ -88,7 +88,7 @@ size_t destroy_mspace(pinheap_mspace msp)
 {
   mstate_t *ms = mspace_state(msp, "destroy_mspace");
 
-  if (ms->flags & PH_MS_FIXED) {
+  if (!ms->source->releases) {          /* the caller's region stays the caller's */
     ms->flags = 0;
     return 0;
   }

@@ -73,7 +73,7 @@ bool ms_grow_in_place(mstate_t *ms, size_t want)
 {
   seg_t *tseg = ms->top_seg;
 
-  if (tseg == NULL || tseg->spare == 0 || ms->top == NULL || (tseg->flags & PH_SEG_EXTERN))
+  if (tseg == NULL || tseg->spare == 0 || ms->top == NULL || !ms->source->grows)
     return false;
   size_t tsize = chunk_size(ms->top);
   if (want <= tsize)
@@ -93,7 +93,7 @@ bool ms_grow(mstate_t *ms, size_t nb)
   size_t need, len, spare = seg_spare_for(ms);
   char *hint = NULL, *p;
 
-  if (ms->flags & PH_MS_FIXED)
+  if (!ms->source->grows)
     return false;
   need = nb + PH_MIN_CHUNK + PH_FENCE_SIZE + sizeof(seg_t) + mparams_get(top_pad);
   if (need < nb)
@@ -116,7 +116,6 @@ bool ms_grow(mstate_t *ms, size_t nb)
 
   tseg = ms->top_seg;
   if (tseg != NULL && p == tseg->base + tseg->size + tseg->spare &&
-      !(tseg->flags & PH_SEG_EXTERN) &&
       ms->top != NULL) {  /* no top: malloc_trim has borrowed it; start a new segment */
     /* Adjacent: the old fence, the old reserve and the new range join the top. */
     if (!seg_extend(ms, tseg, tseg->spare + len))
@@ -154,7 +153,7 @@ void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
   size_t keep = PH_MIN_CHUNK + pad;
   size_t len;
 
-  if ((ms->flags & PH_MS_FIXED) || seg == NULL || tsize <= keep)
+  if (!ms->source->releases || seg == NULL || tsize <= keep)
     return;
   len = align_down(tsize - keep, PH_GRANULE);
   if (len == 0)

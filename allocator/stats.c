@@ -24,7 +24,7 @@ int ms_trim(mstate_t *ms, size_t pad)
   size_t keep = align_up(PH_MIN_CHUNK + pad, PH_ALIGN);
   int released = 0;
 
-  if (ms->flags & PH_MS_FIXED)
+  if (!ms->source->releases)
     return 0;
   if (huge_cache_decay(true))
     released = 1;

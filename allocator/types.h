@@ -118,6 +118,23 @@ typedef struct chunk_s {
 
 struct mstate_s;
 
+/* A memory source: where a heap's memory comes from, and what the heap may
+ * do with it.  Every heap points at its source (mstate_t.source); the code
+ * asks the source, never which kind of heap it is.  The OS source maps
+ * segments and huge chunks (os.c), a caller's region is one fixed segment
+ * laid over memory pinheap does not own.  A new source is one more
+ * descriptor (source.c). */
+typedef struct mem_source_s {
+  bool grows;                /* the heap maps new segments and extends them */
+  bool maps_huge;            /* large requests get mappings of their own */
+  bool releases;             /* memory goes back to it: trims, idle segments,
+                                destroy_mspace */
+  bool in_owner_map;         /* its segments are in the owner map (a pointer
+                                finds its heap there) and live as long as
+                                their heap (the heap is in the registry);
+                                else the heap's one segment is its range */
+} mem_source_t;
+
 /* At the base of every segment.  sizeof is a multiple of 16. */
 typedef struct seg_s {
   struct seg_s *next;
@@ -130,7 +147,6 @@ typedef struct seg_s {
   size_t spare;              /* bytes mapped after base + size, not yet part of
                                 the segment: it grows into them in place */
 } seg_t;
-#define PH_SEG_EXTERN  1u    /* the caller's region: never grown or released */
 #define PH_SEG_HOLDS_MS 2u   /* the mstate lives in this segment (an mspace) */
 
 /* At the base of every huge mapping.  sizeof is 48: the chunk follows. */
@@ -155,6 +171,7 @@ typedef struct ph_lock_s {
 typedef struct mstate_s {
   ph_lock_t lock;
   unsigned flags;            /* PH_MS_* */
+  const mem_source_t *source;  /* where its memory comes from */
   unsigned kind;             /* the kind map byte of its segments (PH_KIND_*) */
   size_t cookie;             /* secret mixed into every check byte */
   chunk_t *top;
@@ -185,7 +202,6 @@ typedef struct mstate_s {
                                 bins never used stay untouched */
 } mstate_t;
 #define PH_MS_LOCKED  1u     /* take the lock on every call */
-#define PH_MS_FIXED   2u     /* over the caller's region: never touches the OS */
 #define PH_MS_INIT    4u
 #define PH_MS_USER    8u     /* an mspace of the caller's (not an arena) */
 

@@ -3,6 +3,7 @@ set(PINHEAP_ALLOCATOR_SOURCES
   allocator/error.c
   allocator/os.c
   allocator/owner.c
+  allocator/source.c
   allocator/init.c
   allocator/arena.c
   allocator/bins.c
