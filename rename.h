@@ -63,7 +63,6 @@
 
 /* ---- 2. internal cross-file names --------------------------------------- */
 #define os_page_size            PINHEAP_NAME(os_page_size)
-#define os_map                  PINHEAP_NAME(os_map)
 #define os_map_aligned          PINHEAP_NAME(os_map_aligned)
 #define os_map_reserved         PINHEAP_NAME(os_map_reserved)
 #define os_open                 PINHEAP_NAME(os_open)
@@ -88,6 +87,7 @@
 #define ph_lock_slow            PINHEAP_NAME(lock_slow)
 #define heap_default            PINHEAP_NAME(heap_default)
 #define mstate_check            PINHEAP_NAME(mstate_check)
+#define mstate_check_add        PINHEAP_NAME(mstate_check_add)
 #define mparams                 PINHEAP_NAME(mparams)
 #define heap_owns               PINHEAP_NAME(heap_owns)
 #define ms_create               PINHEAP_NAME(ms_create)

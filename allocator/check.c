@@ -191,7 +191,7 @@ int mstate_check(mstate_t *ms)
   size_t fast = 0;
   for (unsigned i = 0; i < PH_FAST_NBINS; i++) {
     for (void *bundle = ms->fast[i]; bundle != NULL;) {
-      unsigned len = (unsigned)(((uintptr_t *)bundle)[2] >> PH_BUNDLE_SHIFT), n = 0;
+      unsigned len = bundle_len(bundle), n = 0;
       void *m;
       for (m = bundle; m != NULL && n <= len; m = *(void **)m, n++) {
         const chunk_t *c = mem_chunk(m);
@@ -199,13 +199,12 @@ int mstate_check(mstate_t *ms)
           problems += check_report("deferred chunk outside every segment", c);
           return problems;
         }
-        CHECK(head_ok(ms, c) && chunk_cinuse(c) && chunk_mem_waiting(m) &&
-              !(c->head & PH_MMAPPED) && chunk_size(c) == (size_t)i << 4,
+        CHECK(chunk_is_waiting(ms, c, (size_t)i << 4),
               "deferred chunk damaged, not waiting, or in the wrong list", c);
         fast += chunk_size(c);
       }
       CHECK(n == len && len != 0, "deferred bundle length wrong", bundle);
-      bundle = (void *)(((uintptr_t *)bundle)[2] & PH_BUNDLE_LINK_MASK);
+      bundle = bundle_next(bundle);
     }
   }
   CHECK(fast == ms->fast_bytes, "deferred byte count wrong", ms);
@@ -215,7 +214,7 @@ int mstate_check(mstate_t *ms)
   return problems;
 }
 
-static void debug_check_one(mstate_t *ms, void *arg)
+void mstate_check_add(mstate_t *ms, void *arg)
 {
   ms_lock(ms);
   *(int *)arg += mstate_check(ms);
@@ -227,9 +226,9 @@ void heap_debug_check(mstate_t *ms, const char *fn)
   int problems = 0;
 
   if (ms != NULL) {
-    debug_check_one(ms, &problems);
+    mstate_check_add(ms, &problems);
   } else {
-    arena_for_each(debug_check_one, &problems);
+    arena_for_each(mstate_check_add, &problems);
     problems += tcache_check_mine();
   }
   if (problems != 0)

@@ -36,7 +36,6 @@ PH_INLINE void chunk_mem_wait(void *mem) { ((uint64_t *)mem)[1] = chunk_free_key
 PH_INLINE void chunk_mem_unwait(void *mem) { ((uint64_t *)mem)[1] = 0; }
 /* ---- inline chunk arithmetic -------------------------------------------- */
 PH_INLINE size_t chunk_size(const chunk_t *c) { return c->head & PH_SIZE_MASK; }
-PH_INLINE size_t chunk_flags(const chunk_t *c) { return c->head & PH_FLAGS; }
 PH_INLINE bool chunk_cinuse(const chunk_t *c) { return (c->head & PH_CINUSE) != 0; }
 PH_INLINE bool chunk_pinuse(const chunk_t *c) { return (c->head & PH_PINUSE) != 0; }
 PH_INLINE chunk_t *chunk_at(const void *p, size_t off) { return (chunk_t *)((char *)p + off); }
@@ -134,14 +133,7 @@ PH_INLINE uintptr_t owner_map_get(const void *p)
                          __ATOMIC_RELAXED);
 }
 PH_INLINE seg_t *owner_seg(uintptr_t o) { return (seg_t *)(o & ~PH_OWNER_TAGS); }
-PH_INLINE chunk_t *seg_first_chunk(const seg_t *seg) { return chunk_at(seg->base, seg->chunk_off); }
-PH_INLINE unsigned owner_kind_get(const void *p)
-{
-  uintptr_t g = (uintptr_t)p >> PH_GRANULE_SHIFT;
-  if (ph_unlikely(g >= owner_kind_limit))
-    return PH_KIND_UNKNOWN;
-  return owner_kind[g];
-}
+
 /* ---- locks --------------------------------------------------------------- */
 PH_INLINE void ph_lock(ph_lock_t *l)
 {
@@ -173,6 +165,15 @@ PH_INLINE void ms_unlock(mstate_t *ms)
 #else
 #define PH_DEBUG_CHECK(ms, fn) ((void)0)
 #endif
+
+/* Is c a sound in-use heap chunk of exactly size bytes of ms (its check
+ * byte, in use, not mapped) that waits (chunk_mem_waiting) -- what every
+ * chunk of a thread cache list, a bundle or a deferred list must be? */
+PH_INLINE bool chunk_is_waiting(const mstate_t *ms, const chunk_t *c, size_t size)
+{
+  return head_ok(ms, c) && (c->head & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) == (size | PH_CINUSE) &&
+         chunk_mem_waiting(chunk_mem(c));
+}
 
 /* The owner map entry of a segment of ms. */
 PH_INLINE uintptr_t seg_owner_value(const mstate_t *ms, const seg_t *seg)

@@ -126,9 +126,7 @@ static unsigned bundle_take(mstate_t *ms, size_t nb, unsigned k, void **list_p)
   void *m = head, *last = NULL;
   for (unsigned left = k; left > 0; left--, last = m, m = *(void **)m) {
     chunk_t *c = mem_chunk(m);
-    if (ph_unlikely(((uintptr_t)m & PH_ALIGN_MASK) != 0 || !head_ok(ms, c) ||
-                    (c->head & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) != (nb | PH_CINUSE) ||
-                    !chunk_mem_waiting(m) ||
+    if (ph_unlikely(((uintptr_t)m & PH_ALIGN_MASK) != 0 || !chunk_is_waiting(ms, c, nb) ||
                     *(void **)m == NULL))
       ph_fatal("malloc", "corrupted chunk header", m);
   }

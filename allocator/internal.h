@@ -72,8 +72,6 @@ PH_HIDDEN char *ph_fmt_dec(char *buf, uint64_t v);
 typedef void os_release_fn(void *addr, size_t len, void *ctx);
 
 PH_HIDDEN size_t os_page_size(void);
-/** Fresh zeroed private anonymous memory, page aligned. */
-PH_HIDDEN void  *os_map(size_t size);
 /** Writable zeroed memory for pinheap's own bookkeeping (thread caches),
  *  charged like any memory: never released and not counted in the
  *  statistics.  NULL if the OS refuses. */
@@ -85,7 +83,8 @@ PH_HIDDEN void  *os_reserve_meta(size_t size);
  *  overcommit).  Never released, not counted in the statistics.  NULL if
  *  the OS refuses (then the caller does without). */
 PH_HIDDEN void  *os_reserve_readonly(size_t size);
-/** As os_map, aligned to align (a power of two multiple of the page size).
+/** Fresh zeroed private anonymous memory of size bytes, aligned to align
+ *  (a power of two multiple of the page size).
  *  hint, if not NULL, is where the caller would like the mapping (used to
  *  extend a heap segment in place); the result may be elsewhere. */
 PH_HIDDEN void  *os_map_aligned(void *hint, size_t size, size_t align);
@@ -128,7 +127,7 @@ PH_HIDDEN void os_stats_get(os_stats_t *out_p);
  * root of 2^15 leaf pointers (bits 32..46), leaves of 2^16 granule entries
  * (bits 16..31) mapped on first use and never freed (types.h: PH_OWNER_*).
  * The kind map: a byte per granule (types.h: PH_KIND_*).  Both are read
- * inline (chunk.h: owner_map_get, owner_kind_get).
+ * inline (chunk.h: owner_map_get; front.h reads the kind map).
  */
 extern PH_HIDDEN _Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
 extern PH_HIDDEN uint8_t *owner_kind;
@@ -354,6 +353,9 @@ PH_HIDDEN size_t ms_destroy(mstate_t *ms);
 /** Validates every invariant of ms; ms must be locked by the caller.
  *  @return the number of problems (each written to stderr). */
 PH_HIDDEN int mstate_check(mstate_t *ms);
+/** Locks ms, checks it, adds the problems to the int *problems_p (an
+ *  arena_for_each callback). */
+PH_HIDDEN void mstate_check_add(mstate_t *ms, void *problems_p);
 /** PINHEAP_DEBUG >= 2: the full checker after a public call fn, on the
  *  mspace ms, or on every arena and this thread's cache if ms is NULL.
  *  Ends the process naming fn if anything is wrong. */

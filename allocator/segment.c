@@ -29,8 +29,6 @@ void seg_format(mstate_t *ms, char *base, size_t size, size_t chunk_off, size_t 
   seg->next = ms->segs;
   ms->segs = seg;
   ms->footprint += size;
-  if (ms->footprint > ms->max_footprint)
-    ms->max_footprint = ms->footprint;
   first->prev_foot = 0;
   head_set(ms, first, (size - chunk_off - PH_FENCE_SIZE) | PH_PINUSE);
   fence_write(ms, seg);
@@ -57,8 +55,6 @@ static bool seg_extend(mstate_t *ms, seg_t *tseg, size_t add)
     return false;
   tseg->size += add;
   ms->footprint += add;
-  if (ms->footprint > ms->max_footprint)
-    ms->max_footprint = ms->footprint;
   size_t tsize = chunk_size(ms->top) + add;    /* the old fence and fresh pages */
   head_set(ms, ms->top, tsize | PH_PINUSE | (ms->top->head & PH_DECOMMITTED));
   fence_write(ms, tseg);

@@ -246,18 +246,11 @@ int malloc_trim(size_t pad)
   return (int)arg[1];
 }
 
-static void check_one(mstate_t *ms, void *arg)
-{
-  ms_lock(ms);
-  *(int *)arg += mstate_check(ms);
-  ms_unlock(ms);
-}
-
 int malloc_check(void)
 {
   int problems = 0;
   heap_default();
   tcache_flush_mine();
-  arena_for_each(check_one, &problems);
+  arena_for_each(mstate_check_add, &problems);
   return problems + tcache_check_mine();
 }

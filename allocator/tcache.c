@@ -307,7 +307,7 @@ void front_free_slow(void *mem, uintptr_t o, const char *fn)
   if (o == 0)
     ph_fatal(fn, "invalid pointer", mem);
   if ((o & PH_OWNER_TAGS) || ((uintptr_t)mem & PH_ALIGN_MASK) ||
-      (char *)mem_chunk(mem) < (char *)seg_first_chunk(owner_seg(o))) {
+      (char *)mem_chunk(mem) < (char *)seg_first(owner_seg(o))) {
     ms_free_owned(o, mem, fn);      /* huge, an mspace's, misaligned or no chunk */
     errno = saved;
     return;
@@ -348,8 +348,7 @@ static int tcache_check_list(const tc_bin_t *l, size_t size, const mstate_t *ms,
     uintptr_t o = owner_map_get(m);
     const mstate_t *owner = (o == 0 || (o & PH_OWNER_TAGS)) ? NULL : owner_seg(o)->ms;
     const chunk_t *c = mem_chunk(m);
-    if (owner == NULL || (ms != NULL && owner != ms) || !head_ok(owner, c) || !chunk_mem_waiting(m) ||
-        (c->head & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) != (size | PH_CINUSE)) {
+    if (owner == NULL || (ms != NULL && owner != ms) || !chunk_is_waiting(owner, c, size)) {
       ph_write_str(2, "pinheap: heap check: thread cache ");
       ph_write_str(2, what);
       ph_write_str(2, " holds a chunk that is not a waiting chunk of its size at ");

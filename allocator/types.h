@@ -181,7 +181,6 @@ typedef struct mstate_s {
   size_t huge_count;
   size_t huge_bytes;         /* mapped bytes of huge chunks */
   size_t footprint;          /* bytes of all segments */
-  size_t max_footprint;
   size_t seg_grow;           /* least size of the next segment */
   unsigned idle_segs;        /* segments with idle_since set */
   uint64_t idle_scan_at;     /* when they were last looked at */
@@ -235,7 +234,6 @@ typedef struct mparams_s {
 #define PH_KIND_ARENA 1u     /* a segment of an arena without a tag of its own */
 #define PH_KIND_HUGE  2u
 #define PH_KIND_USER  3u     /* a segment of a caller's mspace */
-#define PH_KIND_UNKNOWN 0xffu
 /* A segment of arena i < PH_KIND_TAGS: the thread caches of that arena's
  * threads take its chunks on their fast path (one compare). */
 #define PH_KIND_TAGS 126u
