@@ -171,7 +171,8 @@ PH_INLINE void ms_unlock(mstate_t *ms)
  * chunk of a thread cache list, a bundle or a deferred list must be? */
 PH_INLINE bool chunk_is_waiting(const mstate_t *ms, const chunk_t *c, size_t size)
 {
-  return head_ok(ms, c) && (c->head & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) == (size | PH_CINUSE) &&
+  return head_ok(ms, c) &&
+         (c->head & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) == (size | PH_CINUSE) &&
          chunk_mem_waiting(chunk_mem(c));
 }
 

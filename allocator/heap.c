@@ -149,7 +149,8 @@ void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t 
    * PH_TRIM_DECAY_MS (ms_idle_collect), so a program that frees and
    * allocates big blocks in turn does not map and fault them in each time. */
   if (c == seg_first(seg) && (char *)chunk_at(c, size) == seg_fence(seg) && seg != ms->top_seg &&
-      ms->source->releases && !(seg->flags & PH_SEG_HOLDS_MS) && seg->size >= mparams_get(trim_threshold) &&
+      ms->source->releases && !(seg->flags & PH_SEG_HOLDS_MS) &&
+      seg->size >= mparams_get(trim_threshold) &&
       !mparams_get(mmap_threshold_set)) {
     bin_insert(ms, c, size);
     if (seg->idle_since == 0)
@@ -158,7 +159,8 @@ void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t 
     return;
   }
   if (c == seg_first(seg) && (char *)chunk_at(c, size) == seg_fence(seg) && seg != ms->top_seg &&
-      ms->source->releases && !(seg->flags & PH_SEG_HOLDS_MS) && seg->size >= mparams_get(trim_threshold)) {
+      ms->source->releases && !(seg->flags & PH_SEG_HOLDS_MS) &&
+      seg->size >= mparams_get(trim_threshold)) {
     seg_t **pp = &ms->segs;
     while (*pp != seg)
       pp = &(*pp)->next;
