@@ -8,7 +8,7 @@
  * problem on one line of stderr without allocating, so it can run on a
  * damaged heap and say what is wrong instead of crashing on it.
  */
-#include "heap.h"
+#include "chunk.h"
 
 static int check_report(const char *what, const void *where)
 {
@@ -45,7 +45,7 @@ static int check_segment(mstate_t *ms, const seg_t *seg, size_t *free_chunks_p)
 
   CHECK(seg->ms == ms, "segment of another heap", seg);
   CHECK(seg->base == (const char *)seg, "segment header not at its base", seg);
-  if (!(seg->flags & PH_SEG_EXTERN)) {
+  if (ms->source->in_owner_map) {
     CHECK(((uintptr_t)seg->base & (PH_GRANULE - 1)) == 0, "segment not granule aligned", seg);
     CHECK((seg->size & (PH_GRANULE - 1)) == 0, "segment size not whole granules", seg);
     uintptr_t want = (uintptr_t)seg | ((ms->flags & PH_MS_USER) ? PH_OWNER_USER_TAG : 0);
@@ -87,7 +87,7 @@ static int check_segment(mstate_t *ms, const seg_t *seg, size_t *free_chunks_p)
   return problems;
 }
 
-/* The two levels of the bin map agree with each other (malloc.c,
+/* The two levels of the bin map agree with each other (bins.c,
  * binmap_next): a bit per non-zero word, none past the last word or the
  * last bin. */
 static int check_binmap_words(mstate_t *ms)
@@ -191,7 +191,7 @@ int mstate_check(mstate_t *ms)
   size_t fast = 0;
   for (unsigned i = 0; i < PH_FAST_NBINS; i++) {
     for (void *bundle = ms->fast[i]; bundle != NULL;) {
-      unsigned len = (unsigned)(((uintptr_t *)bundle)[2] >> PH_BUNDLE_SHIFT), n = 0;
+      unsigned len = bundle_len(bundle), n = 0;
       void *m;
       for (m = bundle; m != NULL && n <= len; m = *(void **)m, n++) {
         const chunk_t *c = mem_chunk(m);
@@ -199,13 +199,12 @@ int mstate_check(mstate_t *ms)
           problems += check_report("deferred chunk outside every segment", c);
           return problems;
         }
-        CHECK(head_ok(ms, c) && chunk_cinuse(c) && chunk_mem_waiting(m) &&
-              !(c->head & PH_MMAPPED) && chunk_size(c) == (size_t)i << 4,
+        CHECK(chunk_is_waiting(ms, c, (size_t)i << 4),
               "deferred chunk damaged, not waiting, or in the wrong list", c);
         fast += chunk_size(c);
       }
       CHECK(n == len && len != 0, "deferred bundle length wrong", bundle);
-      bundle = (void *)(((uintptr_t *)bundle)[2] & PH_BUNDLE_LINK_MASK);
+      bundle = bundle_next(bundle);
     }
   }
   CHECK(fast == ms->fast_bytes, "deferred byte count wrong", ms);
@@ -215,7 +214,7 @@ int mstate_check(mstate_t *ms)
   return problems;
 }
 
-static void debug_check_one(mstate_t *ms, void *arg)
+void mstate_check_add(mstate_t *ms, void *arg)
 {
   ms_lock(ms);
   *(int *)arg += mstate_check(ms);
@@ -227,9 +226,9 @@ void heap_debug_check(mstate_t *ms, const char *fn)
   int problems = 0;
 
   if (ms != NULL) {
-    debug_check_one(ms, &problems);
+    mstate_check_add(ms, &problems);
   } else {
-    arena_for_each(debug_check_one, &problems);
+    arena_for_each(mstate_check_add, &problems);
     problems += tcache_check_mine();
   }
   if (problems != 0)

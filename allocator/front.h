@@ -4,62 +4,18 @@
  * Each thread keeps, per chunk size up to PH_TC_MAX_CHUNK, a short LIFO
  * list of in-use chunks of its arena.  malloc pops, free pushes: no lock,
  * no atomic read-modify-write.  A miss or a full list tail-calls a named
- * slow path in front.c that swaps in the spare list or moves a whole
- * bundle (heap.h) from or to the arena under its lock, or hands chunks of
+ * slow path in tcache.c that swaps in the spare list or moves a whole
+ * bundle (types.h) from or to the arena under its lock, or hands chunks of
  * another arena over through its lock-free remote stack.  The thread's
  * cache pointer starts at an empty sentinel (all lists empty, all limits
  * 0, a kind no granule has), so the fast paths need no "initialized?"
- * test.  Included by front.c and by hooks/dispatch.c (the enabled free).
+ * test.  Included by the allocator's files and by hooks/dispatch.c (the
+ * enabled free).
  */
 #ifndef PINHEAP_FRONT_H
 #define PINHEAP_FRONT_H
 
-#include "heap.h"
-
-#define PH_TC_MAX_CHUNK 2032u                             /* largest cached chunk */
-#define PH_TC_MAX_REQUEST (PH_TC_MAX_CHUNK - PH_CHUNK_OVERHEAD)
-#define PH_TC_NBINS ((PH_TC_MAX_CHUNK >> 4) + 1)         /* index: chunk size >> 4 */
-/* A header the free fast path takes must match CINUSE under this mask: in
- * use, not mapped, size below 2048, nothing in the unused bits; PINUSE and
- * the check byte (checked next) may be anything. */
-#define PH_TC_HEAD_MASK (~((size_t)0x7f0 | PH_PINUSE | PH_CHECK_MASK))
-
-typedef struct tc_bin_s {
-  void *head;          /* payloads, linked through their first word */
-  uint32_t count;
-  uint32_t limit;      /* 0 in the sentinels: every push goes slow */
-} tc_bin_t;
-_Static_assert(sizeof(tc_bin_t) == 16, "front_free_fast indexes bins by head & 0x7f0");
-
-typedef struct tcache_s {
-  tc_bin_t bins[PH_TC_NBINS];
-  unsigned kind;       /* the kind map byte of the arena's segments; the
-                          sentinels' and untagged arenas' PH_KIND_NOTHING */
-  size_t cookie;       /* the arena's cookie: the free fast path checks the
-                          check byte of every header it takes */
-  mstate_t *arena;     /* the heap this thread allocates from */
-  tc_bin_t spare[PH_TC_NBINS];  /* per size, a full list set aside: given
-                                   back as a bundle when the next one fills */
-  mstate_t *rem_ms;    /* the heap of the chunks in rem[] */
-  uint64_t rem_used[2];  /* which lists of rem[] hold chunks */
-  tc_bin_t rem[PH_TC_NBINS];  /* chunks of another heap freed here, by size,
-                                 on their way back to it as bundles */
-  size_t grown;        /* bytes the lists' limits were raised by, in all */
-  unsigned trips;      /* refills and bundles given back, in all */
-} tcache_t;
-
-extern PH_HIDDEN __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec")));
-
-PH_HIDDEN void *front_malloc_slow(size_t n);
-/** Bin b of tc is full: sets its list aside, then pushes mem. */
-PH_HIDDEN void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem);
-/** o: the owner map entry of mem (0 if none). */
-PH_HIDDEN void front_free_slow(void *mem, uintptr_t o, const char *fn);
-/** The calling thread's arena. */
-PH_HIDDEN mstate_t *front_arena(void);
-
-/** A cached chunk's header is not what its list says: ends the process. */
-PH_HIDDEN void front_malloc_corrupt(void *mem) __attribute__((noreturn, cold));
+#include "chunk.h"
 
 /* Pops p, the head of b, a list of chunks of `size` bytes.  Every chunk of
  * such a list is in use and `size` bytes: a header that says otherwise was

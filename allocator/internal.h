@@ -1,13 +1,16 @@
 /*
- * internal.h -- attribute macros and the archive's cross-file prototypes,
- * grouped by the file that owns them.  Every .c file of the archive includes
- * this header first (it includes rename.h, which shifts every global name).
+ * internal.h -- attribute macros and the archive's cross-file prototypes
+ * (and shared variables), grouped by the file that owns them, one banner
+ * section per file.  Every .c file of the archive includes this header
+ * first, directly or through chunk.h (it includes rename.h, which shifts
+ * every global name, and types.h, the types and constants).
  */
 #ifndef PINHEAP_INTERNAL_H
 #define PINHEAP_INTERNAL_H
 
 #include "../rename.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +36,8 @@
 #if PINHEAP_DEBUG != 1 && PINHEAP_DEBUG != 2
 #error "PINHEAP_DEBUG must be 1 or 2"
 #endif
+
+#include "types.h"
 
 /* ======================================================================= */
 /*  error.c -- the only output path; never allocates                        */
@@ -67,8 +72,6 @@ PH_HIDDEN char *ph_fmt_dec(char *buf, uint64_t v);
 typedef void os_release_fn(void *addr, size_t len, void *ctx);
 
 PH_HIDDEN size_t os_page_size(void);
-/** Fresh zeroed private anonymous memory, page aligned. */
-PH_HIDDEN void  *os_map(size_t size);
 /** Writable zeroed memory for pinheap's own bookkeeping (thread caches),
  *  charged like any memory: never released and not counted in the
  *  statistics.  NULL if the OS refuses. */
@@ -80,7 +83,8 @@ PH_HIDDEN void  *os_reserve_meta(size_t size);
  *  overcommit).  Never released, not counted in the statistics.  NULL if
  *  the OS refuses (then the caller does without). */
 PH_HIDDEN void  *os_reserve_readonly(size_t size);
-/** As os_map, aligned to align (a power of two multiple of the page size).
+/** Fresh zeroed private anonymous memory of size bytes, aligned to align
+ *  (a power of two multiple of the page size).
  *  hint, if not NULL, is where the caller would like the mapping (used to
  *  extend a heap segment in place); the result may be elsewhere. */
 PH_HIDDEN void  *os_map_aligned(void *hint, size_t size, size_t align);
@@ -114,5 +118,247 @@ typedef struct os_stats_s {
   size_t released_bytes;  /* total bytes given back (unmap + decommit) */
 } os_stats_t;
 PH_HIDDEN void os_stats_get(os_stats_t *out_p);
+
+/* ======================================================================= */
+/*  owner.c -- the owner map and the kind map                               */
+/* ======================================================================= */
+/*
+ * The owner map: two levels over the 47-bit user address space, a static
+ * root of 2^15 leaf pointers (bits 32..46), leaves of 2^16 granule entries
+ * (bits 16..31) mapped on first use and never freed (types.h: PH_OWNER_*).
+ * The kind map: a byte per granule (types.h: PH_KIND_*).  Both are read
+ * inline (chunk.h: owner_map_get; front.h reads the kind map).
+ */
+extern PH_HIDDEN _Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
+extern PH_HIDDEN uint8_t *owner_kind;
+extern PH_HIDDEN uintptr_t owner_kind_limit;
+/** Fork: hold / release the owner map's creation lock. */
+PH_HIDDEN void owner_fork_lock(void);
+PH_HIDDEN void owner_fork_unlock(void);
+/** Sets the entry of every granule of [base, base+len) (both granule
+ *  aligned) to value, and its kind map byte to kind.  @return false if a
+ *  leaf could not be mapped. */
+PH_HIDDEN bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind);
+
+/* ======================================================================= */
+/*  source.c -- the memory sources (types.h: mem_source_t)                  */
+/* ======================================================================= */
+
+/* Fresh mappings of the OS (os.c): arenas, the default heap, create_mspace. */
+extern PH_HIDDEN const mem_source_t mem_source_os;
+/* The caller's region (create_mspace_with_base): never grown, never given
+ * back, not in the owner map. */
+extern PH_HIDDEN const mem_source_t mem_source_region;
+
+/* ======================================================================= */
+/*  init.c -- tunables, the default heap, a heap's set-up, front_init       */
+/* ======================================================================= */
+
+/* Process-wide tunables (mallopt).  Read without a lock everywhere and
+ * written by mallopt and by the dynamic threshold: each field is read and
+ * written whole, relaxed (chunk.h: mparams_get, mparams_set). */
+extern PH_HIDDEN mparams_t mparams;
+/* The key a waiting chunk holds in its second payload word (chunk.h:
+ * chunk_mem_waiting). */
+extern PH_HIDDEN uint64_t chunk_free_key;
+/** The heap behind the malloc family (initialized on first use). */
+PH_HIDDEN mstate_t *heap_default(void);
+/** Sets up the heap ms (zeroed up to its bins, a fresh cookie) over the
+ *  memory source src with flags PH_MS_* and the kind map byte kind, and
+ *  registers it (arena.c) if its source is in the owner map. */
+PH_HIDDEN void ms_init(mstate_t *ms, const mem_source_t *src, unsigned flags, unsigned kind);
+/** Once per process, outside any heap lock: arena 0, the arena cap, the
+ *  thread-exit key, the fork handlers.  @return false while it is running
+ *  on another thread or re-entered (then allocate without a cache). */
+PH_HIDDEN bool front_init(void);
+
+/* ======================================================================= */
+/*  arena.c -- arenas, the heap registry, the lock's slow path, fork        */
+/* ======================================================================= */
+
+PH_HIDDEN void ph_lock_slow(ph_lock_t *l);
+/** Adds ms to / removes ms from the registry of every heap (fork). */
+PH_HIDDEN void ms_register(mstate_t *ms);
+PH_HIDDEN void ms_unregister(mstate_t *ms);
+/** Fork: take every heap lock (registry order) / release them all. */
+PH_HIDDEN void ms_lock_all(void);
+PH_HIDDEN void ms_unlock_all(void);
+/** front_init: arena 0 and the arena cap (M_ARENA_MAX, the parameter, or
+ *  four per CPU). */
+PH_HIDDEN void arena_init(void);
+/** mallopt(M_ARENA_MAX, value).  @return 1, or 0 if value is out of range. */
+PH_HIDDEN int arena_max_set(int value);
+/** The arena of a thread that allocates for the first time. */
+PH_HIDDEN mstate_t *arena_pick(void);
+/** Calls fn on every arena of the malloc family (never on an mspace).
+ *  Arenas are never destroyed, so the walk needs no lock; fn may take the
+ *  arena's lock. */
+PH_HIDDEN void arena_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg);
+
+/* ======================================================================= */
+/*  bins.c -- the bins of free chunks and the designated victim             */
+/* ======================================================================= */
+
+/** First non-empty bin at or above i, or PH_NBINS. */
+PH_HIDDEN unsigned binmap_next(const mstate_t *ms, unsigned i);
+/** Bins the free chunk c of size bytes (large bins stay sorted). */
+PH_HIDDEN void bin_insert(mstate_t *ms, chunk_t *c, size_t size);
+/** Makes the free chunk c the designated victim; the old one is binned. */
+PH_HIDDEN void dv_replace(mstate_t *ms, chunk_t *c);
+/** Takes nb bytes from the designated victim dv (dsize >= nb). */
+PH_HIDDEN chunk_t *dv_take(mstate_t *ms, chunk_t *dv, size_t dsize, size_t nb);
+/** Puts the designated victim into its bin (before a walk of the bins). */
+PH_HIDDEN void dv_flush(mstate_t *ms);
+
+/* ======================================================================= */
+/*  segment.c -- segments: grow, extend in place, trim the top, decay, idle */
+/* ======================================================================= */
+
+/** Milliseconds of CLOCK_MONOTONIC_COARSE, plus one (never 0). */
+PH_HIDDEN uint64_t now_ms(void);
+/** Lays a segment out at base: header, room, one free chunk, fence. */
+PH_HIDDEN void seg_format(mstate_t *ms, char *base, size_t size, size_t chunk_off, size_t flags);
+/** Grows the top in place from its segment's reserve to hold want bytes.
+ *  Locked; never drops the lock. */
+PH_HIDDEN bool ms_grow_in_place(mstate_t *ms, size_t want);
+/** Adds at least nb bytes of top.  Locked; the lock is dropped around the
+ *  mmap. */
+PH_HIDDEN bool ms_grow(mstate_t *ms, size_t nb);
+/** Gives the top's tail beyond pad back (after unlocking: *rel). */
+PH_HIDDEN void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel);
+/** The top grew past the trim threshold: trim now or after the decay. */
+PH_HIDDEN void ms_trim_decay(mstate_t *ms, release_t *rel);
+/** Takes the wholly free segment *pp out of the heap (release *rel). */
+PH_HIDDEN void seg_take_out(mstate_t *ms, seg_t **pp, release_t *rel);
+/** Takes idle segments out (all if force), up to max, into out[]. */
+PH_HIDDEN unsigned ms_idle_collect(mstate_t *ms, release_t *out, unsigned max, bool force);
+
+/* ======================================================================= */
+/*  huge.c -- huge chunks and the mapping cache                             */
+/* ======================================================================= */
+
+/* Live huge chunks of all heaps (against M_MMAP_MAX). */
+extern PH_HIDDEN atomic_size_t huge_total;
+/** Fork: hold / release the mapping cache's lock. */
+PH_HIDDEN void huge_cache_fork_lock(void);
+PH_HIDDEN void huge_cache_fork_unlock(void);
+/** Gives back cached mappings older than the decay (all if all).
+ *  @return whether anything was released. */
+PH_HIDDEN bool huge_cache_decay(bool all);
+/** A huge chunk of nb bytes aligned to align for ms, or NULL. */
+PH_HIDDEN void *huge_alloc(mstate_t *ms, size_t nb, size_t align);
+/** Validates the huge chunk c of ms (locked); returns its mapping header. */
+PH_HIDDEN huge_t *huge_check(mstate_t *ms, chunk_t *c, const char *fn);
+/** Frees the huge chunk behind mem, of ms. */
+PH_HIDDEN void huge_free(mstate_t *ms, void *mem, const char *fn);
+/** Copies n bytes of the huge chunk src to dst, decommitting src behind. */
+PH_HIDDEN void huge_move_copy(void *dst, const void *src, size_t n);
+
+/* ======================================================================= */
+/*  heap.c -- the heap core: alloc, free, realloc, memalign, calloc         */
+/* ======================================================================= */
+
+/** Takes a chunk of nb bytes from the bins or the top, growing the heap
+ *  if needed.  Locked.  NULL when out of memory. */
+PH_HIDDEN chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb);
+PH_HIDDEN void *ms_malloc(mstate_t *ms, size_t n);
+PH_HIDDEN void *ms_calloc(mstate_t *ms, size_t n, size_t elem);
+PH_HIDDEN void *ms_memalign(mstate_t *ms, size_t align, size_t n);
+/** want: the heap mem must belong to, or NULL for any heap. */
+PH_HIDDEN void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn);
+/** Frees the in-use chunk c (validated) of seg: coalesces, bins or merges
+ *  into the top.  Locked.  A range to release after unlocking: *rel. */
+PH_HIDDEN void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t *rel,
+                             const char *fn);
+/** Frees mem (NULL: nothing) of the heap want (NULL: any heap). */
+PH_HIDDEN void ms_free_mem(mstate_t *want, void *mem, const char *fn);
+/** Frees mem, whose owner map entry o (non-zero) was already read. */
+PH_HIDDEN void ms_free_owned(uintptr_t o, void *mem, const char *fn);
+/** Frees one waiting chunk of a deferred list, ms locked. */
+PH_HIDDEN void ms_free_locked(mstate_t *ms, void *mem, const char *fn);
+/** Usable bytes of mem; lenient: accept pointers outside the owner map. */
+PH_HIDDEN size_t mem_usable(const void *mem, const char *fn, bool lenient);
+
+/* ======================================================================= */
+/*  defer.c -- deferred bundles, the remote stack, consolidation            */
+/* ======================================================================= */
+
+/** Takes the bundles of ms->remote into the deferred lists.  Locked. */
+PH_HIDDEN void ms_drain_remote(mstate_t *ms);
+/** Coalesces every deferred chunk into the heap.  Locked.  @return
+ *  whether there was any. */
+PH_HIDDEN bool ms_fast_consolidate(mstate_t *ms);
+/** A list of up to k (>= 1) chunks of size nb (nb <= PH_FAST_MAX_CHUNK),
+ *  linked through their payload: deferred ones (every header checked), or
+ *  new ones.  @return how many (0: out of memory). */
+PH_HIDDEN unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p);
+/** Takes back n in-use chunks of ms, all of size `size` (a list linked
+ *  through their payload, from a thread cache of ms), as one bundle. */
+PH_HIDDEN void ms_defer_bundle(mstate_t *ms, void *list, unsigned n, size_t size);
+/** Hands n in-use chunks of ms, all of one size (a list linked through
+ *  their payload), to ms as a bundle, without its lock. */
+PH_HIDDEN void ms_remote_push(mstate_t *ms, void *list, unsigned n);
+
+/* ======================================================================= */
+/*  tcache.c -- thread caches (the slow paths of front.h)                   */
+/* ======================================================================= */
+
+extern PH_HIDDEN __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec")));
+PH_HIDDEN void *front_malloc_slow(size_t n);
+/** Bin b of tc is full: sets its list aside, then pushes mem. */
+PH_HIDDEN void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem);
+/** o: the owner map entry of mem (0 if none). */
+PH_HIDDEN void front_free_slow(void *mem, uintptr_t o, const char *fn);
+/** A cached chunk's header is not what its list says: ends the process. */
+PH_HIDDEN void front_malloc_corrupt(void *mem) __attribute__((noreturn, cold));
+/** The calling thread's arena. */
+PH_HIDDEN mstate_t *front_arena(void);
+/** front_init: the key whose destructor empties an exiting thread's cache. */
+PH_HIDDEN void tcache_init(void);
+/** Fork: hold / release the lock of the pool of thread caches. */
+PH_HIDDEN void tc_pool_fork_lock(void);
+PH_HIDDEN void tc_pool_fork_unlock(void);
+/** Gives the calling thread's cached chunks back (statistics see them as
+ *  free). */
+PH_HIDDEN void tcache_flush_mine(void);
+/** Checks the calling thread's cache: every chunk waiting there is an
+ *  in-use, waiting chunk of the right size with a sound header.
+ *  @return the number of problems (each written to stderr). */
+PH_HIDDEN int tcache_check_mine(void);
+
+/* ======================================================================= */
+/*  stats.c -- trim and statistics                                          */
+/* ======================================================================= */
+
+/** Gives back the top's tail, idle segments and the pages inside free
+ *  chunks.  @return 1 if anything was released. */
+PH_HIDDEN int ms_trim(mstate_t *ms, size_t pad);
+PH_HIDDEN struct mallinfo2 ms_info(mstate_t *ms);
+
+/* ======================================================================= */
+/*  mspace.c -- mspaces                                                     */
+/* ======================================================================= */
+
+/** A new OS-backed heap: flags PH_MS_LOCKED and PH_MS_USER (a caller's
+ *  mspace, kind PH_KIND_USER) or 0 (an arena, kind PH_KIND_ARENA or
+ *  PH_KIND_ARENA_TAG(i)).  NULL with errno ENOMEM. */
+PH_HIDDEN mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind);
+/** Unmaps an OS-backed heap whole.  @return bytes released. */
+PH_HIDDEN size_t ms_destroy(mstate_t *ms);
+
+/* ======================================================================= */
+/*  check.c -- the heap checker                                             */
+/* ======================================================================= */
+
+/** Validates every invariant of ms; ms must be locked by the caller.
+ *  @return the number of problems (each written to stderr). */
+PH_HIDDEN int mstate_check(mstate_t *ms);
+/** Locks ms, checks it, adds the problems to the int *problems_p (an
+ *  arena_for_each callback). */
+PH_HIDDEN void mstate_check_add(mstate_t *ms, void *problems_p);
+/** PINHEAP_DEBUG >= 2: the full checker after a public call fn, on the
+ *  mspace ms, or on every arena and this thread's cache if ms is NULL.
+ *  Ends the process naming fn if anything is wrong. */
+PH_HIDDEN void heap_debug_check(mstate_t *ms, const char *fn);
 
 #endif /* PINHEAP_INTERNAL_H */

@@ -13,8 +13,8 @@
  * as it is used.
  * The kernel is entered with raw syscalls, so that pinheap's own munmap
  * interposers (hooks/) never see -- and never report twice -- a release
- * that os_release() has already reported.  Main entry points: os_map(),
- * os_release().  The contract is written in internal.h.
+ * that os_release() has already reported.  Main entry points:
+ * os_map_aligned(), os_release().  The contract is written in internal.h.
  */
 #include "internal.h"
 
@@ -69,35 +69,15 @@ static void *os_sys_mmap_prot(void *hint, size_t size, int prot)
   return r == -1 ? NULL : (void *)r;
 }
 
-static void *os_sys_mmap(void *hint, size_t size)
-{
-  return os_sys_mmap_prot(hint, size, PROT_READ | PROT_WRITE);
-}
-
 static void os_sys_munmap(void *addr, size_t len)
 {
   if (syscall(SYS_munmap, addr, len) != 0)
     ph_fatal("munmap", "the kernel refused to unmap a pinheap range at", addr);
 }
 
-void *os_map(size_t size)
-{
-  int saved = errno;
-  void *p = os_sys_mmap(NULL, size);
-
-  if (p == NULL) {
-    if (errno != ENOMEM && errno != EAGAIN)
-      ph_fatal("mmap", "unexpected error mapping memory, size", (void *)size);
-    errno = saved;
-    return NULL;
-  }
-  errno = saved;
-  os_count_mapped(size);
-  return p;
-}
-
 /* The two metadata reservations: not counted in the statistics, never
- * released.  An error other than ENOMEM/EAGAIN is a bug, as in os_map(). */
+ * released.  An error other than ENOMEM/EAGAIN is a bug, as in
+ * os_map_aligned(). */
 static void *os_reserve_prot(size_t size, int prot)
 {
   int saved = errno;

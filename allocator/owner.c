@@ -1,7 +1,7 @@
 /*
  * owner.c -- the owner map: which 64 KiB granules of the address space are
  * pinheap's, and which segment or huge chunk holds each.  Main entry point:
- * owner_map_set(); lookups are the inline owner_map_get() in heap.h.
+ * owner_map_set(); lookups are the inline owner_map_get() in chunk.h.
  *
  * Leaves are mapped on first use and never released, so a lookup racing
  * with an update reads either the old or the new entry, never freed memory.
@@ -18,7 +18,7 @@
  * refused (strict overcommit, RLIMIT_DATA): owner_map_set() then returns
  * false before it writes anything, and its callers report out of memory.
  */
-#include "heap.h"
+#include "chunk.h"
 
 #define OWNER_KIND_ENTRIES ((uintptr_t)1 << (PH_OWNER_ROOT_BITS + PH_OWNER_LEAF_BITS))
 #define OWNER_LEAF_BYTES   (sizeof(uintptr_t) << PH_OWNER_LEAF_BITS)

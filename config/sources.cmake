@@ -3,8 +3,18 @@ set(PINHEAP_ALLOCATOR_SOURCES
   allocator/error.c
   allocator/os.c
   allocator/owner.c
+  allocator/source.c
+  allocator/init.c
+  allocator/arena.c
+  allocator/bins.c
+  allocator/segment.c
+  allocator/huge.c
+  allocator/heap.c
+  allocator/defer.c
+  allocator/tcache.c
+  allocator/stats.c
+  allocator/mspace.c
   allocator/malloc.c
-  allocator/front.c
   allocator/check.c
 )
 # hooks/ and config/: parameters, the decision matrix, the driver probe.

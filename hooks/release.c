@@ -31,7 +31,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 
-#include "heap.h"
+#include "chunk.h"
 #include "pinheap.h"
 
 #define RELEASE_MAX_LISTENERS 64

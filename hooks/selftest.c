@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "decision.h"
-#include "heap.h"
+#include "chunk.h"
 #include "params.h"
 #include "pinheap.h"
 

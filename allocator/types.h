@@ -1,5 +1,7 @@
 /*
- * heap.h -- the allocator's types, constants and inline chunk arithmetic.
+ * types.h -- every type and constant of the allocator, with the glossary.
+ * The inline arithmetic on them is in chunk.h, the cross-file prototypes in
+ * internal.h (which includes this header).
  *
  * Glossary
  *   chunk    A 16-byte aligned block with a boundary tag.  `head` holds the
@@ -30,10 +32,8 @@
  *            size and flags, and the heap's secret cookie.  A header that was
  *            overwritten, or a pointer that is not a chunk, fails it.
  */
-#ifndef PINHEAP_HEAP_H
-#define PINHEAP_HEAP_H
-
-#include "internal.h"
+#ifndef PINHEAP_TYPES_H
+#define PINHEAP_TYPES_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -109,33 +109,6 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
  * each chunk's header is checked when malloc hands it out (front.h). */
 #define PH_BUNDLE_SHIFT 48
 #define PH_BUNDLE_LINK_MASK (((uintptr_t)1 << PH_BUNDLE_SHIFT) - 1)
-
-/* Length of a bundle of chunks of size s: half a thread cache bin's
- * capacity, about 2 KiB of chunks, 2..32. */
-PH_INLINE unsigned bundle_cap(size_t s)
-{
-  size_t n = 2048 / s;
-  return (unsigned)(n < 2 ? 2 : n > 32 ? 32 : n);
-}
-
-/* A small in-use chunk that the program freed and that waits -- in a
- * thread cache list or spare, a bundle, a remote stack, a deferred list --
- * until it is handed out again holds chunk_free_key in its second payload
- * word.  Only the thread that frees a chunk writes that word (headers of
- * in-use chunks are the heap lock holder's: it updates their PINUSE), and
- * the word is cleared exactly where a chunk stops waiting: when a thread
- * cache hands it out and when its heap coalesces it.  So a free that finds
- * the key is a double free, wherever the chunk waits; the key is a random
- * secret, and a live block holds it only if the program read freed memory. */
-extern PH_HIDDEN uint64_t chunk_free_key;
-
-PH_INLINE bool chunk_mem_waiting(const void *mem)
-{
-  return ((const uint64_t *)mem)[1] == chunk_free_key;
-}
-PH_INLINE void chunk_mem_wait(void *mem) { ((uint64_t *)mem)[1] = chunk_free_key; }
-PH_INLINE void chunk_mem_unwait(void *mem) { ((uint64_t *)mem)[1] = 0; }
-
 typedef struct chunk_s {
   size_t prev_foot;          /* size of the previous chunk, if it is free */
   size_t head;               /* size | flags | check byte << 56 */
@@ -144,6 +117,23 @@ typedef struct chunk_s {
 } chunk_t;
 
 struct mstate_s;
+
+/* A memory source: where a heap's memory comes from, and what the heap may
+ * do with it.  Every heap points at its source (mstate_t.source); the code
+ * asks the source, never which kind of heap it is.  The OS source maps
+ * segments and huge chunks (os.c), a caller's region is one fixed segment
+ * laid over memory pinheap does not own.  A new source is one more
+ * descriptor (source.c). */
+typedef struct mem_source_s {
+  bool grows;                /* the heap maps new segments and extends them */
+  bool maps_huge;            /* large requests get mappings of their own */
+  bool releases;             /* memory goes back to it: trims, idle segments,
+                                destroy_mspace */
+  bool in_owner_map;         /* its segments are in the owner map (a pointer
+                                finds its heap there) and live as long as
+                                their heap (the heap is in the registry);
+                                else the heap's one segment is its range */
+} mem_source_t;
 
 /* At the base of every segment.  sizeof is a multiple of 16. */
 typedef struct seg_s {
@@ -157,7 +147,6 @@ typedef struct seg_s {
   size_t spare;              /* bytes mapped after base + size, not yet part of
                                 the segment: it grows into them in place */
 } seg_t;
-#define PH_SEG_EXTERN  1u    /* the caller's region: never grown or released */
 #define PH_SEG_HOLDS_MS 2u   /* the mstate lives in this segment (an mspace) */
 
 /* At the base of every huge mapping.  sizeof is 48: the chunk follows. */
@@ -182,6 +171,7 @@ typedef struct ph_lock_s {
 typedef struct mstate_s {
   ph_lock_t lock;
   unsigned flags;            /* PH_MS_* */
+  const mem_source_t *source;  /* where its memory comes from */
   unsigned kind;             /* the kind map byte of its segments (PH_KIND_*) */
   size_t cookie;             /* secret mixed into every check byte */
   chunk_t *top;
@@ -191,7 +181,6 @@ typedef struct mstate_s {
   size_t huge_count;
   size_t huge_bytes;         /* mapped bytes of huge chunks */
   size_t footprint;          /* bytes of all segments */
-  size_t max_footprint;
   size_t seg_grow;           /* least size of the next segment */
   unsigned idle_segs;        /* segments with idle_since set */
   uint64_t idle_scan_at;     /* when they were last looked at */
@@ -212,7 +201,6 @@ typedef struct mstate_s {
                                 bins never used stay untouched */
 } mstate_t;
 #define PH_MS_LOCKED  1u     /* take the lock on every call */
-#define PH_MS_FIXED   2u     /* over the caller's region: never touches the OS */
 #define PH_MS_INIT    4u
 #define PH_MS_USER    8u     /* an mspace of the caller's (not an arena) */
 
@@ -224,158 +212,6 @@ typedef struct mparams_s {
   int mmap_max;
   bool mmap_threshold_set;   /* set by mallopt: stops the dynamic threshold */
 } mparams_t;
-
-/* ---- inline chunk arithmetic -------------------------------------------- */
-PH_INLINE size_t chunk_size(const chunk_t *c) { return c->head & PH_SIZE_MASK; }
-PH_INLINE size_t chunk_flags(const chunk_t *c) { return c->head & PH_FLAGS; }
-PH_INLINE bool chunk_cinuse(const chunk_t *c) { return (c->head & PH_CINUSE) != 0; }
-PH_INLINE bool chunk_pinuse(const chunk_t *c) { return (c->head & PH_PINUSE) != 0; }
-PH_INLINE chunk_t *chunk_at(const void *p, size_t off) { return (chunk_t *)((char *)p + off); }
-PH_INLINE chunk_t *chunk_next(const chunk_t *c) { return chunk_at(c, chunk_size(c)); }
-PH_INLINE void *chunk_mem(const chunk_t *c) { return (char *)c + PH_CHUNK_HDR; }
-PH_INLINE chunk_t *mem_chunk(const void *m) { return (chunk_t *)((char *)m - PH_CHUNK_HDR); }
-
-/* The check byte always has its top bit set, so that a header of zeros (or
- * any small number) never passes, whatever the address and the cookie. */
-#define PH_CHECK_MUL 0x9e3779b97f4a7c15ULL
-/* The hash before its top bit is forced: sizeflags shifted past the check
- * byte's place, so that the fast path may hash a whole header as it is. */
-PH_INLINE uint64_t head_hash(size_t cookie, const chunk_t *c, size_t head)
-{
-  return ((uintptr_t)c ^ (head << 8) ^ cookie) * PH_CHECK_MUL;
-}
-PH_INLINE size_t head_check_cookie(size_t cookie, const chunk_t *c, size_t sizeflags)
-{
-  return (size_t)(head_hash(cookie, c, sizeflags) | ((uint64_t)1 << 63)) & PH_CHECK_MASK;
-}
-/* Does the whole header head of c carry its check byte?  (Bits 48-55 are
- * not covered: callers test them with the rest of the flags.) */
-PH_INLINE bool head_check_matches(size_t cookie, const chunk_t *c, size_t head)
-{
-  return ((head_hash(cookie, c, head) | ((uint64_t)1 << 63)) ^ head) >> PH_CHECK_SHIFT == 0;
-}
-PH_INLINE size_t head_check(const mstate_t *ms, const chunk_t *c, size_t sizeflags)
-{
-  return head_check_cookie(ms->cookie, c, sizeflags);
-}
-PH_INLINE void head_set(const mstate_t *ms, chunk_t *c, size_t sizeflags)
-{
-  c->head = sizeflags | head_check(ms, c, sizeflags);
-}
-PH_INLINE bool head_ok(const mstate_t *ms, const chunk_t *c)
-{
-  size_t sf = c->head & ~PH_CHECK_MASK;
-  return (c->head & PH_CHECK_MASK) == head_check(ms, c, sf) &&
-         (sf & ~(PH_SIZE_MASK | PH_FLAGS)) == 0;
-}
-PH_INLINE void head_set_pinuse(const mstate_t *ms, chunk_t *c, bool on)
-{
-  size_t sf = (c->head & (PH_SIZE_MASK | PH_FLAGS) & ~PH_PINUSE) | (on ? PH_PINUSE : 0);
-  head_set(ms, c, sf);
-}
-
-/* Chunk size for a request of n bytes (n <= PH_MAX_REQUEST). */
-PH_INLINE size_t request_to_size(size_t n)
-{
-  size_t s = (n + PH_CHUNK_OVERHEAD + PH_ALIGN_MASK) & ~(size_t)PH_ALIGN_MASK;
-  return s < PH_MIN_CHUNK ? PH_MIN_CHUNK : s;
-}
-
-PH_INLINE size_t align_up(size_t v, size_t a) { return (v + a - 1) & ~(a - 1); }
-PH_INLINE size_t align_down(size_t v, size_t a) { return v & ~(a - 1); }
-
-/* Bin of a free chunk of size s (a multiple of 16, >= PH_MIN_CHUNK). */
-PH_INLINE unsigned bin_index(size_t s)
-{
-  if (s < PH_SMALL_LIMIT)
-    return (unsigned)(s >> 4);
-  unsigned b = 63u - (unsigned)__builtin_clzll(s);     /* 13 .. 47 */
-  if (b < PH_FINE_LIMIT_SHIFT)
-    return PH_NSMALL + ((b - 13u) << 5) + (unsigned)((s >> (b - 5u)) & 31u);
-  return PH_NFINE + ((b - PH_FINE_LIMIT_SHIFT) << 2) + (unsigned)((s >> (b - 2u)) & 3u);
-}
-
-/* Bin 0 holds no size (the least chunk is 32 bytes): it holds the
- * designated victim instead (malloc.c). */
-#define PH_DV_BIN 0u
-
-PH_INLINE chunk_t *bin_at(mstate_t *ms, unsigned i)
-{
-  return (chunk_t *)((char *)&ms->bins[i] - offsetof(chunk_t, fd));
-}
-
-/* May bin i be read?  Bins are set up lazily: one whose bin map bit is
- * clear is empty, and its header may never have been written. */
-PH_INLINE bool bin_live(const mstate_t *ms, unsigned i)
-{
-  return i == PH_DV_BIN || ((ms->binmap[i >> 6] >> (i & 63)) & 1);
-}
-
-/* ---- malloc.c / check.c ------------------------------------------------- */
-extern PH_HIDDEN mparams_t mparams;
-/* mparams is read without a lock everywhere and written by mallopt and by
- * the dynamic threshold: each field is read and written whole, relaxed. */
-#define mparams_get(field) __atomic_load_n(&mparams.field, __ATOMIC_RELAXED)
-#define mparams_set(field, v) __atomic_store_n(&mparams.field, (v), __ATOMIC_RELAXED)
-/** The heap behind the malloc family (initialized on first use). */
-PH_HIDDEN mstate_t *heap_default(void);
-/** Validates every invariant of ms; ms must be locked by the caller.
- *  @return the number of problems (each written to stderr). */
-PH_HIDDEN int mstate_check(mstate_t *ms);
-
-/* ---- heap operations (malloc.c), used by the front end (front.c) ------- */
-/** A new OS-backed heap: flags PH_MS_LOCKED and PH_MS_USER (a caller's
- *  mspace, kind PH_KIND_USER) or 0 (an arena, kind PH_KIND_ARENA or
- *  PH_KIND_ARENA_TAG(i)).  NULL with errno ENOMEM. */
-PH_HIDDEN mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind);
-/** Unmaps an OS-backed heap whole.  @return bytes released. */
-PH_HIDDEN size_t ms_destroy(mstate_t *ms);
-PH_HIDDEN void *ms_malloc(mstate_t *ms, size_t n);
-PH_HIDDEN void *ms_calloc(mstate_t *ms, size_t n, size_t elem);
-PH_HIDDEN void *ms_memalign(mstate_t *ms, size_t align, size_t n);
-/** want: the heap mem must belong to, or NULL for any heap. */
-PH_HIDDEN void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn);
-/** Frees mem, whose owner map entry o (non-zero) was already read. */
-PH_HIDDEN void ms_free_owned(uintptr_t o, void *mem, const char *fn);
-PH_HIDDEN int ms_trim(mstate_t *ms, size_t pad);
-PH_HIDDEN struct mallinfo2 ms_info(mstate_t *ms);
-/** Usable bytes of mem; lenient: accept pointers outside the owner map. */
-PH_HIDDEN size_t mem_usable(const void *mem, const char *fn, bool lenient);
-/** A list of up to k (>= 1) chunks of size nb (nb <= PH_FAST_MAX_CHUNK),
- *  linked through their payload: deferred ones (every header checked), or
- *  new ones.  @return how many (0: out of memory). */
-PH_HIDDEN unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p);
-/** Takes back n in-use chunks of ms, all of size `size` (a list linked
- *  through their payload, from a thread cache of ms), as one bundle. */
-PH_HIDDEN void ms_defer_bundle(mstate_t *ms, void *list, unsigned n, size_t size);
-/** Hands n in-use chunks of ms, all of one size (a list linked through
- *  their payload), to ms as a bundle, without its lock. */
-PH_HIDDEN void ms_remote_push(mstate_t *ms, void *list, unsigned n);
-/** Fork: take every heap lock (registry order) / release them all. */
-PH_HIDDEN void ms_lock_all(void);
-PH_HIDDEN void ms_unlock_all(void);
-
-/* ---- front.c, used by the checker --------------------------------------- */
-/** Calls fn on every arena of the malloc family (never on an mspace).
- *  Arenas are never destroyed, so the walk needs no lock; fn may take the
- *  arena's lock. */
-PH_HIDDEN void arena_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg);
-/** Checks the calling thread's cache: every chunk waiting there is an
- *  in-use, waiting chunk of the right size with a sound header.
- *  @return the number of problems (each written to stderr). */
-PH_HIDDEN int tcache_check_mine(void);
-
-/* ---- check.c -------------------------------------------------------------- */
-/** PINHEAP_DEBUG >= 2: the full checker after a public call fn, on the
- *  mspace ms, or on every arena and this thread's cache if ms is NULL.
- *  Ends the process naming fn if anything is wrong. */
-PH_HIDDEN void heap_debug_check(mstate_t *ms, const char *fn);
-#if PINHEAP_DEBUG >= 2
-#define PH_DEBUG_CHECK(ms, fn) heap_debug_check((ms), (fn))
-#else
-#define PH_DEBUG_CHECK(ms, fn) ((void)0)
-#endif
-
 /* ---- the owner map (allocator/owner.c) ---------------------------------- */
 /*
  * Two levels over the 47-bit user address space: a static root of 2^15
@@ -388,25 +224,6 @@ PH_HIDDEN void heap_debug_check(mstate_t *ms, const char *fn);
 #define PH_OWNER_HUGE_TAG  ((uintptr_t)1)  /* mstate_t * | 1: a huge chunk */
 #define PH_OWNER_USER_TAG  ((uintptr_t)2)  /* seg_t * | 2: a segment of a caller's mspace */
 #define PH_OWNER_TAGS      ((uintptr_t)3)  /* seg_t * alone: a segment of an arena */
-extern PH_HIDDEN _Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
-
-PH_INLINE uintptr_t owner_map_get(const void *p)
-{
-  uintptr_t a = (uintptr_t)p;
-  uintptr_t *leaf;
-
-  if (ph_unlikely(a >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS + PH_OWNER_ROOT_BITS)))
-    return 0;
-  leaf = atomic_load_explicit(&owner_map_root[a >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS)],
-                              memory_order_acquire);
-  if (ph_unlikely(leaf == NULL))
-    return 0;
-  return __atomic_load_n(&leaf[(a >> PH_GRANULE_SHIFT) & (((uintptr_t)1 << PH_OWNER_LEAF_BITS) - 1)],
-                         __ATOMIC_RELAXED);
-}
-PH_INLINE seg_t *owner_seg(uintptr_t o) { return (seg_t *)(o & ~PH_OWNER_TAGS); }
-PH_INLINE chunk_t *seg_first_chunk(const seg_t *seg) { return chunk_at(seg->base, seg->chunk_off); }
-
 /* The kind map: one byte per granule, the fast paths' ownership test (one
  * bounds check and one load).  It mirrors the owner map's entries, coarsely:
  * PH_KIND_NONE, or what kind of pinheap memory.  A flat reservation of
@@ -417,54 +234,47 @@ PH_INLINE chunk_t *seg_first_chunk(const seg_t *seg) { return chunk_at(seg->base
 #define PH_KIND_ARENA 1u     /* a segment of an arena without a tag of its own */
 #define PH_KIND_HUGE  2u
 #define PH_KIND_USER  3u     /* a segment of a caller's mspace */
-#define PH_KIND_UNKNOWN 0xffu
 /* A segment of arena i < PH_KIND_TAGS: the thread caches of that arena's
  * threads take its chunks on their fast path (one compare). */
 #define PH_KIND_TAGS 126u
 #define PH_KIND_ARENA_TAG(i) (0x80u | (unsigned)(i))
 #define PH_KIND_NOTHING 0xfeu  /* the sentinel caches' tag: matches no granule */
-extern PH_HIDDEN uint8_t *owner_kind;
-extern PH_HIDDEN uintptr_t owner_kind_limit;
+#define PH_TC_MAX_CHUNK 2032u                             /* largest cached chunk */
+#define PH_TC_MAX_REQUEST (PH_TC_MAX_CHUNK - PH_CHUNK_OVERHEAD)
+#define PH_TC_NBINS ((PH_TC_MAX_CHUNK >> 4) + 1)         /* index: chunk size >> 4 */
+/* A header the free fast path takes must match CINUSE under this mask: in
+ * use, not mapped, size below 2048, nothing in the unused bits; PINUSE and
+ * the check byte (checked next) may be anything. */
+#define PH_TC_HEAD_MASK (~((size_t)0x7f0 | PH_PINUSE | PH_CHECK_MASK))
 
-PH_INLINE unsigned owner_kind_get(const void *p)
-{
-  uintptr_t g = (uintptr_t)p >> PH_GRANULE_SHIFT;
-  if (ph_unlikely(g >= owner_kind_limit))
-    return PH_KIND_UNKNOWN;
-  return owner_kind[g];
-}
+typedef struct tc_bin_s {
+  void *head;          /* payloads, linked through their first word */
+  uint32_t count;
+  uint32_t limit;      /* 0 in the sentinels: every push goes slow */
+} tc_bin_t;
+_Static_assert(sizeof(tc_bin_t) == 16, "front_free_fast indexes bins by head & 0x7f0");
 
-/** Fork: hold / release the owner map's creation lock. */
-PH_HIDDEN void owner_fork_lock(void);
-PH_HIDDEN void owner_fork_unlock(void);
+typedef struct tcache_s {
+  tc_bin_t bins[PH_TC_NBINS];
+  unsigned kind;       /* the kind map byte of the arena's segments; the
+                          sentinels' and untagged arenas' PH_KIND_NOTHING */
+  size_t cookie;       /* the arena's cookie: the free fast path checks the
+                          check byte of every header it takes */
+  mstate_t *arena;     /* the heap this thread allocates from */
+  tc_bin_t spare[PH_TC_NBINS];  /* per size, a full list set aside: given
+                                   back as a bundle when the next one fills */
+  mstate_t *rem_ms;    /* the heap of the chunks in rem[] */
+  uint64_t rem_used[2];  /* which lists of rem[] hold chunks */
+  tc_bin_t rem[PH_TC_NBINS];  /* chunks of another heap freed here, by size,
+                                 on their way back to it as bundles */
+  size_t grown;        /* bytes the lists' limits were raised by, in all */
+  unsigned trips;      /* refills and bundles given back, in all */
+} tcache_t;
 
-/** Sets the entry of every granule of [base, base+len) (both granule
- *  aligned) to value, and its kind map byte to kind.  @return false if a
- *  leaf could not be mapped. */
-PH_HIDDEN bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind);
+/* A range to give back to the OS once the heap lock is dropped. */
+typedef struct release_s {
+  void *addr;
+  size_t len;
+} release_t;
 
-/* ---- locks --------------------------------------------------------------- */
-PH_HIDDEN void ph_lock_slow(ph_lock_t *l);
-PH_INLINE void ph_lock(ph_lock_t *l)
-{
-  int expected = 0;
-  if (ph_likely(atomic_compare_exchange_weak_explicit(&l->held, &expected, 1,
-                                                      memory_order_acquire, memory_order_relaxed)))
-    return;
-  ph_lock_slow(l);
-}
-PH_INLINE void ph_unlock(ph_lock_t *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
-
-PH_INLINE void ms_lock(mstate_t *ms)
-{
-  if (ms->flags & PH_MS_LOCKED)
-    ph_lock(&ms->lock);
-}
-
-PH_INLINE void ms_unlock(mstate_t *ms)
-{
-  if (ms->flags & PH_MS_LOCKED)
-    ph_unlock(&ms->lock);
-}
-
-#endif /* PINHEAP_HEAP_H */
+#endif /* PINHEAP_TYPES_H */

@@ -1,0 +1,168 @@
+/*
+ * arena.c -- the arenas of the malloc family and every heap of the process:
+ * the arena table and the choice of a thread's arena (round robin, created
+ * on first use, up to M_ARENA_MAX), the registry of heaps (ms_all), the
+ * heap lock's slow path, and the fork locks.  Main entry point:
+ * arena_pick().
+ *
+ * Arenas are heaps (mstate_t) like mspaces; arena 0 is the static heap of
+ * init.c (heap_default), the others are created on demand.
+ */
+#include "chunk.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "params.h"
+#include "pinheap.h"
+
+#define PH_ARENA_SLOTS 256               /* hard cap of M_ARENA_MAX */
+
+static mstate_t *ms_all;                 /* every heap, newest first */
+static ph_lock_t ms_all_lock;
+
+void ph_lock_slow(ph_lock_t *l)
+{
+  for (unsigned spins = 0;; spins++) {
+    int expected = 0;
+    if (atomic_load_explicit(&l->held, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_weak_explicit(&l->held, &expected, 1, memory_order_acquire,
+                                              memory_order_relaxed))
+      return;
+    if (spins < 64)
+      __builtin_ia32_pause();
+    else
+      sched_yield();
+  }
+}
+
+void ms_register(mstate_t *ms)
+{
+  ph_lock(&ms_all_lock);
+  ms->all_next = ms_all;
+  __atomic_store_n(&ms_all, ms, __ATOMIC_RELEASE);
+  ph_unlock(&ms_all_lock);
+}
+
+void ms_unregister(mstate_t *ms)
+{
+  ph_lock(&ms_all_lock);
+  mstate_t **pp = &ms_all;
+  while (*pp != NULL && *pp != ms)
+    pp = &(*pp)->all_next;
+  if (*pp == ms)
+    *pp = ms->all_next;
+  ph_unlock(&ms_all_lock);
+}
+
+void ms_lock_all(void)
+{
+  huge_cache_fork_lock();
+  ph_lock(&ms_all_lock);
+  for (mstate_t *ms = ms_all; ms != NULL; ms = ms->all_next)
+    ph_lock(&ms->lock);
+  owner_fork_lock();                      /* last: taken inside heap locks elsewhere */
+}
+
+void ms_unlock_all(void)
+{
+  owner_fork_unlock();
+  for (mstate_t *ms = ms_all; ms != NULL; ms = ms->all_next)
+    ph_unlock(&ms->lock);
+  ph_unlock(&ms_all_lock);
+  huge_cache_fork_unlock();
+}
+
+static mstate_t *arenas[PH_ARENA_SLOTS];
+static unsigned arena_max;               /* 0 until front_init(); read and set
+                                            whole (relaxed atomics) */
+static atomic_uint arena_next;
+static ph_lock_t arenas_lock;
+
+/* Every lock of the allocator, always in this order. */
+void malloc_prefork_lock(void)
+{
+  ph_lock(&arenas_lock);
+  tc_pool_fork_lock();
+  ms_lock_all();
+}
+
+/* In the parent and in the child: the child's copies are held by the
+ * forking thread, the only thread the child has, so releasing them is
+ * the same as making them new. */
+void malloc_postfork_unlock(void)
+{
+  ms_unlock_all();
+  tc_pool_fork_unlock();
+  ph_unlock(&arenas_lock);
+}
+
+/* CPUs this process may run on: the affinity mask, by a raw system call
+ * (sysconf would bring in much of stdio's code for one number). */
+static long cpu_count(void)
+{
+  unsigned long mask[16];
+  long n = syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
+  long cpus = 0;
+  for (long i = 0; n > 0 && i < n / (long)sizeof(mask[0]); i++)
+    cpus += __builtin_popcountl(mask[i]);
+  return cpus;
+}
+
+void arena_init(void)
+{
+  __atomic_store_n(&arenas[0], heap_default(), __ATOMIC_RELEASE);
+  if (__atomic_load_n(&arena_max, __ATOMIC_RELAXED) == 0) {  /* not set by mallopt(M_ARENA_MAX) */
+    long cpus = cpu_count();
+    int param = params_get()->v[PARAM_ARENA_MAX].value;
+    unsigned max = param > 0 ? (unsigned)param : (unsigned)(cpus > 0 ? 4 * cpus : 8);
+    unsigned zero = 0;
+    __atomic_compare_exchange_n(&arena_max, &zero, max > PH_ARENA_SLOTS ? PH_ARENA_SLOTS : max,
+                                false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  }
+}
+
+int arena_max_set(int value)
+{
+  if (value <= 0 || value > PH_ARENA_SLOTS)
+    return 0;
+  /* new threads spread over arenas [0, value); existing ones stay */
+  __atomic_store_n(&arena_max, (unsigned)value, __ATOMIC_RELAXED);
+  return 1;
+}
+
+/* Round robin over up to arena_max arenas, created on first use. */
+mstate_t *arena_pick(void)
+{
+  unsigned i = atomic_fetch_add_explicit(&arena_next, 1, memory_order_relaxed) %
+               __atomic_load_n(&arena_max, __ATOMIC_RELAXED);
+  mstate_t *ms = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+
+  if (ms != NULL)
+    return ms;
+  /* Created under the lock, so there is never a loser to undo.  The caller
+   * (tcache_get) has marked this thread as cacheless meanwhile: should a
+   * release listener allocate from inside ms_create, it gets arena 0 and
+   * never comes back here. */
+  ph_lock(&arenas_lock);
+  ms = arenas[i];
+  if (ms == NULL) {
+    ms = ms_create(0, PH_MS_LOCKED, i < PH_KIND_TAGS ? PH_KIND_ARENA_TAG(i) : PH_KIND_ARENA);
+    if (ms != NULL)
+      __atomic_store_n(&arenas[i], ms, __ATOMIC_RELEASE);
+  }
+  ph_unlock(&arenas_lock);
+  return ms != NULL ? ms : arenas[0];
+}
+
+void arena_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg)
+{
+  fn(heap_default(), arg);                /* arena 0, even before front_init() */
+  for (unsigned i = 1; i < PH_ARENA_SLOTS; i++) {
+    mstate_t *ms = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+    if (ms != NULL)
+      fn(ms, arg);
+  }
+}

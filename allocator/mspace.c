@@ -1,0 +1,205 @@
+/*
+ * mspace.c -- the mspace API: heaps of the caller's, created over fresh
+ * mappings (create_mspace) or over the caller's region
+ * (create_mspace_with_base), destroyed whole, and the mspace_* calls.
+ * Main entry points: ms_create() and destroy_mspace().
+ */
+#include "chunk.h"
+
+#include <errno.h>
+#include <malloc.h>
+
+#include "pinheap.h"
+
+#define PH_MS_OFF align_up(sizeof(seg_t), PH_ALIGN)
+#define PH_MS_CHUNK_OFF (align_up(PH_MS_OFF + sizeof(mstate_t) + PH_CHUNK_HDR, PH_ALIGN) - PH_CHUNK_HDR)
+
+mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
+{
+  size_t len;
+  char *p;
+
+  if (capacity == 0)
+    capacity = PH_DEFAULT_SEGMENT;
+  if (capacity > PH_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  len = align_up(capacity + PH_MS_CHUNK_OFF + PH_FENCE_SIZE + PH_MIN_CHUNK, PH_GRANULE);
+  size_t spare = (flags & PH_MS_USER) ? 0 : PH_SEG_SPARE;   /* as seg_spare_for() */
+  p = os_map_reserved(NULL, len, spare, PH_GRANULE);
+  if (p == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  mstate_t *ms = (mstate_t *)(p + PH_MS_OFF);
+  if (!owner_map_set(p, len, (uintptr_t)p | ((flags & PH_MS_USER) ? PH_OWNER_USER_TAG : 0), kind)) {
+    os_release(p, len + spare);
+    errno = ENOMEM;
+    return NULL;
+  }
+  ms_init(ms, &mem_source_os, flags, kind);
+  ms->seg_grow = align_up(capacity, PH_GRANULE);
+  seg_format(ms, p, len, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
+  ((seg_t *)p)->spare = spare;
+  ms->top_seg = (seg_t *)p;
+  ms->top = seg_first(ms->top_seg);
+  return ms;
+}
+
+pinheap_mspace create_mspace(size_t capacity, int locked)
+{
+  return ms_create(capacity, (locked ? PH_MS_LOCKED : 0) | PH_MS_USER, PH_KIND_USER);
+}
+
+pinheap_mspace create_mspace_with_base(void *base, size_t capacity, int locked)
+{
+  uintptr_t b = align_up((uintptr_t)base, PH_ALIGN);
+  uintptr_t end;
+
+  if (base == NULL || __builtin_add_overflow((uintptr_t)base, capacity, &end)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  end = align_down(end, PH_ALIGN);
+  if (end < b || end - b < PH_MS_CHUNK_OFF + PH_MIN_CHUNK + PH_FENCE_SIZE) {
+    errno = EINVAL;
+    return NULL;
+  }
+  mstate_t *ms = (mstate_t *)(b + PH_MS_OFF);
+  ms_init(ms, &mem_source_region, locked ? PH_MS_LOCKED : 0, PH_KIND_NONE);
+  seg_format(ms, (char *)b, end - b, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
+  ms->top_seg = (seg_t *)b;
+  ms->top = seg_first(ms->top_seg);
+  return ms;
+}
+
+/* Validates an mspace handle before use. */
+static mstate_t *mspace_state(pinheap_mspace msp, const char *fn)
+{
+  mstate_t *ms = msp;
+  if (ms == NULL || ((uintptr_t)ms & PH_ALIGN_MASK) != 0 || !(ms->flags & PH_MS_INIT) ||
+      ms->segs == NULL || ms->segs->ms != ms)
+    ph_fatal(fn, "invalid mspace", msp);
+  return ms;
+}
+
+size_t destroy_mspace(pinheap_mspace msp)
+{
+  mstate_t *ms = mspace_state(msp, "destroy_mspace");
+
+  if (!ms->source->releases) {          /* the caller's region stays the caller's */
+    ms->flags = 0;
+    return 0;
+  }
+  if (!(ms->flags & PH_MS_USER))
+    ph_fatal("destroy_mspace", "not an mspace (an arena of malloc)", msp);
+  return ms_destroy(ms);
+}
+
+size_t ms_destroy(mstate_t *ms)
+{
+  size_t total = 0;
+  seg_t *home = NULL;
+
+  ms_unregister(ms);
+  ms_lock(ms);
+  huge_t *h = ms->huge;
+  seg_t *s = ms->segs;
+  ms->huge = NULL;
+  ms->segs = NULL;
+  for (huge_t *x = h; x != NULL; x = x->next)
+    owner_map_set(x, x->map_size, 0, PH_KIND_NONE);
+  for (seg_t *x = s; x != NULL; x = x->next)
+    owner_map_set(x->base, x->size, 0, PH_KIND_NONE);
+  ms_unlock(ms);
+  while (h != NULL) {
+    huge_t *nx = h->next;
+    size_t len = h->map_size;
+    total += len;
+    atomic_fetch_sub_explicit(&huge_total, 1, memory_order_relaxed);
+    os_release(h, len);
+    h = nx;
+  }
+  while (s != NULL) {
+    seg_t *nx = s->next;
+    if (s->flags & PH_SEG_HOLDS_MS) {
+      home = s;
+    } else {
+      total += s->size + s->spare;
+      os_release(s->base, s->size + s->spare);
+    }
+    s = nx;
+  }
+  if (home != NULL) {
+    size_t len = home->size + home->spare;
+    total += len;
+    os_release(home->base, len);
+  }
+  return total;
+}
+
+/* PINHEAP_DEBUG >= 2: the mspace is checked after each call. */
+#define MSPACE_CHECKED(ms, fn, call)       \
+  do {                                     \
+    __typeof__(call) r_ = (call);          \
+    PH_DEBUG_CHECK(ms, fn);                \
+    return r_;                             \
+  } while (0)
+
+void *mspace_malloc(pinheap_mspace msp, size_t bytes)
+{
+  mstate_t *ms = mspace_state(msp, "mspace_malloc");
+  MSPACE_CHECKED(ms, "mspace_malloc", ms_malloc(ms, bytes));
+}
+
+void mspace_free(pinheap_mspace msp, void *mem)
+{
+  mstate_t *ms = mspace_state(msp, "mspace_free");
+  if (mem != NULL)
+    ms_free_mem(ms, mem, "mspace_free");
+  PH_DEBUG_CHECK(ms, "mspace_free");
+}
+
+void *mspace_calloc(pinheap_mspace msp, size_t n, size_t elem_size)
+{
+  mstate_t *ms = mspace_state(msp, "mspace_calloc");
+  MSPACE_CHECKED(ms, "mspace_calloc", ms_calloc(ms, n, elem_size));
+}
+
+void *mspace_realloc(pinheap_mspace msp, void *mem, size_t newsize)
+{
+  mstate_t *ms = mspace_state(msp, "mspace_realloc");
+  MSPACE_CHECKED(ms, "mspace_realloc", ms_realloc(ms, mem, newsize, "mspace_realloc"));
+}
+
+void *mspace_memalign(pinheap_mspace msp, size_t alignment, size_t bytes)
+{
+  mstate_t *ms = mspace_state(msp, "mspace_memalign");
+  MSPACE_CHECKED(ms, "mspace_memalign", ms_memalign(ms, alignment, bytes));
+}
+
+size_t mspace_usable_size(const void *mem)
+{
+  return mem_usable(mem, "mspace_usable_size", true);
+}
+
+int mspace_trim(pinheap_mspace msp, size_t pad)
+{
+  mstate_t *ms = mspace_state(msp, "mspace_trim");
+  MSPACE_CHECKED(ms, "mspace_trim", ms_trim(ms, pad));
+}
+
+struct mallinfo2 mspace_mallinfo(pinheap_mspace msp)
+{
+  return ms_info(mspace_state(msp, "mspace_mallinfo"));
+}
+
+int mspace_check(pinheap_mspace msp)
+{
+  mstate_t *ms = mspace_state(msp, "mspace_check");
+  ms_lock(ms);
+  int problems = mstate_check(ms);
+  ms_unlock(ms);
+  return problems;
+}
