@@ -65,7 +65,7 @@ static int check_segment(mstate_t *ms, const seg_t *seg, size_t *free_chunks_p)
       return problems;
     }
     CHECK(chunk_pinuse(c) == prev_inuse, "PINUSE disagrees with the previous chunk", c);
-    CHECK(!(c->head & PH_MMAPPED), "heap chunk flagged as mapped", c);
+    CHECK(!(chunk_head(c) & PH_MMAPPED), "heap chunk flagged as mapped", c);
     if (!chunk_cinuse(c)) {
       CHECK(!prev_free, "two adjacent free chunks", c);
       if (c == ms->top) {
@@ -159,7 +159,7 @@ static int check_huge(mstate_t *ms)
       CHECK(owner_map_get((char *)h + off) == ((uintptr_t)ms | PH_OWNER_HUGE_TAG),
             "owner map does not name the huge chunk", (char *)h + off);
     c = chunk_at(h, h->chunk_off);
-    CHECK(head_ok(ms, c) && (c->head & PH_MMAPPED) && chunk_cinuse(c) &&
+    CHECK(head_ok(ms, c) && (chunk_head(c) & PH_MMAPPED) && chunk_cinuse(c) &&
           c->prev_foot + chunk_size(c) == h->map_size,
           "huge chunk header damaged", c);
   }

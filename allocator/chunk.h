@@ -35,10 +35,18 @@ PH_INLINE bool chunk_mem_waiting(const void *mem)
 PH_INLINE void chunk_mem_wait(void *mem) { ((uint64_t *)mem)[1] = chunk_free_key; }
 PH_INLINE void chunk_mem_unwait(void *mem) { ((uint64_t *)mem)[1] = 0; }
 /* ---- inline chunk arithmetic -------------------------------------------- */
-PH_INLINE size_t chunk_size(const chunk_t *c) { return c->head & PH_SIZE_MASK; }
-PH_INLINE bool chunk_cinuse(const chunk_t *c) { return (c->head & PH_CINUSE) != 0; }
-PH_INLINE bool chunk_pinuse(const chunk_t *c) { return (c->head & PH_PINUSE) != 0; }
+/* A header is written by its heap's lock holder only, and read also without
+ * the lock (the fast paths, the owner of an in-use chunk whose PINUSE the
+ * lock holder changes): every access is whole, relaxed. */
+PH_INLINE size_t chunk_head(const chunk_t *c) { return __atomic_load_n(&c->head, __ATOMIC_RELAXED); }
+PH_INLINE void chunk_head_store(chunk_t *c, size_t head) { __atomic_store_n(&c->head, head, __ATOMIC_RELAXED); }
+
+PH_INLINE size_t chunk_size(const chunk_t *c) { return chunk_head(c) & PH_SIZE_MASK; }
+PH_INLINE bool chunk_cinuse(const chunk_t *c) { return (chunk_head(c) & PH_CINUSE) != 0; }
+PH_INLINE bool chunk_pinuse(const chunk_t *c) { return (chunk_head(c) & PH_PINUSE) != 0; }
 PH_INLINE chunk_t *chunk_at(const void *p, size_t off) { return (chunk_t *)((char *)p + off); }
+/* The chunk size bytes before c (pointer arithmetic stays in range). */
+PH_INLINE chunk_t *chunk_before(const chunk_t *c, size_t size) { return (chunk_t *)((char *)c - size); }
 PH_INLINE chunk_t *chunk_next(const chunk_t *c) { return chunk_at(c, chunk_size(c)); }
 PH_INLINE void *chunk_mem(const chunk_t *c) { return (char *)c + PH_CHUNK_HDR; }
 PH_INLINE chunk_t *mem_chunk(const void *m) { return (chunk_t *)((char *)m - PH_CHUNK_HDR); }
@@ -68,17 +76,17 @@ PH_INLINE size_t head_check(const mstate_t *ms, const chunk_t *c, size_t sizefla
 }
 PH_INLINE void head_set(const mstate_t *ms, chunk_t *c, size_t sizeflags)
 {
-  c->head = sizeflags | head_check(ms, c, sizeflags);
+  chunk_head_store(c, sizeflags | head_check(ms, c, sizeflags));
 }
 PH_INLINE bool head_ok(const mstate_t *ms, const chunk_t *c)
 {
-  size_t sf = c->head & ~PH_CHECK_MASK;
-  return (c->head & PH_CHECK_MASK) == head_check(ms, c, sf) &&
+  size_t h = chunk_head(c), sf = h & ~PH_CHECK_MASK;
+  return (h & PH_CHECK_MASK) == head_check(ms, c, sf) &&
          (sf & ~(PH_SIZE_MASK | PH_FLAGS)) == 0;
 }
 PH_INLINE void head_set_pinuse(const mstate_t *ms, chunk_t *c, bool on)
 {
-  size_t sf = (c->head & (PH_SIZE_MASK | PH_FLAGS) & ~PH_PINUSE) | (on ? PH_PINUSE : 0);
+  size_t sf = (chunk_head(c) & (PH_SIZE_MASK | PH_FLAGS) & ~PH_PINUSE) | (on ? PH_PINUSE : 0);
   head_set(ms, c, sf);
 }
 
@@ -172,7 +180,7 @@ PH_INLINE void ms_unlock(mstate_t *ms)
 PH_INLINE bool chunk_is_waiting(const mstate_t *ms, const chunk_t *c, size_t size)
 {
   return head_ok(ms, c) &&
-         (c->head & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) == (size | PH_CINUSE) &&
+         (chunk_head(c) & (PH_SIZE_MASK | PH_CINUSE | PH_MMAPPED)) == (size | PH_CINUSE) &&
          chunk_mem_waiting(chunk_mem(c));
 }
 

@@ -88,7 +88,7 @@ void ms_drain_remote(mstate_t *ms)
     chunk_t *c = mem_chunk(mem);
     size_t size = chunk_size(c);
     if (ph_unlikely(!head_ok(ms, c) || size < PH_MIN_CHUNK || size > PH_FAST_MAX_CHUNK ||
-                    (c->head & (PH_CINUSE | PH_MMAPPED)) != PH_CINUSE || !chunk_mem_waiting(mem)))
+                    (chunk_head(c) & (PH_CINUSE | PH_MMAPPED)) != PH_CINUSE || !chunk_mem_waiting(mem)))
       ph_fatal("free", "corrupted chunk header", mem);
     fast_push_bundle(ms, (unsigned)(size >> 4), mem, n);
     mem = next;
@@ -156,7 +156,7 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
   /* Carve from the top in one go when no bin has that size. */
   chunk_t *t = ms->top;
   if (t != NULL && !bin_live(ms, bin_index(nb))) {
-    size_t ts = chunk_size(t), dec = t->head & PH_DECOMMITTED;
+    size_t ts = chunk_size(t), dec = chunk_head(t) & PH_DECOMMITTED;
     while (n < k && ts >= nb + PH_MIN_CHUNK) {
       head_set(ms, t, nb | PH_CINUSE | PH_PINUSE);
       void *m = chunk_mem(t);

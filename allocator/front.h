@@ -23,7 +23,7 @@
  * and flags, but for PINUSE).  Handed out, it stops waiting. */
 PH_INLINE void *tc_bin_pop(tc_bin_t *b, void *p, size_t size)
 {
-  if (ph_unlikely(((uint32_t)mem_chunk(p)->head & ~(uint32_t)PH_PINUSE) !=
+  if (ph_unlikely(((uint32_t)chunk_head(mem_chunk(p)) & ~(uint32_t)PH_PINUSE) !=
                   (uint32_t)size + PH_CINUSE))
     front_malloc_corrupt(p);
   b->head = *(void **)p;
@@ -66,7 +66,8 @@ PH_INLINE bool front_free_fast(void *mem)
 {
   uintptr_t g = (uintptr_t)mem >> PH_GRANULE_SHIFT;
   tcache_t *tc = tcache_tls;
-  if (ph_unlikely(g >= owner_kind_limit || owner_kind[g] != tc->kind))
+  if (ph_unlikely(g >= __atomic_load_n(&owner_kind_limit, __ATOMIC_RELAXED) ||
+                  __atomic_load_n(&owner_kind[g], __ATOMIC_RELAXED) != tc->kind))
     return false;
   /* Misaligned, or at the very start of a granule (its header would lie in
    * the granule before, which may not be pinheap's): the slow path. */
@@ -74,7 +75,7 @@ PH_INLINE bool front_free_fast(void *mem)
   if (ph_unlikely((in_granule & PH_ALIGN_MASK) != 0 || in_granule == 0))
     return false;
   const chunk_t *c = mem_chunk(mem);
-  size_t head = c->head;
+  size_t head = chunk_head(c);
   if (ph_unlikely((head & PH_TC_HEAD_MASK) != PH_CINUSE))
     return false;
   if (ph_unlikely(!head_check_matches(tc->cookie, c, head)))

@@ -62,7 +62,7 @@ chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
       size_t ts = chunk_size(c);
       if (ts >= nb + PH_MIN_CHUNK) {
         chunk_t *rest = chunk_at(c, nb);
-        head_set(ms, rest, (ts - nb) | PH_PINUSE | (c->head & PH_DECOMMITTED));
+        head_set(ms, rest, (ts - nb) | PH_PINUSE | (chunk_head(c) & PH_DECOMMITTED));
         head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
         ms->top = rest;
         if (ts - nb < ms->trim_low)                /* decay: the top was reused */
@@ -115,12 +115,12 @@ void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t 
 
   if (!chunk_pinuse(c)) {
     size_t psize = c->prev_foot;
-    chunk_t *prev = chunk_at(c, -psize);
+    chunk_t *prev = chunk_before(c, psize);
     if (psize < PH_MIN_CHUNK || (char *)prev < (char *)seg_first(seg) || !head_ok(ms, prev) ||
         chunk_size(prev) != psize || chunk_cinuse(prev))
       ph_fatal(fn, "corrupted chunk header", chunk_mem(c));
     bin_unlink(ms, prev, psize);
-    c->head = PH_HEAD_MERGED;          /* no header now: a second free is named */
+    chunk_head_store(c, PH_HEAD_MERGED);          /* no header now: a second free is named */
     c = prev;
     size += psize;
   }
@@ -135,7 +135,7 @@ void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t 
   if (!chunk_cinuse(next)) {
     size_t nsize = chunk_size(next);
     bin_unlink(ms, next, nsize);
-    next->head = PH_HEAD_MERGED;
+    chunk_head_store(next, PH_HEAD_MERGED);
     size += nsize;
     /* The chunk after next already has PINUSE clear: only the footer moves. */
     head_set(ms, c, size | PH_PINUSE);
@@ -194,7 +194,7 @@ static chunk_t *chunk_check_inuse(mstate_t *ms, seg_t *seg, void *mem, const cha
   if ((char *)c < (char *)seg_first(seg) || (char *)c >= seg_fence(seg))
     ph_fatal(fn, "invalid pointer", mem);
   if (!head_ok(ms, c)) {
-    if (c->head == PH_HEAD_MERGED)
+    if (chunk_head(c) == PH_HEAD_MERGED)
       ph_fatal(fn, "double free", mem);
     ph_fatal(fn, seg_has_chunk(ms, seg, c) ? "corrupted chunk header" : "invalid pointer", mem);
   }
@@ -204,7 +204,7 @@ static chunk_t *chunk_check_inuse(mstate_t *ms, seg_t *seg, void *mem, const cha
     ph_fatal(fn, waiting ? "write after free" : "double free", mem);
   size_t size = chunk_size(c);
   chunk_t *next = chunk_at(c, size);
-  if ((c->head & PH_MMAPPED) || size < PH_MIN_CHUNK || (char *)next > seg_fence(seg) ||
+  if ((chunk_head(c) & PH_MMAPPED) || size < PH_MIN_CHUNK || (char *)next > seg_fence(seg) ||
       !head_ok(ms, next))
     ph_fatal(fn, "corrupted chunk header", mem);
   if (!chunk_pinuse(next))     /* a stale header inside a free chunk it merged into */
@@ -364,7 +364,7 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     ms_lock(ms);
     chunk_t *c = chunk_check_inuse(ms, seg, mem, fn, false);
     size_t size = chunk_size(c);
-    size_t pin = c->head & PH_PINUSE;      /* the previous chunk may be free */
+    size_t pin = chunk_head(c) & PH_PINUSE;      /* the previous chunk may be free */
     old_usable = size - PH_CHUNK_OVERHEAD;
     chunk_t *next = chunk_at(c, size);
     if (nb <= size) {                       /* shrink in place */
@@ -385,7 +385,7 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     if (next == ms->top && size + chunk_size(next) >= nb + PH_MIN_CHUNK &&
         nb < mparams_get(mmap_threshold)) {     /* grow into the top */
       size_t tsize = size + chunk_size(next) - nb;
-      size_t dec = next->head & PH_DECOMMITTED;
+      size_t dec = chunk_head(next) & PH_DECOMMITTED;
       chunk_t *rest = chunk_at(c, nb);
       head_set(ms, c, nb | PH_CINUSE | pin);
       head_set(ms, rest, tsize | PH_PINUSE | dec);
@@ -470,14 +470,14 @@ void *ms_memalign(mstate_t *ms, size_t align, size_t n)
     chunk_t *ac = mem_chunk((void *)am);
     size_t lead = (uintptr_t)ac - (uintptr_t)c;
     head_set(ms, ac, (size - lead) | PH_CINUSE);          /* previous: the lead, freed next */
-    head_set(ms, c, lead | PH_CINUSE | (c->head & PH_PINUSE));
+    head_set(ms, c, lead | PH_CINUSE | (chunk_head(c) & PH_PINUSE));
     ms_free_chunk(ms, seg, c, lead, &rel, "memalign");
     c = ac;
     size -= lead;
   }
   if (size - nb >= PH_MIN_CHUNK) {
     chunk_t *rem = chunk_at(c, nb);
-    head_set(ms, c, nb | PH_CINUSE | (c->head & PH_PINUSE));
+    head_set(ms, c, nb | PH_CINUSE | (chunk_head(c) & PH_PINUSE));
     head_set(ms, rem, (size - nb) | PH_CINUSE | PH_PINUSE);
     ms_free_chunk(ms, seg, rem, size - nb, &rel, "memalign");
   }
@@ -500,7 +500,7 @@ void *ms_calloc(mstate_t *ms, size_t n, size_t elem)
   if (p != NULL) {
     chunk_t *c = mem_chunk(p);
     /* fresh mappings are zero; heap chunks and recycled mappings are not */
-    if (!(c->head & PH_MMAPPED) || ((huge_t *)((char *)c - c->prev_foot))->recycled)
+    if (!(chunk_head(c) & PH_MMAPPED) || ((huge_t *)((char *)c - c->prev_foot))->recycled)
       memset(p, 0, total);
   }
   return p;

@@ -182,7 +182,7 @@ static bool huge_has_mem(const mstate_t *ms, const void *mem)
 
 huge_t *huge_check(mstate_t *ms, chunk_t *c, const char *fn)
 {
-  if (!head_ok(ms, c) || !(c->head & PH_MMAPPED) || !chunk_cinuse(c))
+  if (!head_ok(ms, c) || !(chunk_head(c) & PH_MMAPPED) || !chunk_cinuse(c))
     ph_fatal(fn, huge_has_mem(ms, chunk_mem(c)) ? "corrupted chunk header" : "invalid pointer",
              chunk_mem(c));
   size_t off = c->prev_foot;

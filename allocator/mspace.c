@@ -78,8 +78,14 @@ pinheap_mspace create_mspace_with_base(void *base, size_t capacity, int locked)
 static mstate_t *mspace_state(pinheap_mspace msp, const char *fn)
 {
   mstate_t *ms = msp;
-  if (ms == NULL || ((uintptr_t)ms & PH_ALIGN_MASK) != 0 || !(ms->flags & PH_MS_INIT) ||
-      ms->segs == NULL || ms->segs->ms != ms)
+  /* An mspace lives in its first segment, just after the header: that
+   * segment never changes (ms->segs does as the heap grows, under its
+   * lock, which this check does not take). */
+  if (ms == NULL || ((uintptr_t)ms & PH_ALIGN_MASK) != 0 ||
+      !(__atomic_load_n(&ms->flags, __ATOMIC_ACQUIRE) & PH_MS_INIT))
+    ph_fatal(fn, "invalid mspace", msp);
+  const seg_t *home = (const seg_t *)((uintptr_t)msp - PH_MS_OFF);
+  if (home->base != (const char *)home || home->ms != ms)
     ph_fatal(fn, "invalid mspace", msp);
   return ms;
 }

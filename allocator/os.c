@@ -25,7 +25,34 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static size_t os_page;  /* set once by os_page_size(); benign race */
+/* The kernel, by raw system call: pinheap's own interposers (hooks/) never
+ * see these.  Under ThreadSanitizer, mmap and munmap go through TSan's own
+ * handlers (its __interceptor_ names, which no interposer of the program
+ * stands in front of), so that TSan forgets what it knew of an unmapped
+ * range when the address is mapped again. */
+#define os_sys(name) os_raw_##name
+#if defined(__SANITIZE_THREAD__)
+extern void *__interceptor_mmap(void *addr, size_t len, int prot, int flags, int fd, long off);
+extern int __interceptor_munmap(void *addr, size_t len);
+#define os_raw_mmap __interceptor_mmap
+#define os_raw_munmap __interceptor_munmap
+#else
+static void *os_raw_mmap(void *addr, size_t len, int prot, int flags, int fd, long off)
+{
+  return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+static int os_raw_munmap(void *addr, size_t len) { return (int)syscall(SYS_munmap, addr, len); }
+#endif
+static int os_raw_madvise(void *addr, size_t len, int advice)
+{
+  return (int)syscall(SYS_madvise, addr, len, advice);
+}
+static void *os_raw_mremap(void *addr, size_t oldlen, size_t newlen, int flags)
+{
+  return (void *)syscall(SYS_mremap, addr, oldlen, newlen, flags);
+}
+
+static size_t os_page;  /* set once by os_page_size(); read and set whole */
 
 static _Atomic(os_release_fn *) os_listener;
 static void *_Atomic os_listener_ctx;
@@ -35,11 +62,13 @@ static _Atomic size_t os_mapped, os_peak_mapped, os_map_calls,
 
 size_t os_page_size(void)
 {
-  if (ph_unlikely(os_page == 0)) {
+  size_t page = __atomic_load_n(&os_page, __ATOMIC_RELAXED);
+  if (ph_unlikely(page == 0)) {
     unsigned long p = getauxval(AT_PAGESZ);   /* no sysconf: small and early-safe */
-    os_page = p > 0 ? (size_t)p : 4096;
+    page = p > 0 ? (size_t)p : 4096;
+    __atomic_store_n(&os_page, page, __ATOMIC_RELAXED);
   }
-  return os_page;
+  return page;
 }
 
 static void os_count_mapped(size_t size)
@@ -65,13 +94,13 @@ static void os_notify(void *addr, size_t len)
 
 static void *os_sys_mmap_prot(void *hint, size_t size, int prot)
 {
-  long r = syscall(SYS_mmap, hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+  long r = (long)os_sys(mmap)(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
   return r == -1 ? NULL : (void *)r;
 }
 
 static void os_sys_munmap(void *addr, size_t len)
 {
-  if (syscall(SYS_munmap, addr, len) != 0)
+  if (os_sys(munmap)(addr, len) != 0)
     ph_fatal("munmap", "the kernel refused to unmap a pinheap range at", addr);
 }
 
@@ -182,7 +211,7 @@ void os_decommit(void *addr, size_t len)
   int saved = errno;
 
   os_notify(addr, len);
-  if (syscall(SYS_madvise, addr, len, MADV_DONTNEED) != 0)
+  if (os_sys(madvise)(addr, len, MADV_DONTNEED) != 0)
     ph_warn("madvise(MADV_DONTNEED) failed on a pinheap range; memory stays committed", NULL);
   atomic_fetch_add_explicit(&os_decommit_calls, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_released_bytes, len, memory_order_relaxed);
@@ -198,7 +227,7 @@ int os_remap(void *addr, size_t oldlen, size_t newlen)
     return 0;
   if (newlen < oldlen)
     os_notify((char *)addr + newlen, oldlen - newlen);
-  r = syscall(SYS_mremap, addr, oldlen, newlen, 0 /* never move */);
+  r = (long)os_sys(mremap)(addr, oldlen, newlen, 0 /* never move */);
   if (r == -1) {
     errno = saved;
     if (newlen < oldlen)  /* shrinking in place cannot fail on a valid range */

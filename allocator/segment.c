@@ -56,7 +56,7 @@ static bool seg_extend(mstate_t *ms, seg_t *tseg, size_t add)
   tseg->size += add;
   ms->footprint += add;
   size_t tsize = chunk_size(ms->top) + add;    /* the old fence and fresh pages */
-  head_set(ms, ms->top, tsize | PH_PINUSE | (ms->top->head & PH_DECOMMITTED));
+  head_set(ms, ms->top, tsize | PH_PINUSE | (chunk_head(ms->top) & PH_DECOMMITTED));
   fence_write(ms, tseg);
   ((chunk_t *)seg_fence(tseg))->prev_foot = tsize;
   return true;
@@ -158,7 +158,7 @@ void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
   owner_map_set(end - len, len, 0, PH_KIND_NONE);
   seg->size -= len;
   ms->footprint -= len;
-  head_set(ms, ms->top, (tsize - len) | PH_PINUSE | (ms->top->head & PH_DECOMMITTED));
+  head_set(ms, ms->top, (tsize - len) | PH_PINUSE | (chunk_head(ms->top) & PH_DECOMMITTED));
   fence_write(ms, seg);
   ((chunk_t *)seg_fence(seg))->prev_foot = tsize - len;
   rel->addr = end - len;

@@ -21,7 +21,10 @@ int ms_trim(mstate_t *ms, size_t pad)
   chunk_t *borrowed = NULL, *top_borrowed = NULL;
   seg_t *top_seg = NULL;                    /* where the borrowed top lives */
   size_t page = os_page_size();
-  size_t keep = align_up(PH_MIN_CHUNK + pad, PH_ALIGN);
+  size_t keep;
+  if (pad > PH_MAX_REQUEST)                 /* keeps all anyway; no overflow below */
+    pad = PH_MAX_REQUEST;
+  keep = align_up(PH_MIN_CHUNK + pad, PH_ALIGN);
   int released = 0;
 
   if (!ms->source->releases)
@@ -47,7 +50,7 @@ int ms_trim(mstate_t *ms, size_t pad)
   if (ms->top != NULL) {
     chunk_t *t = ms->top;
     size_t ts = chunk_size(t);
-    if (!(t->head & PH_DECOMMITTED) &&
+    if (!(chunk_head(t) & PH_DECOMMITTED) &&
         align_down((uintptr_t)t + ts, page) > align_up((uintptr_t)t + keep + sizeof(chunk_t), page)) {
       chunk_set_inuse(ms, t, ts);           /* the fence now follows an in-use chunk */
       ms->top = NULL;                       /* a grow meanwhile makes a new top */
@@ -64,7 +67,7 @@ int ms_trim(mstate_t *ms, size_t pad)
     for (chunk_t *c = bin->fd, *nx; c != bin; c = nx) {
       size_t cs = chunk_size(c);
       nx = c->fd;
-      if (!(c->head & PH_DECOMMITTED) &&
+      if (!(chunk_head(c) & PH_DECOMMITTED) &&
           align_down((uintptr_t)c + cs, page) > align_up((uintptr_t)c + sizeof(chunk_t), page)) {
         bin_unlink(ms, c, cs);
         chunk_set_inuse(ms, c, cs);
@@ -121,7 +124,7 @@ int ms_trim(mstate_t *ms, size_t pad)
    * segment, as an old top does.) */
   if (top_borrowed != NULL && ms->top == NULL && ms->top_seg == top_seg) {
     chunk_t *fence = (chunk_t *)seg_fence(ms->top_seg);
-    chunk_t *last = chunk_at(fence, -fence->prev_foot);
+    chunk_t *last = chunk_before(fence, fence->prev_foot);
     size_t ls = fence->prev_foot;
     if (chunk_pinuse(fence))
       ph_fatal("malloc_trim", "lost the top chunk of heap", ms);

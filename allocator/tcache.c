@@ -313,7 +313,7 @@ void front_free_slow(void *mem, uintptr_t o, const char *fn)
     return;
   }
   mstate_t *ms = owner_seg(o)->ms;
-  size_t head = mem_chunk(mem)->head;
+  size_t head = chunk_head(mem_chunk(mem));
   tcache_t *tc = tcache_get();
   if (tc != NULL && (head & PH_TC_HEAD_MASK) == PH_CINUSE && (head & 0x7e0) != 0 &&
       head_ok(ms, mem_chunk(mem))) {

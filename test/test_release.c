@@ -656,12 +656,14 @@ static void *churn_thread(void *argp)
     if (r % 2 == 1)
       PINHEAP_NAME(malloc_trim)(0);        /* trim and decommit, from every arena */
   }
+  churn_pool.depth++;                    /* the listener leaves the pool alone now */
   for (unsigned i = 0; i < churn_pool.n; i++) {
     cr_assert(churn_intact(churn_pool.blk[i], churn_pool.size[i], churn_pool.seed[i]),
               "thread %u: a pooled block changed", arg->id);
     PINHEAP_NAME(free)(churn_pool.blk[i]);
   }
   churn_pool.n = 0;
+  churn_pool.depth--;
   free(blk);
   return NULL;
 }
