@@ -25,8 +25,9 @@
  *   PINHEAP_FUZZ_TRACE=1        print each operation to stderr (to read a
  *                               crash input as an operation list)
  *   PINHEAP_FUZZ_ABSURD=0       never request absurd sizes (beyond RAM+swap
- *                               or PTRDIFF_MAX) or alignments (1 GiB and
- *                               up, 0); default 1
+ *                               or PTRDIFF_MAX), alignments (1 GiB and
+ *                               up, 0) or trim pads (near SIZE_MAX);
+ *                               default 1
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -666,7 +667,7 @@ static void op_trim(slot_t *s, in_t *in)
   size_t pad = (size_t)in_u32(in) % (1u << 20);
   int rc;
 
-  if (in_u8(in) == 0xff)
+  if (in_u8(in) == 0xff && fz.absurd)
     pad = SIZE_MAX - pad;
   detail("%s pad=%zu", s->heap.name, pad);
   rc = shadow_heap_trim(&s->heap, pad);
