@@ -34,7 +34,7 @@ set(_fuzz_dir ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 set(_fuzz_run ${_fuzz_dir}/run_fuzz.sh)
 set(_fuzz_skip "")
 
-if(PINHEAP_SANITIZE)
+if(PINHEAP_SANITIZER)
   # The gcc ASan build: the fuzzers bring their own sanitizers; not built here.
   return()
 endif()
