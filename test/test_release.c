@@ -645,16 +645,19 @@ static void *churn_thread(void *argp)
         break;
       }
     }
-    /* a mapped block shrunk in place releases its tail; grown, it may move */
-    huge = PINHEAP_NAME(realloc)(huge, 40 * SHADOW_MIB);
-    cr_assert_not_null(huge);
-    huge = PINHEAP_NAME(realloc)(huge, 80 * SHADOW_MIB);
-    cr_assert_not_null(huge);
+    /* After two plain rounds: a mapped block shrunk in place releases its
+     * tail, grown it may move; trim and decommit. */
+    if (r >= 2) {
+      huge = PINHEAP_NAME(realloc)(huge, 40 * SHADOW_MIB);
+      cr_assert_not_null(huge);
+      huge = PINHEAP_NAME(realloc)(huge, 80 * SHADOW_MIB);
+      cr_assert_not_null(huge);
+    }
     for (unsigned i = 0; i < CHURN_BLOCKS; i++)
       PINHEAP_NAME(free)(blk[(i * 7919u) % CHURN_BLOCKS]);
     PINHEAP_NAME(free)(huge);
-    if (r % 2 == 1)
-      PINHEAP_NAME(malloc_trim)(0);        /* trim and decommit, from every arena */
+    if (r >= 2 && r % 2 == 1)
+      PINHEAP_NAME(malloc_trim)(0);
   }
   churn_pool.depth++;                    /* the listener leaves the pool alone now */
   for (unsigned i = 0; i < churn_pool.n; i++) {
