@@ -212,14 +212,15 @@ static inline uint64_t shadow_pattern_word(uint64_t id, size_t word)
   return x ^ (x >> 29);
 }
 
-/** Fills len bytes at p (p 8-aligned) with the pattern of id. */
+/** Fills len bytes at p (any alignment) with the pattern of id. */
 static inline void shadow_pattern_fill(void *p, size_t len, uint64_t id)
 {
-  uint64_t *w = p;
   size_t words = len / 8, i;
 
-  for (i = 0; i < words; i++)
-    w[i] = shadow_pattern_word(id, i);
+  for (i = 0; i < words; i++) {
+    uint64_t w = shadow_pattern_word(id, i);
+    memcpy((char *)p + i * 8, &w, 8);
+  }
   if (len % 8 != 0) {
     uint64_t last = shadow_pattern_word(id, words);
     memcpy((char *)p + words * 8, &last, len % 8);
@@ -227,41 +228,28 @@ static inline void shadow_pattern_fill(void *p, size_t len, uint64_t id)
 }
 
 /** @return the offset of the first byte in [0, len) that does not hold the
- *  pattern of id, or len if all do. */
+ *  pattern of id, or SIZE_MAX if all do. */
 static inline size_t shadow_pattern_find_mismatch(const void *p, size_t len, uint64_t id)
 {
-  const uint64_t *w = p;
-  size_t words = len / 8, i;
-
-  for (i = 0; i < words; i++)
-    if (w[i] != shadow_pattern_word(id, i)) {
-      uint64_t want = shadow_pattern_word(id, i);
-      const unsigned char *a = (const unsigned char *)&w[i], *b = (const unsigned char *)&want;
-      size_t k = 0;
-      while (a[k] == b[k])
-        k++;
-      return i * 8 + k;
-    }
-  if (len % 8 != 0) {
-    uint64_t last = shadow_pattern_word(id, words);
-    const unsigned char *a = (const unsigned char *)p + words * 8;
-    const unsigned char *b = (const unsigned char *)&last;
-    for (size_t k = 0; k < len % 8; k++)
+  for (size_t i = 0; i < len; i += 8) {
+    uint64_t want = shadow_pattern_word(id, i / 8);
+    const unsigned char *a = (const unsigned char *)p + i, *b = (const unsigned char *)&want;
+    for (size_t k = 0; k < 8 && i + k < len; k++)
       if (a[k] != b[k])
-        return words * 8 + k;
+        return i + k;
   }
-  return len;
+  return SIZE_MAX;
 }
 
-/** @return the offset of the first non-zero byte in [0, len), or len. */
-static inline size_t shadow_zero_find_mismatch(const void *p, size_t len)
+/** @return the offset of the first byte in [0, len) that is not c, or SIZE_MAX. */
+static inline size_t shadow_bytes_find_not(const void *p, size_t len, uint8_t c)
 {
   const unsigned char *b = p;
 
   for (size_t i = 0; i < len; i++)
-    if (b[i] != 0)
+    if (b[i] != c)
       return i;
-  return len;
+  return SIZE_MAX;
 }
 
 /* ======================================================================= */

@@ -65,11 +65,11 @@ static void align_batch_run(align_fn_t fn, size_t align, size_t expect_align)
     usable[i] = PINHEAP_NAME(malloc_usable_size)(p);
     cr_assert_geq(usable[i], n, "malloc_usable_size(%s(%zu, %zu)) = %zu < %zu", name, align, n,
                   usable[i], n);
-    pattern_fill(p, usable[i], (uint32_t)(i * 31 + align));
+    shadow_pattern_fill(p, usable[i], (uint32_t)(i * 31 + align));
     ptrs[i] = p;
   }
   for (size_t i = 0; i < ALIGN_NSIZES; i++) {
-    size_t bad = pattern_find_mismatch(ptrs[i], usable[i], (uint32_t)(i * 31 + align));
+    size_t bad = shadow_pattern_find_mismatch(ptrs[i], usable[i], (uint32_t)(i * 31 + align));
     cr_assert_eq(bad, SIZE_MAX, "%s(%zu, %zu): byte %zu of %zu usable was overwritten by another block",
                  name, align, align_sizes[i], bad, usable[i]);
   }
@@ -249,9 +249,9 @@ Test(align, valloc_and_pvalloc_are_page_aligned)
     ptrs[k++] = pv;
   }
   for (size_t i = 0; i < k; i++)
-    pattern_fill(ptrs[i], lens[i], (uint32_t)i + 40);
+    shadow_pattern_fill(ptrs[i], lens[i], (uint32_t)i + 40);
   for (size_t i = 0; i < k; i++)
-    cr_assert_eq(pattern_find_mismatch(ptrs[i], lens[i], (uint32_t)i + 40), SIZE_MAX,
+    cr_assert_eq(shadow_pattern_find_mismatch(ptrs[i], lens[i], (uint32_t)i + 40), SIZE_MAX,
                  "valloc/pvalloc block #%zu (usable %zu) was overwritten by another", i, lens[i]);
   heap_assert_sound("valloc/pvalloc");
   for (size_t i = 0; i < k; i++)
@@ -267,20 +267,20 @@ Test(align, realloc_of_aligned_blocks_keeps_content)
     void *p = PINHEAP_NAME(memalign)(aligns[i], 1000);
     void *after = PINHEAP_NAME(malloc)(64);
     cr_assert(before && p && after, "setup for alignment %zu failed", aligns[i]);
-    pattern_fill(before, 64, 1);
-    pattern_fill(p, 1000, 2);
-    pattern_fill(after, 64, 3);
+    shadow_pattern_fill(before, 64, 1);
+    shadow_pattern_fill(p, 1000, 2);
+    shadow_pattern_fill(after, 64, 3);
     p = PINHEAP_NAME(realloc)(p, 5000);
     cr_assert_not_null(p, "realloc(memalign(%zu, 1000), 5000) returned NULL", aligns[i]);
-    cr_assert_eq(pattern_find_mismatch(p, 1000, 2), SIZE_MAX, "growing a %zu-aligned block lost content",
+    cr_assert_eq(shadow_pattern_find_mismatch(p, 1000, 2), SIZE_MAX, "growing a %zu-aligned block lost content",
                  aligns[i]);
     p = PINHEAP_NAME(realloc)(p, 100);
     cr_assert_not_null(p, "realloc(p, 100) returned NULL");
-    cr_assert_eq(pattern_find_mismatch(p, 100, 2), SIZE_MAX, "shrinking a %zu-aligned block lost content",
+    cr_assert_eq(shadow_pattern_find_mismatch(p, 100, 2), SIZE_MAX, "shrinking a %zu-aligned block lost content",
                  aligns[i]);
-    cr_assert_eq(pattern_find_mismatch(before, 64, 1), SIZE_MAX, "block before a %zu-aligned block damaged",
+    cr_assert_eq(shadow_pattern_find_mismatch(before, 64, 1), SIZE_MAX, "block before a %zu-aligned block damaged",
                  aligns[i]);
-    cr_assert_eq(pattern_find_mismatch(after, 64, 3), SIZE_MAX, "block after a %zu-aligned block damaged",
+    cr_assert_eq(shadow_pattern_find_mismatch(after, 64, 3), SIZE_MAX, "block after a %zu-aligned block damaged",
                  aligns[i]);
     heap_assert_sound("realloc of an aligned block");
     PINHEAP_NAME(free)(p);

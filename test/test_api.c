@@ -194,24 +194,24 @@ static void realloc_assert_keeps(size_t from, size_t to, uint32_t seed)
   void *right = PINHEAP_NAME(malloc)(200);
 
   cr_assert(left && p && right, "setup allocations for realloc %zu -> %zu failed", from, to);
-  pattern_fill(left, 200, seed + 1);
-  pattern_fill(p, from, seed);
-  pattern_fill(right, 200, seed + 2);
+  shadow_pattern_fill(left, 200, seed + 1);
+  shadow_pattern_fill(p, from, seed);
+  shadow_pattern_fill(right, 200, seed + 2);
 
   void *q = PINHEAP_NAME(realloc)(p, to);
   cr_assert_not_null(q, "realloc(%p, %zu) from %zu bytes returned NULL", p, to, from);
   cr_assert(ptr_is_aligned(q, 16), "realloc(%zu -> %zu) = %p is not 16-aligned", from, to, q);
   size_t keep = from < to ? from : to;
-  size_t bad = pattern_find_mismatch(q, keep, seed);
+  size_t bad = shadow_pattern_find_mismatch(q, keep, seed);
   cr_assert_eq(bad, SIZE_MAX, "realloc %zu -> %zu lost content at byte %zu of %zu (got 0x%02x)",
                from, to, bad, keep, bad == SIZE_MAX ? 0 : ((uint8_t *)q)[bad]);
   size_t u = PINHEAP_NAME(malloc_usable_size)(q);
   cr_assert_geq(u, to, "usable size %zu < %zu after realloc %zu -> %zu", u, to, from, to);
   memset(q, 0xEE, u);
-  bad = pattern_find_mismatch(left, 200, seed + 1);
+  bad = shadow_pattern_find_mismatch(left, 200, seed + 1);
   cr_assert_eq(bad, SIZE_MAX, "realloc %zu -> %zu (then writing %zu usable bytes) damaged the block "
                "before it at byte %zu", from, to, u, bad);
-  bad = pattern_find_mismatch(right, 200, seed + 2);
+  bad = shadow_pattern_find_mismatch(right, 200, seed + 2);
   cr_assert_eq(bad, SIZE_MAX, "realloc %zu -> %zu (then writing %zu usable bytes) damaged the block "
                "after it at byte %zu", from, to, u, bad);
   heap_assert_sound("realloc");
@@ -249,14 +249,14 @@ Test(api, realloc_grows_into_free_neighbour)
   void *b = PINHEAP_NAME(malloc)(100);
   void *c = PINHEAP_NAME(malloc)(100);
   cr_assert(a && b && c, "setup failed");
-  pattern_fill(a, 100, 1);
-  pattern_fill(c, 100, 3);
+  shadow_pattern_fill(a, 100, 1);
+  shadow_pattern_fill(c, 100, 3);
   PINHEAP_NAME(free)(b);
   void *a2 = PINHEAP_NAME(realloc)(a, 190);
   cr_assert_not_null(a2, "realloc(a, 190) returned NULL");
-  cr_assert_eq(pattern_find_mismatch(a2, 100, 1), SIZE_MAX, "realloc into the freed neighbour lost content");
+  cr_assert_eq(shadow_pattern_find_mismatch(a2, 100, 1), SIZE_MAX, "realloc into the freed neighbour lost content");
   memset(a2, 0x11, PINHEAP_NAME(malloc_usable_size)(a2));
-  cr_assert_eq(pattern_find_mismatch(c, 100, 3), SIZE_MAX,
+  cr_assert_eq(shadow_pattern_find_mismatch(c, 100, 3), SIZE_MAX,
                "growing a block into its freed neighbour overwrote the next block");
   heap_assert_sound("realloc into a free neighbour");
   PINHEAP_NAME(free)(a2);
@@ -273,7 +273,7 @@ Test(api, realloc_at_the_top_grows_in_place_past_the_segment)
   size_t n = 64 * 1024;
   unsigned char *p = PINHEAP_NAME(malloc)(n);
   cr_assert_not_null(p);
-  pattern_fill(p, n, 9);
+  shadow_pattern_fill(p, n, 9);
   unsigned char *q = p;
   for (size_t m = 256 * 1024; m <= 3 * 1024 * 1024; m += 256 * 1024) {
     q = PINHEAP_NAME(realloc)(q, m);
@@ -281,7 +281,7 @@ Test(api, realloc_at_the_top_grows_in_place_past_the_segment)
     cr_assert_eq(q, p, "realloc to %zu bytes moved the block at the top of the heap", m);
     memset(q + n, 0x5c, m - n);
   }
-  cr_assert_eq(pattern_find_mismatch(q, n, 9), SIZE_MAX, "growing in place lost the contents");
+  cr_assert_eq(shadow_pattern_find_mismatch(q, n, 9), SIZE_MAX, "growing in place lost the contents");
   heap_assert_sound("realloc grown in place");
   PINHEAP_NAME(free)(q);
   heap_assert_sound("free of the grown block");
@@ -329,7 +329,7 @@ static void calloc_assert_zero(size_t n, size_t m)
   unsigned char *z = PINHEAP_NAME(calloc)(n, m);
   cr_assert_not_null(z, "calloc(%zu, %zu) returned NULL", n, m);
   cr_assert(ptr_is_aligned(z, 16), "calloc(%zu, %zu) = %p not 16-aligned", n, m, (void *)z);
-  size_t bad = bytes_find_not(z, n * m, 0);
+  size_t bad = shadow_bytes_find_not(z, n * m, 0);
   cr_assert_eq(bad, SIZE_MAX, "calloc(%zu, %zu): byte %zu is 0x%02x, not zero", n, m, bad,
                bad == SIZE_MAX ? 0 : z[bad]);
   PINHEAP_NAME(free)(z);
@@ -446,7 +446,7 @@ Test(api, impossible_sizes_are_enomem)
   heap_warm_up();
   void *keep = PINHEAP_NAME(malloc)(300);
   cr_assert_not_null(keep, "malloc(300) returned NULL");
-  pattern_fill(keep, 300, 99);
+  shadow_pattern_fill(keep, 300, 99);
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
     size_t n = size_opaque(sizes[i]);
     void *p;
@@ -460,7 +460,7 @@ Test(api, impossible_sizes_are_enomem)
     p = PINHEAP_NAME(realloc)(keep, n);
     cr_assert_null(p, "realloc(p, %zu) returned %p, expected NULL", n, p);
     cr_assert_eq(errno, ENOMEM, "realloc(p, %zu): errno %d, expected ENOMEM", n, errno);
-    cr_assert_eq(pattern_find_mismatch(keep, 300, 99), SIZE_MAX,
+    cr_assert_eq(shadow_pattern_find_mismatch(keep, 300, 99), SIZE_MAX,
                  "a failed realloc(p, %zu) changed the content of p", n);
 
     errno = 0;
@@ -533,7 +533,7 @@ Test(api, reallocarray_overflow_keeps_original)
   heap_warm_up();
   void *p = PINHEAP_NAME(reallocarray)(NULL, 10, 10);
   block_assert_usable(p, 100, "reallocarray(NULL, 10, 10)");
-  pattern_fill(p, 100, 5);
+  shadow_pattern_fill(p, 100, 5);
   size_t u = PINHEAP_NAME(malloc_usable_size)(p);
 
   static const size_t cases[][2] = {
@@ -548,13 +548,13 @@ Test(api, reallocarray_overflow_keeps_original)
                    cases[i][1], q);
     cr_assert_eq(err, ENOMEM, "reallocarray(p, %zu, %zu): errno %d, expected ENOMEM", cases[i][0],
                  cases[i][1], err);
-    cr_assert_eq(pattern_find_mismatch(p, 100, 5), SIZE_MAX,
+    cr_assert_eq(shadow_pattern_find_mismatch(p, 100, 5), SIZE_MAX,
                  "failed reallocarray(p, %zu, %zu) changed p's content", cases[i][0], cases[i][1]);
     cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(p), u, "failed reallocarray changed p's usable size");
   }
   void *q = PINHEAP_NAME(reallocarray)(p, 50, 20);
   cr_assert_not_null(q, "reallocarray(p, 50, 20) returned NULL");
-  cr_assert_eq(pattern_find_mismatch(q, 100, 5), SIZE_MAX, "reallocarray(p, 50, 20) lost content");
+  cr_assert_eq(shadow_pattern_find_mismatch(q, 100, 5), SIZE_MAX, "reallocarray(p, 50, 20) lost content");
   block_assert_usable(q, 1000, "reallocarray(p, 50, 20)");
   PINHEAP_NAME(free)(q);
   heap_assert_sound("reallocarray");
@@ -577,12 +577,12 @@ Test(api, usable_size_is_writable)
     cr_assert_not_null(ptrs[n], "malloc(%zu) returned NULL", n);
     usable[n] = PINHEAP_NAME(malloc_usable_size)(ptrs[n]);
     cr_assert_geq(usable[n], n, "malloc_usable_size(malloc(%zu)) = %zu", n, usable[n]);
-    pattern_fill(ptrs[n], usable[n], (uint32_t)n);
+    shadow_pattern_fill(ptrs[n], usable[n], (uint32_t)n);
   }
   /* Writing every usable byte of every block must not touch another block
    * nor any chunk header. */
   for (size_t n = 0; n < N; n++) {
-    size_t bad = pattern_find_mismatch(ptrs[n], usable[n], (uint32_t)n);
+    size_t bad = shadow_pattern_find_mismatch(ptrs[n], usable[n], (uint32_t)n);
     cr_assert_eq(bad, SIZE_MAX, "block malloc(%zu) (usable %zu) was overwritten at byte %zu by a "
                  "neighbour's usable bytes", n, usable[n], bad);
   }
@@ -596,10 +596,10 @@ Test(api, usable_size_is_writable)
   for (int i = 0; i < 4; i++) {
     b[i] = PINHEAP_NAME(malloc)(big[i]);
     block_assert_usable(b[i], big[i], "malloc");
-    pattern_fill(b[i], PINHEAP_NAME(malloc_usable_size)(b[i]), (uint32_t)i + 5000);
+    shadow_pattern_fill(b[i], PINHEAP_NAME(malloc_usable_size)(b[i]), (uint32_t)i + 5000);
   }
   for (int i = 0; i < 4; i++)
-    cr_assert_eq(pattern_find_mismatch(b[i], PINHEAP_NAME(malloc_usable_size)(b[i]), (uint32_t)i + 5000),
+    cr_assert_eq(shadow_pattern_find_mismatch(b[i], PINHEAP_NAME(malloc_usable_size)(b[i]), (uint32_t)i + 5000),
                  SIZE_MAX, "large block of %zu bytes overwritten", big[i]);
   heap_assert_sound("large blocks written to their usable size");
   for (int i = 0; i < 4; i++)
@@ -1040,23 +1040,24 @@ Test(api, free_preserves_errno)
 static void *thread_churn(void *arg)
 {
   uint32_t seed = (uint32_t)(uintptr_t)arg;
-  rng_t rng = { 0x9E3779B97F4A7C15ULL ^ seed };
+  shadow_rng_t rng;
+  shadow_rng_seed(&rng, 0x9E3779B97F4A7C15ULL ^ seed);
   void *slots[64] = { 0 };
   size_t sizes[64] = { 0 };
 
   for (int step = 0; step < 20000; step++) {
-    size_t i = rng_below(&rng, 64);
+    size_t i = shadow_rng_below(&rng, 64);
     if (slots[i] != NULL) {
-      if (pattern_find_mismatch(slots[i], sizes[i], seed + (uint32_t)i) != SIZE_MAX)
+      if (shadow_pattern_find_mismatch(slots[i], sizes[i], seed + (uint32_t)i) != SIZE_MAX)
         return (void *)1;
       PINHEAP_NAME(free)(slots[i]);
       slots[i] = NULL;
     } else {
-      sizes[i] = rng_below(&rng, 4000);
+      sizes[i] = shadow_rng_below(&rng, 4000);
       slots[i] = PINHEAP_NAME(malloc)(sizes[i]);
       if (slots[i] == NULL)
         return (void *)2;
-      pattern_fill(slots[i], sizes[i], seed + (uint32_t)i);
+      shadow_pattern_fill(slots[i], sizes[i], seed + (uint32_t)i);
     }
   }
   for (int i = 0; i < 64; i++)

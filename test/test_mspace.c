@@ -67,10 +67,10 @@ static void mspace_basic_run(int locked)
   for (int i = 0; i < 1024; i++) {
     blocks[i] = PINHEAP_NAME(mspace_malloc)(m, 4000);
     cr_assert_not_null(blocks[i], "mspace_malloc(4000) #%d in a growing mspace returned NULL", i);
-    pattern_fill(blocks[i], 4000, (uint32_t)i);
+    shadow_pattern_fill(blocks[i], 4000, (uint32_t)i);
   }
   for (int i = 0; i < 1024; i++)
-    cr_assert_eq(pattern_find_mismatch(blocks[i], 4000, (uint32_t)i), SIZE_MAX,
+    cr_assert_eq(shadow_pattern_find_mismatch(blocks[i], 4000, (uint32_t)i), SIZE_MAX,
                  "block %d of a growing mspace was overwritten", i);
   mspace_assert_sound(m, "growing past the first segment");
   released = PINHEAP_NAME(destroy_mspace)(m);
@@ -140,13 +140,14 @@ Test(mspace, heaps_are_independent)
     pb[i] = PINHEAP_NAME(mspace_malloc)(b, n);
     cr_assert(pa[i] && pb[i], "mspace_malloc(%zu) returned NULL", n);
     cr_assert_neq(pa[i], pb[i], "two mspaces returned the same block %p", pa[i]);
-    pattern_fill(pa[i], n, (uint32_t)i);
-    pattern_fill(pb[i], n, (uint32_t)i + 100000);
+    shadow_pattern_fill(pa[i], n, (uint32_t)i);
+    shadow_pattern_fill(pb[i], n, (uint32_t)i + 100000);
   }
   struct mallinfo2 b_before = PINHEAP_NAME(mspace_mallinfo)(b);
-  rng_t rng = { 12345 };
+  shadow_rng_t rng;
+  shadow_rng_seed(&rng, 12345);
   for (int i = N - 1; i > 0; i--) {  /* free all of a, shuffled */
-    size_t j = rng_below(&rng, (size_t)i + 1);
+    size_t j = shadow_rng_below(&rng, (size_t)i + 1);
     void *t = pa[i];
     pa[i] = pa[j];
     pa[j] = t;
@@ -161,7 +162,7 @@ Test(mspace, heaps_are_independent)
             b_before.uordblks, b_after.uordblks, b_before.fordblks, b_after.fordblks);
   for (int i = 0; i < N; i++) {
     size_t n = (size_t)(16 + (i * 97) % 2000);
-    cr_assert_eq(pattern_find_mismatch(pb[i], n, (uint32_t)i + 100000), SIZE_MAX,
+    cr_assert_eq(shadow_pattern_find_mismatch(pb[i], n, (uint32_t)i + 100000), SIZE_MAX,
                  "block %d of mspace b changed while mspace a was emptied", i);
   }
   struct mallinfo2 main_after = PINHEAP_NAME(mallinfo2)();
@@ -197,7 +198,7 @@ Test(mspace, calloc_zeroes_and_checks_overflow)
       PINHEAP_NAME(mspace_free)(m, d);
       unsigned char *z = PINHEAP_NAME(mspace_calloc)(m, 1, n);
       cr_assert_not_null(z, "mspace_calloc(1, %zu) returned NULL", n);
-      size_t bad = bytes_find_not(z, n, 0);
+      size_t bad = shadow_bytes_find_not(z, n, 0);
       cr_assert_eq(bad, SIZE_MAX, "mspace_calloc(1, %zu): byte %zu is 0x%02x after reuse of dirty memory",
                    n, bad, bad == SIZE_MAX ? 0 : z[bad]);
       PINHEAP_NAME(mspace_free)(m, z);
@@ -246,20 +247,20 @@ Test(mspace, realloc_keeps_content)
     void *p = PINHEAP_NAME(mspace_malloc)(m, from);
     void *right = PINHEAP_NAME(mspace_malloc)(m, 100);
     cr_assert(left && p && right, "setup for %zu -> %zu failed", from, to);
-    pattern_fill(left, 100, 1);
-    pattern_fill(p, from, (uint32_t)i + 10);
-    pattern_fill(right, 100, 2);
+    shadow_pattern_fill(left, 100, 1);
+    shadow_pattern_fill(p, from, (uint32_t)i + 10);
+    shadow_pattern_fill(right, 100, 2);
     void *q = PINHEAP_NAME(mspace_realloc)(m, p, to);
     cr_assert_not_null(q, "mspace_realloc %zu -> %zu returned NULL", from, to);
     size_t keep = from < to ? from : to;
-    size_t bad = pattern_find_mismatch(q, keep, (uint32_t)i + 10);
+    size_t bad = shadow_pattern_find_mismatch(q, keep, (uint32_t)i + 10);
     cr_assert_eq(bad, SIZE_MAX, "mspace_realloc %zu -> %zu lost content at byte %zu", from, to, bad);
     size_t u = PINHEAP_NAME(mspace_usable_size)(q);
     cr_assert_geq(u, to, "mspace_realloc %zu -> %zu: usable %zu", from, to, u);
     memset(q, 0x99, u);
-    cr_assert_eq(pattern_find_mismatch(left, 100, 1), SIZE_MAX, "mspace_realloc %zu -> %zu damaged the "
+    cr_assert_eq(shadow_pattern_find_mismatch(left, 100, 1), SIZE_MAX, "mspace_realloc %zu -> %zu damaged the "
                  "block before", from, to);
-    cr_assert_eq(pattern_find_mismatch(right, 100, 2), SIZE_MAX, "mspace_realloc %zu -> %zu damaged the "
+    cr_assert_eq(shadow_pattern_find_mismatch(right, 100, 2), SIZE_MAX, "mspace_realloc %zu -> %zu damaged the "
                  "block after", from, to);
     mspace_assert_sound(m, "mspace_realloc");
     PINHEAP_NAME(mspace_free)(m, q);
@@ -290,12 +291,12 @@ Test(mspace, memalign_and_usable_size)
       lens[k] = PINHEAP_NAME(mspace_usable_size)(p);
       cr_assert_geq(lens[k], sizes[i], "mspace_usable_size(mspace_memalign(%zu, %zu)) = %zu", a,
                     sizes[i], lens[k]);
-      pattern_fill(p, lens[k], (uint32_t)k);
+      shadow_pattern_fill(p, lens[k], (uint32_t)k);
       ptrs[k++] = p;
     }
   }
   for (int i = 0; i < k; i++)
-    cr_assert_eq(pattern_find_mismatch(ptrs[i], lens[i], (uint32_t)i), SIZE_MAX,
+    cr_assert_eq(shadow_pattern_find_mismatch(ptrs[i], lens[i], (uint32_t)i), SIZE_MAX,
                  "aligned mspace block %d (usable %zu) was overwritten", i, lens[i]);
   mspace_assert_sound(m, "mspace_memalign sweep");
   for (int i = 0; i < k; i++)
@@ -455,11 +456,12 @@ static void fixed_destroy(fixed_t *f)
  *  inside the region, 16-aligned, filled with its pattern.  @return count. */
 static size_t fixed_fill(fixed_t *f, uint64_t seed, void **ptrs, size_t *lens, size_t max)
 {
-  rng_t rng = { seed };
+  shadow_rng_t rng;
+  shadow_rng_seed(&rng, seed);
   size_t n = 0;
 
   for (;;) {
-    size_t want = seed == 0 ? 1000 : (rng_below(&rng, 8) == 0 ? rng_below(&rng, 20000) : rng_below(&rng, 600));
+    size_t want = seed == 0 ? 1000 : (shadow_rng_below(&rng, 8) == 0 ? shadow_rng_below(&rng, 20000) : shadow_rng_below(&rng, 600));
     cr_assert_lt(n, max, "more than %zu blocks from a %zu-byte region: not bounded by the region", max,
                  f->cap);
     errno = 0;
@@ -473,13 +475,13 @@ static size_t fixed_fill(fixed_t *f, uint64_t seed, void **ptrs, size_t *lens, s
     cr_assert_geq(u, want, "mspace_usable_size %zu < %zu", u, want);
     cr_assert(ptr_is_aligned(p, 16), "fixed-region block %p not 16-aligned", p);
     region_assert_contains(f->base, f->cap, p, u, "mspace_malloc");
-    pattern_fill(p, u, (uint32_t)n);
+    shadow_pattern_fill(p, u, (uint32_t)n);
     ptrs[n] = p;
     lens[n] = u;
     n++;
   }
   for (size_t i = 0; i < n; i++) {
-    size_t bad = pattern_find_mismatch(ptrs[i], lens[i], (uint32_t)i);
+    size_t bad = shadow_pattern_find_mismatch(ptrs[i], lens[i], (uint32_t)i);
     cr_assert_eq(bad, SIZE_MAX, "fixed-region block %zu (%p, usable %zu) overwritten at byte %zu", i,
                  ptrs[i], lens[i], bad);
   }
@@ -488,9 +490,10 @@ static size_t fixed_fill(fixed_t *f, uint64_t seed, void **ptrs, size_t *lens, s
 
 static void fixed_free_all(fixed_t *f, void **ptrs, size_t n, uint64_t seed)
 {
-  rng_t rng = { seed | 1 };
+  shadow_rng_t rng;
+  shadow_rng_seed(&rng, seed | 1);
   for (size_t i = n; i > 1; i--) {
-    size_t j = rng_below(&rng, i);
+    size_t j = shadow_rng_below(&rng, i);
     void *t = ptrs[i - 1];
     ptrs[i - 1] = ptrs[j];
     ptrs[j] = t;
@@ -540,7 +543,7 @@ static void fixed_fill_run(int locked, size_t head, size_t tail)
   void *r = PINHEAP_NAME(mspace_realloc)(f.msp, ptrs[0], 100 * KiB);
   cr_assert_null(r, "mspace_realloc(100 KiB) on a full region returned %p", r);
   cr_assert_eq(errno, ENOMEM, "mspace_realloc on a full region: errno %d", errno);
-  cr_assert_eq(pattern_find_mismatch(ptrs[0], lens[0], 0), SIZE_MAX, "a failed mspace_realloc changed the block");
+  cr_assert_eq(shadow_pattern_find_mismatch(ptrs[0], lens[0], 0), SIZE_MAX, "a failed mspace_realloc changed the block");
 
   fixed_free_all(&f, ptrs, n1, 7);
   mspace_assert_sound(f.msp, "freeing every block");
@@ -578,18 +581,19 @@ static void fixed_random_run(int locked, uint64_t seed)
   size_t len[SLOTS] = { 0 };
   uint32_t tag[SLOTS] = { 0 };
   fixed_t f;
-  rng_t rng = { seed };
+  shadow_rng_t rng;
+  shadow_rng_seed(&rng, seed);
   size_t nulls = 0;
 
   fixed_create(512 * KiB, 32, 24, locked, &f);
   for (int step = 0; step < STEPS; step++) {
-    size_t i = rng_below(&rng, SLOTS);
-    size_t op = rng_below(&rng, 10);
-    size_t want = rng_below(&rng, 16) == 0 ? rng_below(&rng, 64 * KiB) : rng_below(&rng, 1500);
+    size_t i = shadow_rng_below(&rng, SLOTS);
+    size_t op = shadow_rng_below(&rng, 10);
+    size_t want = shadow_rng_below(&rng, 16) == 0 ? shadow_rng_below(&rng, 64 * KiB) : shadow_rng_below(&rng, 1500);
     char what[96];
 
     if (ptr[i] != NULL && op < 4) {          /* free */
-      size_t bad = pattern_find_mismatch(ptr[i], len[i], tag[i]);
+      size_t bad = shadow_pattern_find_mismatch(ptr[i], len[i], tag[i]);
       cr_assert_eq(bad, SIZE_MAX, "step %d: block %zu (%p, %zu bytes) changed at byte %zu before free",
                    step, i, ptr[i], len[i], bad);
       PINHEAP_NAME(mspace_free)(f.msp, ptr[i]);
@@ -607,18 +611,18 @@ static void fixed_random_run(int locked, uint64_t seed)
       if (q == NULL) {
         cr_assert_eq(errno, ENOMEM, "step %d: mspace_realloc NULL with errno %d", step, errno);
         nulls++;
-        cr_assert_eq(pattern_find_mismatch(ptr[i], len[i], tag[i]), SIZE_MAX,
+        cr_assert_eq(shadow_pattern_find_mismatch(ptr[i], len[i], tag[i]), SIZE_MAX,
                      "step %d: failed mspace_realloc changed the block", step);
       } else {
         size_t keep = len[i] < want ? len[i] : want;
-        size_t bad = pattern_find_mismatch(q, keep, tag[i]);
+        size_t bad = shadow_pattern_find_mismatch(q, keep, tag[i]);
         cr_assert_eq(bad, SIZE_MAX, "step %d: mspace_realloc %zu -> %zu lost byte %zu", step, len[i],
                      want, bad);
         ptr[i] = q;
         len[i] = want;
         tag[i] = (uint32_t)step;
         region_assert_contains(f.base, f.cap, q, PINHEAP_NAME(mspace_usable_size)(q), "mspace_realloc");
-        pattern_fill(q, want, tag[i]);
+        shadow_pattern_fill(q, want, tag[i]);
       }
       snprintf(what, sizeof(what), "step %d: mspace_realloc(%zu)", step, want);
     } else {                                 /* malloc / calloc / memalign */
@@ -628,10 +632,10 @@ static void fixed_random_run(int locked, uint64_t seed)
       if (op < 5) {
         p = PINHEAP_NAME(mspace_calloc)(f.msp, 1, want);
         if (p != NULL)
-          cr_assert_eq(bytes_find_not(p, want, 0), SIZE_MAX, "step %d: mspace_calloc(%zu) not zeroed",
+          cr_assert_eq(shadow_bytes_find_not(p, want, 0), SIZE_MAX, "step %d: mspace_calloc(%zu) not zeroed",
                        step, want);
       } else if (op < 7) {
-        align = (size_t)32 << rng_below(&rng, 8);
+        align = (size_t)32 << shadow_rng_below(&rng, 8);
         p = PINHEAP_NAME(mspace_memalign)(f.msp, align, want);
         if (p != NULL)
           cr_assert(ptr_is_aligned(p, align), "step %d: mspace_memalign(%zu) = %p", step, align, p);
@@ -649,7 +653,7 @@ static void fixed_random_run(int locked, uint64_t seed)
         ptr[i] = p;
         len[i] = want;
         tag[i] = (uint32_t)step;
-        pattern_fill(p, want, tag[i]);
+        shadow_pattern_fill(p, want, tag[i]);
       }
       snprintf(what, sizeof(what), "step %d: allocation of %zu (align %zu)", step, want, align);
     }
@@ -657,7 +661,7 @@ static void fixed_random_run(int locked, uint64_t seed)
   }
   for (size_t i = 0; i < SLOTS; i++) {
     if (ptr[i] != NULL) {
-      cr_assert_eq(pattern_find_mismatch(ptr[i], len[i], tag[i]), SIZE_MAX, "final: block %zu changed", i);
+      cr_assert_eq(shadow_pattern_find_mismatch(ptr[i], len[i], tag[i]), SIZE_MAX, "final: block %zu changed", i);
       PINHEAP_NAME(mspace_free)(f.msp, ptr[i]);
     }
   }
@@ -807,7 +811,7 @@ Test(mspace, fixed_trim_touches_nothing)
   int rc = PINHEAP_NAME(mspace_trim)(f.msp, 0);
   cr_assert_eq(rc, 0, "mspace_trim on a full fixed region returned %d", rc);
   for (size_t i = 0; i < n; i++)
-    cr_assert_eq(pattern_find_mismatch(ptrs[i], lens[i], (uint32_t)i), SIZE_MAX,
+    cr_assert_eq(shadow_pattern_find_mismatch(ptrs[i], lens[i], (uint32_t)i), SIZE_MAX,
                  "mspace_trim changed block %zu", i);
   fixed_free_all(&f, ptrs, n, 5);
   rc = PINHEAP_NAME(mspace_trim)(f.msp, 0);
@@ -830,25 +834,26 @@ typedef struct churn_arg_s {
 static void *fixed_churn(void *arg)
 {
   churn_arg_t *a = arg;
-  rng_t rng = { 0x9E3779B97F4A7C15ULL ^ a->seed };
+  shadow_rng_t rng;
+  shadow_rng_seed(&rng, 0x9E3779B97F4A7C15ULL ^ a->seed);
   void *slots[32] = { 0 };
   size_t sizes[32] = { 0 };
 
   for (int step = 0; step < 20000; step++) {
-    size_t i = rng_below(&rng, 32);
+    size_t i = shadow_rng_below(&rng, 32);
     if (slots[i] != NULL) {
-      if (pattern_find_mismatch(slots[i], sizes[i], a->seed + (uint32_t)i) != SIZE_MAX)
+      if (shadow_pattern_find_mismatch(slots[i], sizes[i], a->seed + (uint32_t)i) != SIZE_MAX)
         return (void *)1;
       PINHEAP_NAME(mspace_free)(a->msp, slots[i]);
       slots[i] = NULL;
     } else {
-      sizes[i] = rng_below(&rng, 2000);
+      sizes[i] = shadow_rng_below(&rng, 2000);
       slots[i] = PINHEAP_NAME(mspace_malloc)(a->msp, sizes[i]);
       if (slots[i] == NULL)
         continue;  /* full: fine */
       if ((uint8_t *)slots[i] < a->base || (uint8_t *)slots[i] + sizes[i] > a->base + a->cap)
         return (void *)2;
-      pattern_fill(slots[i], sizes[i], a->seed + (uint32_t)i);
+      shadow_pattern_fill(slots[i], sizes[i], a->seed + (uint32_t)i);
     }
   }
   for (int i = 0; i < 32; i++)

@@ -108,7 +108,7 @@ static void run_verify_block(run_t *r, const shadow_block_t *b, const char *when
 {
   size_t bad = shadow_pattern_find_mismatch(b->ptr, b->usable, b->id);
 
-  RUN_ASSERT(r, bad == b->usable,
+  RUN_ASSERT(r, bad == SIZE_MAX,
              "%s: block %p (id %" PRIu64 ", request %zu, usable %zu) was overwritten at "
              "offset %zu", when, (void *)b->ptr, b->id, b->req, b->usable, bad);
 }
@@ -194,8 +194,8 @@ static void run_adopt(run_t *r, void *p, size_t n, size_t align, bool zeroed)
              "block [%p, +%zu) lies outside the fixed region [0x%" PRIxPTR ", 0x%" PRIxPTR ")",
              p, b.usable, r->heap.lo, r->heap.hi);
   if (zeroed) {
-    size_t bad = shadow_zero_find_mismatch(p, n);
-    RUN_ASSERT(r, bad == n, "calloc block %p of %zu bytes has a non-zero byte at offset %zu",
+    size_t bad = shadow_bytes_find_not(p, n, 0);
+    RUN_ASSERT(r, bad == SIZE_MAX, "calloc block %p of %zu bytes has a non-zero byte at offset %zu",
                p, n, bad);
   }
   rc = shadow_set_insert(&r->live, &b, &other);
@@ -287,7 +287,7 @@ static void op_realloc(run_t *r)
   }
   keep = n < old.usable ? n : old.usable;
   bad = shadow_pattern_find_mismatch(q, keep, old.id);
-  RUN_ASSERT(r, bad == keep,
+  RUN_ASSERT(r, bad == SIZE_MAX,
              "realloc %p -> %p lost the old contents at offset %zu of %zu kept bytes",
              (void *)old.ptr, q, bad, keep);
   shadow_set_remove(&r->live, idx);

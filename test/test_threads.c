@@ -149,8 +149,8 @@ static void churn_adopt(thr_worker_t *w, void *p, size_t n, size_t align, bool z
   THR_CHECK(sh, shadow_heap_owns(&sh->heap, p, b.usable),
             "thread %d: block [%p, +%zu) is outside the fixed region", w->index, p, b.usable);
   if (zeroed) {
-    size_t bad = shadow_zero_find_mismatch(p, n);
-    THR_CHECK(sh, bad == n, "thread %d: calloc block %p has a non-zero byte at %zu",
+    size_t bad = shadow_bytes_find_not(p, n, 0);
+    THR_CHECK(sh, bad == SIZE_MAX, "thread %d: calloc block %p has a non-zero byte at %zu",
               w->index, p, bad);
   }
   rc = shadow_set_insert(&w->live, &b, &other);
@@ -175,7 +175,7 @@ static void churn_verify(thr_worker_t *w, const shadow_block_t *b, const char *w
 {
   size_t bad = shadow_pattern_find_mismatch(b->ptr, b->usable, b->id);
 
-  if (bad != b->usable)
+  if (bad != SIZE_MAX)
     thr_fail(w->sh, "thread %d %s: block %p (id 0x%" PRIx64 ", usable %zu) overwritten at "
              "offset %zu", w->index, when, (void *)b->ptr, b->id, b->usable, bad);
 }
@@ -210,7 +210,7 @@ static void churn_step(thr_worker_t *w)
       }
       size_t keep = n < b.usable ? n : b.usable;
       size_t bad = shadow_pattern_find_mismatch(p, keep, b.id);
-      THR_CHECK(sh, bad == keep, "thread %d: realloc %p -> %p lost contents at offset %zu",
+      THR_CHECK(sh, bad == SIZE_MAX, "thread %d: realloc %p -> %p lost contents at offset %zu",
                 w->index, (void *)b.ptr, p, bad);
       shadow_set_remove(&w->live, idx);
       churn_adopt(w, p, n, 16, false);
@@ -255,7 +255,7 @@ static void churn_cross_check(thr_shared_t *sh)
     for (size_t i = 0; i < sh->sets[t]->count; i++) {
       const shadow_block_t *b = &sh->sets[t]->blocks[i];
       size_t bad = shadow_pattern_find_mismatch(b->ptr, b->usable, b->id);
-      if (bad != b->usable) {
+      if (bad != SIZE_MAX) {
         thr_fail(sh, "phase %zu: block %p of thread %d overwritten at offset %zu",
                  sh->phases, (void *)b->ptr, t, bad);
         break;
@@ -409,7 +409,7 @@ static void handoff_consume(thr_hand_t *h, shadow_block_t b)
   thr_shared_t *sh = h->sh;
   size_t bad = shadow_pattern_find_mismatch(b.ptr, b.usable, b.id);
 
-  THR_CHECK(sh, bad == b.usable, "consumer %d: handed-off block %p (id 0x%" PRIx64
+  THR_CHECK(sh, bad == SIZE_MAX, "consumer %d: handed-off block %p (id 0x%" PRIx64
             ", usable %zu) overwritten at offset %zu", h->index, (void *)b.ptr, b.id,
             b.usable, bad);
   if (shadow_rng_below(&h->rng, 4) == 0) {
@@ -424,7 +424,7 @@ static void handoff_consume(thr_hand_t *h, shadow_block_t b)
     } else {
       size_t keep = n < b.usable ? n : b.usable;
       bad = shadow_pattern_find_mismatch(p, keep, b.id);
-      THR_CHECK(sh, bad == keep, "consumer %d: realloc of a handed-off block %p -> %p lost "
+      THR_CHECK(sh, bad == SIZE_MAX, "consumer %d: realloc of a handed-off block %p -> %p lost "
                 "contents at offset %zu", h->index, (void *)b.ptr, p, bad);
       b.ptr = p;
       pthread_mutex_lock(&h->q->lock);

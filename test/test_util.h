@@ -2,12 +2,12 @@
  * test_util.h -- helpers shared by the API, alignment, misuse and mspace
  * Criterion tests (test_api.c, test_align.c, test_misuse.c, test_mspace.c).
  *
- * Owns: byte patterns that detect overlap and lost content
- * (pattern_fill / pattern_find_mismatch), stderr capture through a pipe
+ * Owns what the shadow model (shadow.h: the PRNG, byte patterns, block
+ * sets) does not: the heap-check assertions, stderr capture through a pipe
  * (stderr_capture_begin / stderr_capture_end), a counting release listener
  * on the OS layer's slot (listener_install), guarded regions for
  * fixed-region mspaces (region_map / region_unmap), and /proc/self/maps
- * counting.  Main entry point: pattern_fill().
+ * counting.  Main entry point: region_map().
  *
  * Tests call the allocator through PINHEAP_NAME(malloc), ...: any prefix builds.
  * The OS layer's hidden functions (os_stats_get, os_set_release_listener)
@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "pinheap.h"
+#include "shadow.h"   /* the PRNG, byte patterns, block sets: one copy */
 /* internal.h brings os_stats_t and the OS layer's prototypes, shifted to
  * pinheap_os_*.  The classic public names stay unshifted (in tests, malloc
  * is glibc's), as in hooks/replace.c.  It comes after every system header:
@@ -46,8 +47,8 @@
 
 #define TU_UNUSED __attribute__((unused))
 
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
+#define KiB SHADOW_KIB
+#define MiB SHADOW_MIB
 
 /* ---- sizes the optimizer must not reason about --------------------------- */
 
@@ -75,42 +76,6 @@ static inline size_t size_next_pow2(size_t v)
 static inline size_t page_size_get(void)
 {
   return (size_t)sysconf(_SC_PAGESIZE);
-}
-
-/* ---- byte patterns -------------------------------------------------------- */
-
-static inline uint8_t pattern_byte(uint32_t seed, size_t i)
-{
-  return (uint8_t)(seed * 0x9Du + (uint32_t)i * 7u + (uint32_t)(i >> 8) * 13u + 1u);
-}
-
-/** Writes the pattern of seed over n bytes. */
-static inline void pattern_fill(void *p, size_t n, uint32_t seed)
-{
-  uint8_t *b = p;
-  for (size_t i = 0; i < n; i++)
-    b[i] = pattern_byte(seed, i);
-}
-
-/** @return the offset of the first byte that differs from the pattern of
- *  seed, or SIZE_MAX if all n bytes match. */
-static inline size_t pattern_find_mismatch(const void *p, size_t n, uint32_t seed)
-{
-  const uint8_t *b = p;
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != pattern_byte(seed, i))
-      return i;
-  return SIZE_MAX;
-}
-
-/** @return the offset of the first byte of [p, p+n) that is not c, or SIZE_MAX. */
-static inline size_t bytes_find_not(const void *p, size_t n, uint8_t c)
-{
-  const uint8_t *b = p;
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != c)
-      return i;
-  return SIZE_MAX;
 }
 
 /* ---- heap checks ---------------------------------------------------------- */
@@ -279,37 +244,15 @@ static inline TU_UNUSED void region_assert_canaries(const region_t *region, cons
   const uint8_t *b = base;
   size_t head = (size_t)(b - region->rw);
   size_t tail_off = head + capacity;
-  size_t bad = bytes_find_not(region->rw, head, REGION_CANARY);
+  size_t bad = shadow_bytes_find_not(region->rw, head, REGION_CANARY);
 
   cr_assert_eq(bad, SIZE_MAX,
                "%s: byte %zu before the region base %p was overwritten (0x%02x, canary 0x%02x)",
                when, head - bad, base, region->rw[bad], REGION_CANARY);
-  bad = bytes_find_not(region->rw + tail_off, region->rw_len - tail_off, REGION_CANARY);
+  bad = shadow_bytes_find_not(region->rw + tail_off, region->rw_len - tail_off, REGION_CANARY);
   cr_assert_eq(bad, SIZE_MAX,
                "%s: byte %zu after the region end %p was overwritten (0x%02x, canary 0x%02x)",
                when, bad, (const void *)(b + capacity), region->rw[tail_off + bad], REGION_CANARY);
-}
-
-/* ---- a small deterministic PRNG (xorshift64*) ------------------------------ */
-
-typedef struct rng_s {
-  uint64_t state;
-} rng_t;
-
-static inline TU_UNUSED uint64_t rng_next(rng_t *rng)
-{
-  uint64_t x = rng->state;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  rng->state = x;
-  return x * 0x2545F4914F6CDD1DULL;
-}
-
-/** Uniform-ish in [0, n). */
-static inline TU_UNUSED size_t rng_below(rng_t *rng, size_t n)
-{
-  return (size_t)(rng_next(rng) % n);
 }
 
 #endif /* PINHEAP_TEST_UTIL_H */

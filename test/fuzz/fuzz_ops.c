@@ -233,7 +233,7 @@ static slot_t *slot_of(uint8_t opbyte)
 static void verify_block(const slot_t *s, const shadow_block_t *b, const char *when)
 {
   size_t bad = shadow_pattern_find_mismatch(b->ptr, b->usable, b->id);
-  FZ_ASSERT(bad == b->usable,
+  FZ_ASSERT(bad == SIZE_MAX,
             "%s: heap %s block %p (id %" PRIu64 ", request %zu, usable %zu) was overwritten "
             "at offset %zu", when, s->heap.name, (void *)b->ptr, b->id, b->req, b->usable, bad);
 }
@@ -319,8 +319,8 @@ static void adopt(slot_t *s, void *p, size_t n, size_t align, bool zeroed)
             "block [%p, +%zu) lies outside the fixed region [0x%" PRIxPTR ", 0x%" PRIxPTR ")",
             p, b.usable, s->heap.lo, s->heap.hi);
   if (zeroed) {
-    size_t bad = shadow_zero_find_mismatch(p, n);
-    FZ_ASSERT(bad == n, "calloc block %p of %zu bytes has a non-zero byte at offset %zu",
+    size_t bad = shadow_bytes_find_not(p, n, 0);
+    FZ_ASSERT(bad == SIZE_MAX, "calloc block %p of %zu bytes has a non-zero byte at offset %zu",
               p, n, bad);
   }
   rc = shadow_set_insert(&s->live, &b, &other);
@@ -440,7 +440,7 @@ static void realloc_to(slot_t *s, size_t idx, size_t n, bool is_array, size_t nm
   }
   keep = n < old.usable ? n : old.usable;
   bad = shadow_pattern_find_mismatch(q, keep, old.id);
-  FZ_ASSERT(bad == keep, "realloc %p -> %p lost the old contents at offset %zu of %zu kept bytes",
+  FZ_ASSERT(bad == SIZE_MAX, "realloc %p -> %p lost the old contents at offset %zu of %zu kept bytes",
             (void *)old.ptr, q, bad, keep);
   forget(s, idx);
   adopt(s, q, n, 16, false);
