@@ -113,7 +113,10 @@ Test(mspace, create_destroy_cycles_do_not_leak)
                "destroy_mspace must give back every segment and mapped chunk",
                (ssize_t)(after.mapped - before.mapped), before.mapped, after.mapped);
 #if !defined(__SANITIZE_THREAD__)   /* TSan maps shadow of its own as ranges come and go */
-  cr_assert_leq(lines_after, lines_before + 2, "/proc/self/maps grew from %d to %d lines over 200 cycles",
+  /* A leak adds a line or more per cycle.  A few lines may come from the
+   * owner and kind maps, opened 64 KiB at a time (read-only around the
+   * opened part) as heaps reach new address ranges. */
+  cr_assert_leq(lines_after, lines_before + 8, "/proc/self/maps grew from %d to %d lines over 200 cycles",
                 lines_before, lines_after);
 #else
   (void)lines_before, (void)lines_after;
