@@ -151,13 +151,15 @@ static PH_NOINLINE int events_chain_run(int type, pinheap_event_t *ev)
   events_link_t links[EVENTS_MAX_HANDLERS];
   int rc = PINHEAP_EVENT_PASS;
 
+  int n = events_order_copy(type, links);
+  if (n == 0)
+    return rc;                              /* nothing to drop */
   if (ph_unlikely(events_depth >= EVENTS_MAX_DEPTH)) {
     if (atomic_fetch_add_explicit(&events_dropped_count, 1, memory_order_relaxed) == 0)
       ph_warn("a memory event handler keeps causing events from inside itself; "
               "events nested deeper than 4 are not reported", NULL);
     return rc;
   }
-  int n = events_order_copy(type, links);
   events_depth++;
   events_active[events_depth - 1] = -1;
   for (int i = 0; i < n; i++) {
