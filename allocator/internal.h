@@ -108,6 +108,12 @@ PH_HIDDEN int    os_remap(void *addr, size_t oldlen, size_t newlen);
 /** The one release listener slot (NULL to clear).  The hooks layer fans it
  *  out to every registered listener. */
 PH_HIDDEN void   os_set_release_listener(os_release_fn *fn, void *ctx);
+/** The one map listener slot (NULL to clear): told of every new mapping
+ *  (os_map_aligned, os_map_reserved -- reserve included -- and the part
+ *  os_remap adds) after it is made, never of the metadata reservations.
+ *  The allocator maps outside its heap locks, so the listener may
+ *  allocate. */
+PH_HIDDEN void   os_set_map_listener(os_release_fn *fn, void *ctx);
 
 typedef struct os_stats_s {
   size_t mapped;          /* bytes currently mapped by pinheap */

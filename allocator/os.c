@@ -15,6 +15,9 @@
  * interposers (hooks/) never see -- and never report twice -- a release
  * that os_release() has already reported.  Main entry points:
  * os_map_aligned(), os_release().  The contract is written in internal.h.
+ * Besides the release listener, a map listener (hooks/events.c's
+ * VM_MAPPED) hears of every mapping handed to the allocator, after it is
+ * made; the metadata reservations, never released, are not reported.
  */
 #include "internal.h"
 
@@ -56,6 +59,8 @@ static size_t os_page;  /* set once by os_page_size(); read and set whole */
 
 static _Atomic(os_release_fn *) os_listener;
 static void *_Atomic os_listener_ctx;
+static _Atomic(os_release_fn *) os_map_listener;   /* new mappings (VM_MAPPED) */
+static void *_Atomic os_map_listener_ctx;
 
 static _Atomic size_t os_mapped, os_peak_mapped, os_map_calls,
     os_release_calls, os_decommit_calls, os_released_bytes;
@@ -90,6 +95,15 @@ static void os_notify(void *addr, size_t len)
 
   if (fn != NULL)
     fn(addr, len, atomic_load_explicit(&os_listener_ctx, memory_order_relaxed));
+}
+
+/* Reports a new mapping [addr, addr+len): one load when no listener is set. */
+static void os_notify_mapped(void *addr, size_t len)
+{
+  os_release_fn *fn = atomic_load_explicit(&os_map_listener, memory_order_acquire);
+
+  if (fn != NULL)
+    fn(addr, len, atomic_load_explicit(&os_map_listener_ctx, memory_order_relaxed));
 }
 
 static void *os_sys_mmap_prot(void *hint, size_t size, int prot)
@@ -164,6 +178,7 @@ static void *os_map_aligned_prot(void *hint, size_t size, size_t align, int prot
   }
   errno = saved;
   os_count_mapped(size);
+  os_notify_mapped(p, size);
   return p;
 }
 
@@ -236,6 +251,7 @@ int os_remap(void *addr, size_t oldlen, size_t newlen)
   }
   if (newlen > oldlen) {
     os_count_mapped(newlen - oldlen);
+    os_notify_mapped((char *)addr + oldlen, newlen - oldlen);
   } else {
     atomic_fetch_sub_explicit(&os_mapped, oldlen - newlen, memory_order_relaxed);
     atomic_fetch_add_explicit(&os_release_calls, 1, memory_order_relaxed);
@@ -249,6 +265,12 @@ void os_set_release_listener(os_release_fn *fn, void *ctx)
 {
   atomic_store_explicit(&os_listener_ctx, ctx, memory_order_relaxed);
   atomic_store_explicit(&os_listener, fn, memory_order_release);
+}
+
+void os_set_map_listener(os_release_fn *fn, void *ctx)
+{
+  atomic_store_explicit(&os_map_listener_ctx, ctx, memory_order_relaxed);
+  atomic_store_explicit(&os_map_listener, fn, memory_order_release);
 }
 
 void os_stats_get(os_stats_t *out_p)

@@ -9,7 +9,8 @@
  * allocator, with free/realloc/malloc_usable_size sending pointers pinheap
  * does not own back to glibc.  Disabled: the table points at glibc's
  * __libc_* functions; the few with no such export are looked up in libc
- * once, lazily.  Main entry point: dispatch_decide().
+ * once, lazily.  Main entry point: dispatch_decide(); PINHEAP_NAME(malloc_init)
+ * is the plug-in interface's explicit form of the same start.
  */
 #include "dispatch.h"
 
@@ -315,6 +316,20 @@ void dispatch_decide(void)
     dispatch_deciding = 0;
   }
   ph_unlock(&dispatch_lock);
+}
+
+int PINHEAP_NAME(malloc_init)(void)
+{
+  dispatch_decide();
+  release_init();                           /* the events: idempotent */
+  /* front_init() is false while another thread starts the allocator (or
+   * this thread, from inside the start): wait a while, never forever. */
+  for (int i = 0; !front_init(); i++) {
+    if (i >= 100000)
+      return EAGAIN;
+    sched_yield();
+  }
+  return 0;
 }
 
 /* Before main, in case nothing allocated earlier.  The real work is

@@ -1,18 +1,19 @@
 /*
  * replace.c -- the only unprefixed symbols pinheap defines (the allow-list
  * of test/nm_allowlist.txt): the malloc family, each one indirect jump
- * through dispatch_table, and the interposers of munmap, mremap, madvise
- * and shmdt, which report a release to the listeners and then enter the
- * kernel.
+ * through dispatch_table, and the memory calls (mmap, mmap64, munmap,
+ * mremap, madvise, shmat, shmdt, brk, sbrk), each a call of its event entry
+ * point (hooks/events.h), which runs the event chain and enters the kernel.
  *
  * Linked whole into a runtime's core library that the program loads at
  * start-up, these interpose glibc's for the whole process, glibc's internal
  * calls included.  Each intercepted symbol has three names, as in UCX: the
- * exported interposer (munmap), our logic (release_dispatch) and the
+ * exported interposer (munmap), our logic (events_munmap) and the
  * original (the raw syscall).
  */
 #define PINHEAP_NO_CLASSIC_RENAME 1
 #include "dispatch.h"
+#include "events.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -54,14 +55,22 @@ PH_REPLACE void malloc_stats(void) { DT(fn_malloc_stats)(); }
 PH_REPLACE int malloc_trim(size_t pad) { return DT(fn_malloc_trim)(pad); }
 
 /* ======================================================================= */
-/*  releases by anyone: munmap, mremap, madvise, shmdt                      */
+/*  memory calls by anyone: the events (hooks/events.c)                     */
 /* ======================================================================= */
 
-PH_REPLACE int munmap(void *addr, size_t len)
+/* Each one is its event's entry point under libc's name: the handlers run,
+ * the derived VM_MAPPED/VM_UNMAPPED events fire, the kernel is entered. */
+PH_REPLACE void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-  release_dispatch(addr, len, 0);
-  return (int)syscall(SYS_munmap, addr, len);
+  return events_mmap(addr, len, prot, flags, fd, off);
 }
+
+PH_REPLACE void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+  return events_mmap(addr, len, prot, flags, fd, off);
+}
+
+PH_REPLACE int munmap(void *addr, size_t len) { return events_munmap(addr, len); }
 
 PH_REPLACE void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 {
@@ -73,79 +82,24 @@ PH_REPLACE void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
     new_addr = va_arg(ap, void *);
     va_end(ap);
   }
-  /* The old range may move away: report all of it.  Staying in place, only
-   * a shrink releases (the tail). */
-  if (flags & (MREMAP_MAYMOVE | MREMAP_FIXED))
-    release_dispatch(old, old_len, 0);
-  else if (new_len < old_len)
-    release_dispatch((char *)old + new_len, old_len - new_len, 0);
-  return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
+  return events_mremap(old, old_len, new_len, flags, new_addr);
 }
 
 PH_REPLACE int madvise(void *addr, size_t len, int advice)
 {
-  switch (advice) {
-  case MADV_DONTNEED:
-  case MADV_FREE:
-  case MADV_REMOVE:
-#ifdef MADV_DONTNEED_LOCKED
-  case MADV_DONTNEED_LOCKED:
-#endif
-    release_dispatch(addr, len, 0);
-    break;
-  default:
-    break;
-  }
-  return (int)syscall(SYS_madvise, addr, len, advice);
+  return events_madvise(addr, len, advice);
 }
 
-/* The size of the System V segment attached at addr: the length of the
- * mapping that starts there, read from /proc/self/maps without allocating.
- * 0 if none starts there. */
-static size_t shm_attached_size(const void *addr)
+PH_REPLACE void *shmat(int shmid, const void *shmaddr, int shmflg)
 {
-  char buf[4096];
-  size_t have = 0, found = 0;
-  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-
-  if (fd < 0)
-    return 0;
-  for (;;) {
-    ssize_t n = read(fd, buf + have, sizeof(buf) - have);
-    if (n <= 0)
-      break;
-    have += (size_t)n;
-    size_t start = 0;
-    for (size_t i = 0; i < have; i++) {
-      if (buf[i] != '\n')
-        continue;
-      /* "lo-hi perms ..." in hex */
-      uintptr_t lo = 0, hi = 0;
-      size_t j = start;
-      for (; j < i && buf[j] != '-'; j++)
-        lo = lo * 16 + (uintptr_t)(buf[j] <= '9' ? buf[j] - '0' : (buf[j] | 0x20) - 'a' + 10);
-      for (j++; j < i && buf[j] != ' '; j++)
-        hi = hi * 16 + (uintptr_t)(buf[j] <= '9' ? buf[j] - '0' : (buf[j] | 0x20) - 'a' + 10);
-      if (lo == (uintptr_t)addr)
-        found = hi - lo;
-      start = i + 1;
-    }
-    memmove(buf, buf + start, have - start);
-    have -= start;
-    if (found != 0 || have == sizeof(buf))
-      break;
-  }
-  close(fd);
-  return found;
+  return events_shmat(shmid, shmaddr, shmflg);
 }
 
-PH_REPLACE int shmdt(const void *addr)
-{
-  size_t len = shm_attached_size(addr);
-  if (len != 0)
-    release_dispatch((void *)addr, len, 0);
-  return (int)syscall(SYS_shmdt, addr);
-}
+PH_REPLACE int shmdt(const void *addr) { return events_shmdt(addr); }
+
+PH_REPLACE int brk(void *addr) { return events_brk(addr); }
+
+PH_REPLACE void *sbrk(intptr_t increment) { return events_sbrk(increment); }
 
 /* ======================================================================= */
 /*  who we are                                                              */

@@ -1,0 +1,57 @@
+/*
+ * events.h -- the memory-event entry points: one function per intercepted
+ * libc call, with exactly that call's C signature, which runs the event
+ * chain (pinheap_set_event_handler) and ends in the raw system call.
+ *
+ * They are what the unprefixed interposers of replace.c call, and what a
+ * relocation patcher may point a GOT slot at directly: events_symbols
+ * lists, per event bit, the libc symbol and its entry point.  None of them
+ * allocates or takes a lock; with no handler registered each is the
+ * system call plus one load.  Owned by hooks/events.c.
+ */
+#ifndef PINHEAP_EVENTS_H
+#define PINHEAP_EVENTS_H
+
+#include "internal.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- the entry points (libc's signatures) ------------------------------- */
+PH_HIDDEN void *events_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset);
+PH_HIDDEN int events_munmap(void *addr, size_t length);
+/** mremap: the fifth argument, void *new_address, is read only with
+ *  MREMAP_FIXED, as the kernel reads it. */
+PH_HIDDEN void *events_mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...);
+PH_HIDDEN int events_madvise(void *addr, size_t length, int advice);
+PH_HIDDEN void *events_shmat(int shmid, const void *shmaddr, int shmflg);
+PH_HIDDEN int events_shmdt(const void *shmaddr);
+/** brk/sbrk keep glibc's idea of the break (__curbrk) in step, so glibc's
+ *  own sbrk, and sbrk(0), stay right. */
+PH_HIDDEN int events_brk(void *addr);
+PH_HIDDEN void *events_sbrk(intptr_t increment);
+
+/** event bit -> libc symbol -> entry point, for the relocation patcher and
+ *  the info tool.  One event may have several symbols (mmap, mmap64). */
+typedef struct events_symbol_s {
+  int event;                /* PINHEAP_EVENT_* */
+  const char *name;         /* the libc symbol, e.g. "munmap" */
+  void *entry;              /* events_munmap */
+} events_symbol_t;
+extern PH_HIDDEN const events_symbol_t events_symbols[];
+extern PH_HIDDEN const unsigned events_symbols_count;
+
+/* ---- the derived events, for the layers that cause them ----------------- */
+/** Fires VM_UNMAPPED for [addr, addr+len) (before the range goes); source
+ *  is PINHEAP_EVENT_SOURCE_*.  Nothing when len is 0. */
+PH_HIDDEN void events_vm_unmapped(void *addr, size_t len, int source);
+/** Fires VM_MAPPED for [addr, addr+len) (after the range appeared). */
+PH_HIDDEN void events_vm_mapped(void *addr, size_t len, int source);
+/** Connects the allocator's OS layer (its release and map slots) to the
+ *  derived events.  Idempotent. */
+PH_HIDDEN void events_init(void);
+/** Events not delivered because handlers nested too deep (for the info
+ *  tool and the tests). */
+PH_HIDDEN size_t events_dropped(void);
+
+#endif /* PINHEAP_EVENTS_H */
