@@ -5,4 +5,5 @@ list(APPEND PINHEAP_HOOKS_SOURCES
   config/params.c
   hooks/probe.c
   hooks/decision.c
+  hooks/reloc.c
 )
