@@ -25,7 +25,9 @@
  * (every object's slots for them point to its own wrappers): after a
  * dlopen the new objects get every installed table; after a dlclose the
  * bookkeeping forgets objects that are gone, so an object later mapped at
- * the same address is patched again.  An unload the wrappers did not see
+ * the same address is patched again.  A load the wrappers did not see
+ * (libc's own NSS or iconv modules, a dlopen from pinheap's object) is
+ * patched by the next pass, whatever starts it.  An unload they did not see
  * (a dlclose from pinheap's own object, or from an object loaded after
  * reloc_uninstall) is caught by the next pass all the same, through
  * dl_iterate_phdr's unload counter (dlpi_subs): then every record is
@@ -79,7 +81,8 @@ typedef struct reloc_entry_s {
                             *       value seen that is neither the
                             *       replacement nor a lazy-binding stub
                             *       (else dlsym(RTLD_NEXT), then
-                            *       RTLD_DEFAULT); NULL until known; kept
+                            *       RTLD_DEFAULT, before such slots are written);
+                            *       NULL until known; kept
                             *       across uninstall */
   unsigned slots;          /* [out] slots currently patched */
   unsigned objects;        /* [out] objects with at least one of them */
