@@ -183,6 +183,12 @@
 #define replace_own_free        PINHEAP_NAME(replace_own_free)
 #define replace_own_munmap      PINHEAP_NAME(replace_own_munmap)
 #define selftest_run            PINHEAP_NAME(selftest_run)
+#define reloc_install           PINHEAP_NAME(reloc_install)
+#define reloc_uninstall         PINHEAP_NAME(reloc_uninstall)
+#define reloc_query             PINHEAP_NAME(reloc_query)
+#define reloc_lookup_slot       PINHEAP_NAME(reloc_lookup_slot)
+#define reloc_lookup_slot_addr  PINHEAP_NAME(reloc_lookup_slot_addr)
+#define reloc_stats_get         PINHEAP_NAME(reloc_stats_get)
 
 /* ---- 3. hooks/ and config/ names --------------------------------------- */
 /* (decision matrix, parameters, driver probe; kept in this section) */

@@ -6,4 +6,5 @@ list(APPEND PINHEAP_HOOKS_SOURCES
   hooks/probe.c
   hooks/decision.c
   hooks/events.c
+  hooks/reloc.c
 )

@@ -1,0 +1,146 @@
+/*
+ * reloc.h -- the relocation patcher: makes every loaded object's calls to
+ * a set of symbols go to replacements, by rewriting the objects' GOT
+ * slots.  Main entry point: reloc_install().
+ *
+ * What it does.  For each object dl_iterate_phdr() reports, the dynamic
+ * section is walked (DT_SYMTAB, DT_STRTAB, DT_RELA/DT_RELASZ,
+ * DT_JMPREL/DT_PLTRELSZ, DT_PLTREL) and every JUMP_SLOT (calls through the
+ * PLT) and GLOB_DAT (addresses taken, and -fno-plt calls) relocation whose
+ * symbol is named in an installed table has its slot overwritten with the
+ * replacement: one aligned atomic pointer store per slot.  libc.so.6 is
+ * included (its malloc/free/calloc/realloc go through such slots).  Two
+ * objects are never touched: the one that holds this file's code (pinheap's
+ * own object: its calls keep reaching the originals) and the vDSO.
+ *
+ * RELRO.  Slots inside the range the dynamic linker made read-only after
+ * relocation (PT_GNU_RELRO, rounded down at both ends to pages, as ld.so
+ * rounds it) are written by lifting that whole range to PROT_READ|WRITE
+ * with one mprotect and putting it back to PROT_READ -- the protection
+ * ld.so gave it -- right after, so a GOT spanning several pages is
+ * handled.  Slots outside it (the .got.plt of a lazily bound object) are
+ * in a writable segment already.
+ *
+ * Later loads.  The patcher itself installs dlopen, dlmopen and dlclose
+ * (every object's slots for them point to its own wrappers): after a
+ * dlopen the new objects get every installed table; after a dlclose the
+ * bookkeeping forgets objects that are gone, so an object later mapped at
+ * the same address is patched again.  A load the wrappers did not see
+ * (libc's own NSS or iconv modules, a dlopen from pinheap's object) is
+ * patched by the next pass, whatever starts it.  An unload they did not see
+ * (a dlclose from pinheap's own object, or from an object loaded after
+ * reloc_uninstall) is caught by the next pass all the same, through
+ * dl_iterate_phdr's unload counter (dlpi_subs): then every record is
+ * checked against the object list and its slot before it is trusted.
+ *
+ * Never allocates: fixed-size static storage (the RELOC_MAX_* bounds
+ * below).  A bound that is exceeded is reported with a warning naming it
+ * and makes reloc_install() return ENOSPC; what fit is patched.  Every
+ * pass runs under one mutex; dlopen itself is called outside it.
+ *
+ * Known limits (documented, not handled):
+ *  - dlopen called through the wrapper sees pinheap's object as its caller:
+ *    a name without '/' is searched with that object's DT_RUNPATH/RPATH,
+ *    not the calling object's (LD_LIBRARY_PATH, the cache and the default
+ *    directories are unchanged);
+ *  - only JUMP_SLOT and GLOB_DAT are rewritten: a function's address
+ *    stored in data by an R_X86_64_64 relocation (a table of function
+ *    pointers) keeps the original, as does a pointer captured before
+ *    install;
+ *  - an object another thread is loading at the very moment of a pass
+ *    (mapped, not yet relocated or not yet RELRO-protected) can be seen
+ *    half-done: objects whose slots still hold link-time values are left
+ *    for the next pass, but the RELRO protection step of ld.so can still
+ *    race: patch before threads exist, as the issue asks;
+ *  - a lazily bound slot that is being resolved by ld.so on another thread
+ *    while it is patched may get the original back;
+ *  - a fork() during a pass leaves the child's mutex held.
+ */
+#ifndef PINHEAP_RELOC_H
+#define PINHEAP_RELOC_H
+
+#include "internal.h"
+
+#include <stddef.h>
+
+/** Installed tables at once (reloc_install calls with distinct tables). */
+#define RELOC_MAX_TABLES   8
+/** Symbol names over every installed table, plus the 3 of the patcher. */
+#define RELOC_MAX_NAMES    64
+/** Objects known at once (patched or skipped). */
+#define RELOC_MAX_OBJECTS  512
+/** Patched slots recorded at once (each one is restored by uninstall). */
+#define RELOC_MAX_SLOTS    4096
+
+/** One symbol to redirect.  name and replacement are read by the patcher;
+ *  the other fields are its output, updated after every pass. */
+typedef struct reloc_entry_s {
+  const char *name;        /* [in]  dynamic symbol name, e.g. "munmap" */
+  void *replacement;       /* [in]  where the calls must go */
+  void *original;          /* [out] the function the slots held: the first
+                            *       value seen that is neither the
+                            *       replacement nor a lazy-binding stub
+                            *       (else dlsym(RTLD_NEXT), then
+                            *       RTLD_DEFAULT, before such slots are written);
+                            *       NULL until known; kept
+                            *       across uninstall */
+  unsigned slots;          /* [out] slots currently patched */
+  unsigned objects;        /* [out] objects with at least one of them */
+} reloc_entry_t;
+
+/** What the patcher did, for the info tool and tests. */
+typedef struct reloc_stats_s {
+  unsigned long passes;     /* patch/sweep passes run */
+  unsigned objects_seen;    /* objects reported by the last pass */
+  unsigned objects_patched; /* objects holding at least one patched slot */
+  unsigned slots;           /* patched slots over every table */
+  unsigned skipped_self;    /* 1 if pinheap's own object was seen and skipped */
+  unsigned skipped_vdso;    /* 1 if the vDSO was seen and skipped */
+  unsigned skipped_unrelocated; /* objects left for later: not relocated yet */
+  unsigned long overflows;  /* times a RELOC_MAX_* bound was exceeded */
+  unsigned long mprotect_failures; /* RELRO lifts or restores that failed */
+} reloc_stats_t;
+
+/** Adds a table and patches every loaded object with every installed
+ *  table.  Installing the same table again (same pointer and n) only
+ *  patches objects not yet patched: idempotent.  A name already owned by
+ *  an earlier table keeps its first owner (the later entry stays at 0
+ *  slots, with a warning).  A name no object imports gives 0 slots, not an
+ *  error.
+ *  @param [in,out] table  entries; must stay valid until reloc_uninstall()
+ *  @param [in]     n      number of entries (> 0)
+ *  @return 0; EINVAL for a NULL table, n == 0, or an entry without name or
+ *          replacement (nothing done); ENOSPC when a RELOC_MAX_* bound was
+ *          exceeded (warned; what fit is patched); ENOSYS on an
+ *          architecture the patcher does not know (not x86_64/aarch64). */
+PH_HIDDEN int reloc_install(reloc_entry_t *table, size_t n);
+
+/** Puts every patched slot back to the value it held before (for a core
+ *  library about to be dlclose'd), including the patcher's own dlopen,
+ *  dlmopen and dlclose slots, and forgets every table.  Objects loaded
+ *  after install through the wrappers were patched and are restored too;
+ *  objects loaded after uninstall are not patched at all.  A slot that no
+ *  longer holds the replacement (someone else rewrote it) is left alone.
+ *  Function pointers taken while patched keep pointing at the
+ *  replacements, which must therefore stay mapped.
+ *  @return 0, or ENOSPC if a bound was exceeded on the way. */
+PH_HIDDEN int reloc_uninstall(void);
+
+/** How many objects and slots are patched for sym.
+ *  @return 0 with *objects_p and *slots_p set, or ENOENT if no installed
+ *          table names sym (outputs untouched). */
+PH_HIDDEN int reloc_query(const char *sym, unsigned *objects_p, unsigned *slots_p);
+
+/** The current value of the first JUMP_SLOT or GLOB_DAT slot for sym in
+ *  the first loaded object whose name contains object_substr (NULL: the
+ *  main program): what that object would call.  NULL if no such object
+ *  or no such slot.  Reads only; pinheap's own object is searched too. */
+PH_HIDDEN void *reloc_lookup_slot(const char *object_substr, const char *sym);
+
+/** The same search, returning the slot's address (NULL if none). */
+PH_HIDDEN void **reloc_lookup_slot_addr(const char *object_substr, const char *sym);
+
+/** Copies the counters. */
+PH_HIDDEN void reloc_stats_get(reloc_stats_t *out_p);
+
+#endif /* PINHEAP_RELOC_H */
