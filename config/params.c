@@ -49,6 +49,17 @@ static const param_desc_t param_descs[PARAM_COUNT] = {
   [PARAM_ARENA_MAX] = {
     "PINHEAP_ARENA_MAX", "PINHEAP_ARENA_MAX",
     PARAM_KIND_COUNT, 0, EXPECT_COUNT },
+  /* 0: no relocation patching; calls reach pinheap only where its own
+   * symbols interpose (hooks/install.c). */
+  [PARAM_PATCH] = {
+    "PINHEAP_PATCH", "PINHEAP_PATCH",
+    PARAM_KIND_BOOL, 1, EXPECT_BOOL },
+  /* 1: replace malloc by patching even when pinheap was loaded after the
+   * program started (dlopen): blocks of pointers to free captured earlier
+   * would go to glibc, so it is off unless asked for. */
+  [PARAM_LATE_MALLOC] = {
+    "PINHEAP_LATE_MALLOC", "PINHEAP_LATE_MALLOC",
+    PARAM_KIND_BOOL, 0, EXPECT_BOOL },
 };
 
 /* The process's table: 0 not parsed, 1 being parsed, 2 ready (read-only). */

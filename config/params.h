@@ -45,6 +45,8 @@ typedef enum param_id_e {
   PARAM_SANDBOX_ON,             /* SANDBOX_ON (Gentoo sandbox)        presence */
   PARAM_PROBE_ROOT,             /* PINHEAP_PROBE_ROOT                 path     */
   PARAM_ARENA_MAX,              /* PINHEAP_ARENA_MAX                  count    */
+  PARAM_PATCH,                  /* PINHEAP_PATCH                      bool     */
+  PARAM_LATE_MALLOC,            /* PINHEAP_LATE_MALLOC                bool     */
   PARAM_COUNT
 } param_id_t;
 

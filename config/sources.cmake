@@ -28,5 +28,6 @@ set(PINHEAP_REPLACE_SOURCES
   hooks/dispatch.c
   hooks/release.c
   hooks/selftest.c
+  hooks/install.c
   hooks/replace.c
 )

@@ -91,7 +91,14 @@ void decision_make(const decision_input_t *in, decision_t *out_p)
     return;
   }
 
-  /* 4. the preload shim, when no leave-pinned parameter says otherwise */
+  /* 4. a memory checker keeps malloc, unless the override above says on */
+  if (in->tool != NULL) {
+    decide(out_p, 0, DECISION_REASON_TOOL);
+    text_set(out_p, "disabled: running under ", in->tool, ", whose malloc must stay in charge (",
+             PINHEAP_ENV_MODE, "=on overrides)", (const char *)NULL);
+    return;
+  }
+  /* 5. the preload shim, when no leave-pinned parameter says otherwise */
   if (in->is_preloaded && in->lp == PARAM_TRI_NOT_FOUND && in->lpp == PARAM_TRI_NOT_FOUND) {
     decide(out_p, 1, DECISION_REASON_PRELOADED);
     text_set(out_p, "preloaded: the preload shim enables pinheap when neither ",
@@ -100,7 +107,7 @@ void decision_make(const decision_input_t *in, decision_t *out_p)
     return;
   }
 
-  /* 5. the matrix */
+  /* 6. the matrix */
   if (in->lp == PARAM_TRI_YES) {
     decide(out_p, 1, DECISION_REASON_LP_YES);
     text_set(out_p, lp_name, "=1 (", PINHEAP_ENV_LEAVE_PINNED, ")", (const char *)NULL);
@@ -129,7 +136,7 @@ void decision_make(const decision_input_t *in, decision_t *out_p)
 
 int decision_needs_probe(const decision_input_t *in)
 {
-  if (in->mode != PARAM_MODE_AUTO || in->is_disable_set || in->blockers != 0)
+  if (in->mode != PARAM_MODE_AUTO || in->is_disable_set || in->blockers != 0 || in->tool != NULL)
     return 0;
   if (in->is_preloaded && in->lp == PARAM_TRI_NOT_FOUND && in->lpp == PARAM_TRI_NOT_FOUND)
     return 0;
@@ -156,15 +163,17 @@ void decision_inputs_from_params(const params_t *params, int is_preloaded,
   out_p->is_preloaded = is_preloaded != 0;
   out_p->probe_found = 0;
   out_p->probe_path = NULL;
+  out_p->tool = NULL;
 }
 
-int decision_run(int is_preloaded, const char *probe_root, decision_t *out_p)
+int decision_run(int is_preloaded, const char *probe_root, const char *tool, decision_t *out_p)
 {
   const params_t *params = params_get();
   decision_input_t in;
   probe_result_t probe;
 
   decision_inputs_from_params(params, is_preloaded, &in);
+  in.tool = tool;
   if (decision_needs_probe(&in)) {
     if (probe_root == NULL && params->v[PARAM_PROBE_ROOT].value)
       probe_root = params->v[PARAM_PROBE_ROOT].raw;
@@ -185,6 +194,7 @@ const char *decision_reason_name(decision_reason_t reason)
     [DECISION_REASON_FAKED_MODE] = "faked_mode",
     [DECISION_REASON_SANDBOX_ON] = "sandbox_on",
     [DECISION_REASON_MODE_ON] = "mode_on",
+    [DECISION_REASON_TOOL] = "tool",
     [DECISION_REASON_PRELOADED] = "preloaded",
     [DECISION_REASON_LP_YES] = "lp_yes",
     [DECISION_REASON_LPP_YES] = "lpp_yes",

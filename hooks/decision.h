@@ -56,6 +56,8 @@ typedef struct decision_input_s {
   int is_preloaded;       /* the preload shim wants enabled-by-default */
   int probe_found;        /* an OS-bypass device was found */
   const char *probe_path; /* where (may be NULL); only used in the reason */
+  const char *tool;       /* a memory checker running the process (valgrind,
+                             a sanitizer), or NULL */
 } decision_input_t;
 
 /** Which rule decided. */
@@ -66,6 +68,7 @@ typedef enum decision_reason_e {
   DECISION_REASON_FAKED_MODE,
   DECISION_REASON_SANDBOX_ON,
   DECISION_REASON_MODE_ON,
+  DECISION_REASON_TOOL,
   DECISION_REASON_PRELOADED,
   DECISION_REASON_LP_YES,
   DECISION_REASON_LPP_YES,
@@ -111,10 +114,11 @@ void decision_inputs_from_params(const params_t *params, int is_preloaded,
 
 /** The whole start-up decision for this process: params_get(), the probe
  *  when needed (under probe_root if not NULL, else under the probe-root
- *  parameter if set, else "/"), decision_make().  Never allocates; uses a
- *  few KiB of stack.
+ *  parameter if set, else "/"), decision_make().  tool: the memory checker
+ *  the process runs under, or NULL.  Never allocates; uses a few KiB of
+ *  stack.
  *  @return out_p->enabled */
-int decision_run(int is_preloaded, const char *probe_root, decision_t *out_p);
+int decision_run(int is_preloaded, const char *probe_root, const char *tool, decision_t *out_p);
 
 /** A short constant name for a reason code, e.g. "lp_yes" (for JSON). */
 const char *decision_reason_name(decision_reason_t reason);

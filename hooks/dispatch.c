@@ -298,7 +298,7 @@ void dispatch_decide(void)
   ph_lock(&dispatch_lock);
   if (__atomic_load_n(&dispatch_state, __ATOMIC_RELAXED) == DISPATCH_UNDECIDED) {
     dispatch_deciding = 1;
-    int enabled = decision_run(dispatch_preloaded, NULL, &dispatch_decision);
+    int enabled = decision_run(dispatch_preloaded, NULL, install_tool(), &dispatch_decision);
     release_init();
     const dispatch_table_t *t = enabled ? &dispatch_enabled : &dispatch_disabled;
     /* Each pointer is replaced on its own; a racing caller sees either the
@@ -322,6 +322,7 @@ int PINHEAP_NAME(malloc_init)(void)
 {
   dispatch_decide();
   release_init();                           /* the events: idempotent */
+  install_run();
   /* front_init() is false while another thread starts the allocator (or
    * this thread, from inside the start): wait a while, never forever. */
   for (int i = 0; !front_init(); i++) {
@@ -337,6 +338,7 @@ int PINHEAP_NAME(malloc_init)(void)
 __attribute__((constructor(101))) static void dispatch_ctor(void)
 {
   dispatch_decide();
+  install_run();
 }
 
 /* The text is composed once, outside the first malloc, by whichever thread

@@ -85,4 +85,37 @@ typedef struct replace_self_s {
 } replace_self_t;
 extern PH_HIDDEN const replace_self_t replace_self;
 
+/* Every symbol replace.c defines, in the order of pinheap_install_info():
+ * the memory calls, then the malloc family. */
+typedef struct replace_symbol_s {
+  const char *name;         /* "munmap" */
+  int event;                /* PINHEAP_EVENT_* call event; 0: malloc family */
+  void *self;               /* replace.c's exported definition */
+  void *entry;              /* what a patched slot points at */
+} replace_symbol_t;
+/* Weak: builds without replace.c (the sanitizer passes' hooks test) have
+ * no such table, and nothing to install. */
+extern PH_HIDDEN const replace_symbol_t replace_symbols[] __attribute__((weak));
+extern PH_HIDDEN const unsigned replace_symbols_count __attribute__((weak));
+
+/* ---- install.c ------------------------------------------------------------ */
+/** Puts pinheap's entry points where the process's calls go (interposition
+ *  checked, else relocation patching), verified by calls; once, after the
+ *  decision; never from inside an allocation call. */
+PH_HIDDEN void install_run(void);
+/** The function the process calls for symbol name: pinheap's when it was
+ *  installed for it, else whatever the process resolves (libc's). */
+PH_HIDDEN void *install_resolved(const char *name);
+/** 1 when pinheap's allocator serves the process's malloc and free. */
+PH_HIDDEN int install_malloc_served(void);
+/** 1 when the object holding pinheap was loaded after start-up (dlopen). */
+PH_HIDDEN int install_late(void);
+/** Makes malloc_trim a no-op (glibc's trim gives memory back unseen) while
+ *  the leave-pinned fallback is in force; patches it where needed. */
+PH_HIDDEN void install_block_trim(void);
+extern PH_HIDDEN int install_trim_blocked;
+/** The memory checker this process runs under (valgrind, a sanitizer), or
+ *  NULL.  Never allocates. */
+PH_HIDDEN const char *install_tool(void);
+
 #endif /* PINHEAP_DISPATCH_H */

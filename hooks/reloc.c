@@ -25,6 +25,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -58,6 +59,7 @@ typedef struct reloc_name_s {
   void *replacement;
   reloc_entry_t *entry;       /* where the counters and original go */
   int want_original;          /* slots met, all lazy stubs, original unknown */
+  int self_ok;                /* its table asked for pinheap's own object too */
 } reloc_name_t;
 
 typedef struct reloc_table_s {
@@ -99,6 +101,7 @@ static int reloc_subs_known;
 static reloc_stats_t reloc_stats;
 static int reloc_overflowed;                     /* in the current call */
 static int reloc_want_originals;                 /* some name has want_original */
+static unsigned reloc_self_names;                /* names with self_ok */
 /* Scratch of reloc_counts_update(): objects met per name. */
 static uint64_t reloc_obj_bits[RELOC_MAX_NAMES][RELOC_MAX_OBJECTS / 64];
 
@@ -146,7 +149,7 @@ static void reloc_overflow(const char *bound, size_t value)
 }
 
 /* Adds a table's names (a name already present keeps its first owner). */
-static void reloc_names_add(reloc_entry_t *table, size_t n)
+static void reloc_names_add(reloc_entry_t *table, size_t n, int self_ok)
 {
   for (size_t i = 0; i < n; i++) {
     uint32_t h = reloc_hash(table[i].name);
@@ -167,6 +170,9 @@ static void reloc_names_add(reloc_entry_t *table, size_t n)
     nm->replacement = table[i].replacement;
     nm->entry = &table[i];
     nm->want_original = 0;
+    nm->self_ok = self_ok;
+    if (self_ok)
+      reloc_self_names++;
     unsigned b = h & (RELOC_BUCKETS - 1);
     while (reloc_buckets[b] != 0)
       b = (b + 1) & (RELOC_BUCKETS - 1);
@@ -327,6 +333,7 @@ typedef struct reloc_pass_s {
   unsigned long long subs;
   int subs_set;
   size_t obj_idx;             /* object being patched */
+  int self;                   /* it is pinheap's own object */
   size_t first_new;           /* its first new record */
   int unrelocated;
   int need_relro;
@@ -376,6 +383,8 @@ static int reloc_collect_slot(const reloc_view_t *v, void **slot, unsigned idx, 
 
   if (val == NULL)
     return 0;                  /* weak undefined: nothing to redirect */
+  if (p->self && !reloc_names[idx].self_ok)
+    return 0;                  /* pinheap's own calls keep the original */
   if (v->base != 0 && (uintptr_t)val < v->link_hi) {
     p->unrelocated = 1;        /* still a link-time value: ld.so is not done */
     return 1;
@@ -472,7 +481,8 @@ static int reloc_pass_cb(struct dl_phdr_info *info, size_t size, void *arg)
     p->trust = reloc_subs_known && info->dlpi_subs == reloc_last_subs;
   }
   reloc_stats.objects_seen++;
-  if (reloc_is_self(info)) {
+  p->self = reloc_is_self(info);
+  if (p->self && reloc_self_names == 0) {
     reloc_stats.skipped_self = 1;
     return 0;
   }
@@ -660,21 +670,36 @@ static int reloc_dlclose(void *handle)
 
 /* ---- public (internal) entry points ------------------------------------------ */
 
+/* The mutex is held across fork, so that a child forked during another
+ * thread's pass finds it free. */
+static void reloc_prefork(void) { pthread_mutex_lock(&reloc_mutex); }
+static void reloc_postfork(void) { pthread_mutex_unlock(&reloc_mutex); }
+
 int reloc_install(reloc_entry_t *table, size_t n)
 {
+  return reloc_install_flags(table, n, 0);
+}
+
+int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flags)
+{
+  static int atfork_done;
   if (table == NULL || n == 0)
     return EINVAL;
   for (size_t i = 0; i < n; i++)
     if (table[i].name == NULL || table[i].name[0] == '\0' || table[i].replacement == NULL)
       return EINVAL;
+  if ((flags & ~(unsigned)RELOC_PATCH_SELF) != 0)
+    return EINVAL;
 #if !RELOC_SUPPORTED
   return ENOSYS;
 #else
+  if (__atomic_exchange_n(&atfork_done, 1, __ATOMIC_ACQ_REL) == 0)
+    pthread_atfork(reloc_prefork, reloc_postfork, reloc_postfork);
   pthread_mutex_lock(&reloc_mutex);
   reloc_overflowed = 0;
   if (reloc_ntables == 0) {
     reloc_tables[reloc_ntables++] = (reloc_table_t){ reloc_own_table, RELOC_OWN_N };
-    reloc_names_add(reloc_own_table, RELOC_OWN_N);
+    reloc_names_add(reloc_own_table, RELOC_OWN_N, 0);
   }
   size_t i = 0;
   while (i < reloc_ntables && !(reloc_tables[i].table == table && reloc_tables[i].n == n))
@@ -684,7 +709,7 @@ int reloc_install(reloc_entry_t *table, size_t n)
       reloc_overflow("RELOC_MAX_TABLES", RELOC_MAX_TABLES);
     } else {
       reloc_tables[reloc_ntables++] = (reloc_table_t){ table, n };
-      reloc_names_add(table, n);
+      reloc_names_add(table, n, (flags & RELOC_PATCH_SELF) != 0);
       reloc_gen++;
     }
   }
@@ -730,6 +755,7 @@ int reloc_uninstall(void)
   reloc_counts_update();
   reloc_ntables = 0;
   reloc_nnames = 0;
+  reloc_self_names = 0;
   memset(reloc_buckets, 0, sizeof(reloc_buckets));
   reloc_gen++;
   int rc = reloc_overflowed ? ENOSPC : 0;
@@ -807,4 +833,124 @@ void reloc_stats_get(reloc_stats_t *out_p)
   pthread_mutex_lock(&reloc_mutex);
   *out_p = reloc_stats;
   pthread_mutex_unlock(&reloc_mutex);
+}
+
+void *reloc_patched_slot(const char *sym)
+{
+  void *val = NULL;
+  if (sym == NULL)
+    return NULL;
+  pthread_mutex_lock(&reloc_mutex);
+  unsigned idx = reloc_name_find(sym, reloc_hash(sym));
+  for (size_t r = 0; idx != RELOC_NO_NAME && r < reloc_nslots; r++) {
+    if (reloc_slots[r].name_idx == idx) {
+      val = __atomic_load_n(reloc_slots[r].slot, __ATOMIC_ACQUIRE);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&reloc_mutex);
+  return val;
+}
+
+/* ---- loaded at start-up? ----------------------------------------------------- */
+
+typedef struct reloc_startup_obj_s {
+  const char *name;           /* dlpi_name ("" for the main program) */
+  const char *strtab;
+  const ElfW(Dyn) *dyn;
+  int initial;                /* in the start-up closure */
+  int holds;                  /* holds the address asked about */
+} reloc_startup_obj_t;
+
+typedef struct reloc_startup_s {
+  reloc_startup_obj_t obj[RELOC_MAX_OBJECTS];
+  size_t n;
+  uintptr_t addr;
+} reloc_startup_t;
+
+static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  reloc_startup_t *st = arg;
+  (void)size;
+  if (st->n == RELOC_MAX_OBJECTS)
+    return 1;
+  reloc_startup_obj_t *o = &st->obj[st->n];
+  memset(o, 0, sizeof(*o));
+  o->name = info->dlpi_name != NULL ? info->dlpi_name : "";
+  o->holds = reloc_in_segment(info, st->addr);
+  /* The main program comes first, with an empty name. */
+  o->initial = st->n == 0;
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      o->dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  for (const ElfW(Dyn) *d = o->dyn; d != NULL && d->d_tag != DT_NULL; d++)
+    if (d->d_tag == DT_STRTAB)
+      o->strtab = (const char *)reloc_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
+  st->n++;
+  return 0;
+}
+
+/* Does the loaded object called path answer to the name `want` (a DT_NEEDED
+ * entry or an LD_PRELOAD word): the same path, or the same file name when
+ * want has no slash (ld.so records the directory it found it in). */
+static int reloc_name_is(const char *path, const char *want, size_t want_len)
+{
+  if (want_len == 0 || path[0] == '\0')
+    return 0;
+  if (memchr(want, '/', want_len) == NULL) {
+    const char *slash = strrchr(path, '/');
+    path = slash != NULL ? slash + 1 : path;
+  }
+  return strlen(path) == want_len && memcmp(path, want, want_len) == 0;
+}
+
+static int reloc_mark(reloc_startup_t *st, const char *want, size_t want_len)
+{
+  int changed = 0;
+  for (size_t i = 0; i < st->n; i++) {
+    if (!st->obj[i].initial && reloc_name_is(st->obj[i].name, want, want_len)) {
+      st->obj[i].initial = 1;
+      changed = 1;
+    }
+  }
+  return changed;
+}
+
+int reloc_loaded_at_startup(const void *addr)
+{
+  static reloc_startup_t st;         /* big: static, used under the mutex */
+  int rc = -1;
+
+  pthread_mutex_lock(&reloc_mutex);
+  st.n = 0;
+  st.addr = (uintptr_t)addr;
+  dl_iterate_phdr(reloc_startup_cb, &st);
+  /* Preloaded objects are loaded at start-up too (LD_PRELOAD: words
+   * separated by spaces or colons). */
+  const char *pre = getenv("LD_PRELOAD");
+  while (pre != NULL && *pre != '\0') {
+    size_t len = strcspn(pre, " :");
+    reloc_mark(&st, pre, len);
+    pre += len;
+    pre += strspn(pre, " :");
+  }
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (size_t i = 0; i < st.n; i++) {
+      const reloc_startup_obj_t *o = &st.obj[i];
+      if (!o->initial || o->dyn == NULL || o->strtab == NULL)
+        continue;
+      for (const ElfW(Dyn) *d = o->dyn; d->d_tag != DT_NULL; d++) {
+        if (d->d_tag != DT_NEEDED)
+          continue;
+        const char *want = o->strtab + d->d_un.d_val;
+        changed |= reloc_mark(&st, want, strlen(want));
+      }
+    }
+  }
+  for (size_t i = 0; i < st.n; i++)
+    if (st.obj[i].holds)
+      rc = st.obj[i].initial;
+  pthread_mutex_unlock(&reloc_mutex);
+  return rc;
 }

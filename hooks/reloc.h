@@ -54,7 +54,6 @@
  *    race: patch before threads exist, as the issue asks;
  *  - a lazily bound slot that is being resolved by ld.so on another thread
  *    while it is patched may get the original back;
- *  - a fork() during a pass leaves the child's mutex held.
  */
 #ifndef PINHEAP_RELOC_H
 #define PINHEAP_RELOC_H
@@ -114,6 +113,24 @@ typedef struct reloc_stats_s {
  *          exceeded (warned; what fit is patched); ENOSYS on an
  *          architecture the patcher does not know (not x86_64/aarch64). */
 PH_HIDDEN int reloc_install(reloc_entry_t *table, size_t n);
+
+/** reloc_install_flags: patch pinheap's own object too (all its slots for
+ *  the table's names; the patcher's dlopen/dlclose slots stay its own).
+ *  For a core library whose other code must call what the process calls. */
+#define RELOC_PATCH_SELF 1u
+
+/** reloc_install with flags (RELOC_PATCH_SELF or 0); EINVAL for others. */
+PH_HIDDEN int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flags);
+
+/** The value of one slot patched for sym (what a patched caller calls),
+ *  or NULL when no slot is patched for it. */
+PH_HIDDEN void *reloc_patched_slot(const char *sym);
+
+/** Whether the object holding addr was loaded at start-up: it is the main
+ *  program, preloaded, or in the DT_NEEDED closure of those (direct or
+ *  transitive dependency).  0 when it came later (dlopen), -1 when no
+ *  loaded object holds addr. */
+PH_HIDDEN int reloc_loaded_at_startup(const void *addr);
 
 /** Puts every patched slot back to the value it held before (for a core
  *  library about to be dlclose'd), including the patcher's own dlopen,

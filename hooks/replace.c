@@ -14,6 +14,7 @@
 #define PINHEAP_NO_CLASSIC_RENAME 1
 #include "dispatch.h"
 #include "events.h"
+#include "pinheap.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -110,6 +111,34 @@ PH_REPLACE void *sbrk(intptr_t increment) { return events_sbrk(increment); }
 extern void *replace_own_malloc(size_t) __attribute__((alias("malloc"), visibility("hidden")));
 extern void replace_own_free(void *) __attribute__((alias("free"), visibility("hidden")));
 extern int replace_own_munmap(void *, size_t) __attribute__((alias("munmap"), visibility("hidden")));
+
+/* Every other definition under a name of this file only: what the process
+ * resolves a symbol to is compared with it (did interposition take?), and
+ * a patched slot of the malloc family points at it. */
+#define OWN(ret, name, args) static ret own_##name args __attribute__((alias(#name)));
+OWN(void *, calloc, (size_t, size_t))
+OWN(void *, realloc, (void *, size_t))
+OWN(void *, reallocarray, (void *, size_t, size_t))
+OWN(void *, memalign, (size_t, size_t))
+OWN(int, posix_memalign, (void **, size_t, size_t))
+OWN(void *, aligned_alloc, (size_t, size_t))
+OWN(void *, valloc, (size_t))
+OWN(void *, pvalloc, (size_t))
+OWN(size_t, malloc_usable_size, (void *))
+OWN(int, mallopt, (int, int))
+OWN(struct mallinfo, mallinfo, (void))
+OWN(struct mallinfo2, mallinfo2, (void))
+OWN(void, malloc_stats, (void))
+OWN(int, malloc_trim, (size_t))
+OWN(void *, mmap, (void *, size_t, int, int, int, off_t))
+OWN(void *, mmap64, (void *, size_t, int, int, int, off_t))
+OWN(void *, mremap, (void *, size_t, size_t, int, ...))
+OWN(int, madvise, (void *, size_t, int))
+OWN(void *, shmat, (int, const void *, int))
+OWN(int, shmdt, (const void *))
+OWN(int, brk, (void *))
+OWN(void *, sbrk, (intptr_t))
+#undef OWN
 #pragma GCC diagnostic pop
 
 const replace_self_t replace_self = {
@@ -117,3 +146,34 @@ const replace_self_t replace_self = {
   .self_free = (void *)replace_own_free,
   .self_munmap = (void *)replace_own_munmap,
 };
+
+/* The memory calls first (their event entry points are what a patched
+ * slot gets), then the malloc family (patched slots get these). */
+const replace_symbol_t replace_symbols[] = {
+  { "mmap", PINHEAP_EVENT_MMAP, (void *)own_mmap, (void *)events_mmap },
+  { "mmap64", PINHEAP_EVENT_MMAP, (void *)own_mmap64, (void *)events_mmap },
+  { "munmap", PINHEAP_EVENT_MUNMAP, (void *)replace_own_munmap, (void *)events_munmap },
+  { "mremap", PINHEAP_EVENT_MREMAP, (void *)own_mremap, (void *)events_mremap },
+  { "madvise", PINHEAP_EVENT_MADVISE, (void *)own_madvise, (void *)events_madvise },
+  { "shmat", PINHEAP_EVENT_SHMAT, (void *)own_shmat, (void *)events_shmat },
+  { "shmdt", PINHEAP_EVENT_SHMDT, (void *)own_shmdt, (void *)events_shmdt },
+  { "brk", PINHEAP_EVENT_BRK, (void *)own_brk, (void *)events_brk },
+  { "sbrk", PINHEAP_EVENT_SBRK, (void *)own_sbrk, (void *)events_sbrk },
+  { "malloc", 0, (void *)replace_own_malloc, (void *)replace_own_malloc },
+  { "free", 0, (void *)replace_own_free, (void *)replace_own_free },
+  { "calloc", 0, (void *)own_calloc, (void *)own_calloc },
+  { "realloc", 0, (void *)own_realloc, (void *)own_realloc },
+  { "reallocarray", 0, (void *)own_reallocarray, (void *)own_reallocarray },
+  { "memalign", 0, (void *)own_memalign, (void *)own_memalign },
+  { "posix_memalign", 0, (void *)own_posix_memalign, (void *)own_posix_memalign },
+  { "aligned_alloc", 0, (void *)own_aligned_alloc, (void *)own_aligned_alloc },
+  { "valloc", 0, (void *)own_valloc, (void *)own_valloc },
+  { "pvalloc", 0, (void *)own_pvalloc, (void *)own_pvalloc },
+  { "malloc_usable_size", 0, (void *)own_malloc_usable_size, (void *)own_malloc_usable_size },
+  { "mallopt", 0, (void *)own_mallopt, (void *)own_mallopt },
+  { "mallinfo", 0, (void *)own_mallinfo, (void *)own_mallinfo },
+  { "mallinfo2", 0, (void *)own_mallinfo2, (void *)own_mallinfo2 },
+  { "malloc_stats", 0, (void *)own_malloc_stats, (void *)own_malloc_stats },
+  { "malloc_trim", 0, (void *)own_malloc_trim, (void *)own_malloc_trim },
+};
+const unsigned replace_symbols_count = sizeof(replace_symbols) / sizeof(replace_symbols[0]);

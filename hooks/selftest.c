@@ -4,13 +4,13 @@
  * level is missing.  Main entry point: PINHEAP_NAME(open).
  *
  * Each kind of release is made for real, through the functions this process
- * actually resolves (dlsym(RTLD_DEFAULT, ...)), and counted by a listener:
- * FREE and CHUNK when a 4 MiB malloc/realloc/free and 1 MiB memalign and
- * posix_memalign reach pinheap's allocator and fire the listener, MUNMAP
- * when munmap of a fresh page does.  Comparing what malloc resolves to with
- * pinheap's own definition catches the transitive-link trap (Open MPI issue
- * 299), where a library deeper than glibc in the lookup order holds pinheap
- * and interposition silently fails.
+ * calls (install_resolved(): pinheap's where installation put them there,
+ * by interposition or by patched relocations, else what the process
+ * resolves), and counted by a listener: FREE and CHUNK when a 4 MiB
+ * malloc/realloc/free and 1 MiB memalign and posix_memalign reach pinheap's
+ * allocator and fire the listener, MUNMAP when munmap of a fresh page does.
+ * When one does not, the text says why, from what installation found
+ * (install_text()): loaded late, patching switched off, a memory checker.
  */
 #include "dispatch.h"
 
@@ -105,22 +105,20 @@ static size_t at_least_threshold(size_t n)
 
 static int selftest_allocator(selftest_watch_t *w, char *why, size_t whylen)
 {
-  void *(*p_malloc)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "malloc");
-  void (*p_free)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "free");
-  void *(*p_realloc)(void *, size_t) = (void *(*)(void *, size_t))dlsym(RTLD_DEFAULT, "realloc");
-  void *(*p_memalign)(size_t, size_t) = (void *(*)(size_t, size_t))dlsym(RTLD_DEFAULT, "memalign");
+  void *(*p_malloc)(size_t) = (void *(*)(size_t))install_resolved("malloc");
+  void (*p_free)(void *) = (void (*)(void *))install_resolved("free");
+  void *(*p_realloc)(void *, size_t) = (void *(*)(void *, size_t))install_resolved("realloc");
+  void *(*p_memalign)(size_t, size_t) = (void *(*)(size_t, size_t))install_resolved("memalign");
   int (*p_posix_memalign)(void **, size_t, size_t) =
-      (int (*)(void **, size_t, size_t))dlsym(RTLD_DEFAULT, "posix_memalign");
+      (int (*)(void **, size_t, size_t))install_resolved("posix_memalign");
   size_t big = (size_t)4 << 20, mid = (size_t)1 << 20;
   void *p, *q;
 
-  if ((void *)p_malloc != replace_self.self_malloc || (void *)p_free != replace_self.self_free) {
+  if (!install_malloc_served()) {
     snprintf(why, whylen,
-             "the transitive-link trap: pinheap's malloc is in %s, but this process resolves "
-             "malloc to %s, which comes first in symbol lookup (Open MPI issue 299). Remedy: link "
-             "the application directly against the library that contains pinheap (the MPI wrapper "
-             "compiler's link line does), or LD_PRELOAD it. ",
-             object_of(replace_self.self_malloc), object_of((void *)p_malloc));
+             "pinheap is enabled but this process's malloc is %s's, not pinheap's in %s: %s",
+             object_of((void *)p_malloc), object_of(replace_self.self_malloc),
+             PINHEAP_NAME(install_text)());
     return 0;
   }
   /* Sizes at or above the mmap threshold, so each free really releases.
@@ -172,13 +170,19 @@ int PINHEAP_NAME(open)(void)
   selftest_text[0] = '\0';
   PINHEAP_NAME(register_release)(selftest_listener, &w);
 
-  /* MUNMAP: the process's munmap must be pinheap's and must report. */
-  void *p_munmap = dlsym(RTLD_DEFAULT, "munmap");
-  if (p_munmap != replace_self.self_munmap) {
-    snprintf(why, sizeof(why),
-             "munmap is not intercepted: this process resolves it to %s, not to pinheap in %s "
-             "(the transitive-link trap; link the library holding pinheap directly). ",
-             object_of(p_munmap), object_of(replace_self.self_munmap));
+  /* MUNMAP: the process's munmap must reach pinheap and report. */
+  void *p_munmap = install_resolved("munmap");
+  pinheap_install_info_t ii = { 0 };
+  int installed = 0;
+  for (unsigned i = 0; PINHEAP_NAME(install_info)(i, &ii) == 0; i++)
+    if (strcmp(ii.symbol, "munmap") == 0)
+      installed = ii.method != PINHEAP_INSTALL_NONE;
+  /* a build without the installer's table: interposition only */
+  if (ii.symbol == NULL)
+    installed = p_munmap == replace_self.self_munmap;
+  if (!installed) {
+    snprintf(why, sizeof(why), "munmap is not intercepted: this process calls %s's. %s",
+             object_of(p_munmap), PINHEAP_NAME(install_text)());
     text_add(why);
   } else {
     long r = syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
@@ -205,13 +209,16 @@ int PINHEAP_NAME(open)(void)
   if (!(level & PINHEAP_SUPPORT_FREE) && leave_pinned_requested() && !selftest_fallback) {
     __libc_mallopt(M_TRIM_THRESHOLD, -1);
     __libc_mallopt(M_MMAP_MAX, 0);
+    install_block_trim();
     selftest_fallback = 1;
   }
   if (selftest_fallback)
     text_add("Fallback in force: glibc told never to return memory (M_TRIM_THRESHOLD=-1, "
-             "M_MMAP_MAX=0). ");
-  if (selftest_text[0] == '\0')
+             "M_MMAP_MAX=0, malloc_trim a no-op). ");
+  if (selftest_text[0] == '\0') {
     text_add("every release is visible. ");
+    text_add(PINHEAP_NAME(install_text)());
+  }
   __atomic_store_n(&selftest_level, level, __ATOMIC_RELAXED);
   __atomic_store_n(&selftest_shown, (int)(selftest_text - selftest_texts[0]) / (int)sizeof(selftest_texts[0]),
                    __ATOMIC_RELEASE);
@@ -238,7 +245,7 @@ int PINHEAP_NAME(enabled)(void)
   dispatch_decide();
   if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED)
     return 0;
-  return dlsym(RTLD_DEFAULT, "malloc") == replace_self.self_malloc;
+  return install_malloc_served();
 }
 
 int PINHEAP_NAME(check_leave_pinned)(void)

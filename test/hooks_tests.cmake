@@ -11,7 +11,8 @@
 add_library(pinheap_hooks_test_objs OBJECT EXCLUDE_FROM_ALL
   ${PROJECT_SOURCE_DIR}/hooks/dispatch.c
   ${PROJECT_SOURCE_DIR}/hooks/release.c
-  ${PROJECT_SOURCE_DIR}/hooks/selftest.c)
+  ${PROJECT_SOURCE_DIR}/hooks/selftest.c
+  ${PROJECT_SOURCE_DIR}/hooks/install.c)
 pinheap_setup_target(pinheap_hooks_test_objs)
 
 pinheap_add_criterion_test(test_hooks test_hooks.c $<TARGET_OBJECTS:pinheap_hooks_test_objs>)

@@ -164,12 +164,25 @@ def group_transitive(build, tmp):
     check(d is not None, "transitive fixture prints its report (%s)" % p.stderr.strip()[-200:])
     if d is None:
         return
-    check(d["enabled"] == 0, "transitive: pinheap does not claim to serve malloc")
-    check(d["malloc_owner"] == "glibc", "transitive: malloc really is glibc's")
-    check(d["level"] == 0, "transitive: support level 0, nothing pretended (got %d)" % d["level"])
-    check("transitive-link trap" in d["support"] and "libdemocore.so" in d["support"]
-          and "libc.so" in d["support"], "transitive: cause and objects named: %s" % d["support"])
-    check("link the application directly" in d["support"], "transitive: remedy given")
+    # Behind libc in lookup: installed by relocation patching, fully served.
+    check(d["enabled"] == 1, "transitive: pinheap serves malloc (%s)" % d["support"])
+    check(d["malloc_owner"] == "pinheap", "transitive: malloc really is pinheap's")
+    check(d["level"] == ENABLED_LEVEL, "transitive: FREE|CHUNK|MUNMAP (got %d: %s)"
+          % (d["level"], d["support"]))
+    check("loaded at start-up" in d["support"] and "relocation patching" in d["support"],
+          "transitive: the text says how: %s" % d["support"])
+    check(d["foreign_ok"] == 1, "transitive: a block glibc handed out stays glibc's (realloc, free)")
+    # Patching switched off: nothing pretended, the cause named, the fallback on.
+    d, p = run_json([app], {"OMPI_MCA_mpi_leave_pinned": "1", "PINHEAP_PATCH": "0"})
+    check(d is not None, "transitive, PINHEAP_PATCH=0: report (%s)" % p.stderr.strip()[-200:])
+    if d is None:
+        return
+    check(d["enabled"] == 0 and d["malloc_owner"] == "glibc" and d["level"] == 0,
+          "transitive, PINHEAP_PATCH=0: glibc's malloc, level 0 (got %d, %s, %d)"
+          % (d["enabled"], d["malloc_owner"], d["level"]))
+    check("PINHEAP_PATCH=0" in d["support"] and "Fallback in force" in d["support"],
+          "transitive, PINHEAP_PATCH=0: cause and fallback named: %s" % d["support"])
+    check(d["foreign_ok"] == 1, "transitive, PINHEAP_PATCH=0: glibc's blocks work")
     # The same libraries linked directly work.
     d2, _ = run_json([os.path.join(build, "test", "demoapp"), "state"], {"OMPI_MCA_mpi_leave_pinned": "1"})
     check(d2 is not None and d2["level"] == ENABLED_LEVEL, "direct link: FREE|CHUNK|MUNMAP")

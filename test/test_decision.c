@@ -441,16 +441,16 @@ Test(decision, run_uses_the_probe_root_parameter, .init = fake_tree_make,
   unsetenv("FAKEROOTKEY");
   unsetenv("FAKED_MODE");
   unsetenv("SANDBOX_ON");
-  cr_assert_eq(decision_run(0, NULL, &d), 1);
+  cr_assert_eq(decision_run(0, NULL, NULL, &d), 1);
   cr_assert_eq(d.reason, DECISION_REASON_RUNTIME_FOUND);
   snprintf(want, sizeof(want), "runtime: OS-bypass driver found: %s/dev/cxi0", fake_root);
   cr_assert_str_eq(d.text, want);
   /* an explicit root beats the parameter: the empty dev/ has no device */
   snprintf(want, sizeof(want), "%s/dev", fake_root);
-  cr_assert_eq(decision_run(0, want, &d), 0);
+  cr_assert_eq(decision_run(0, want, NULL, &d), 0);
   cr_assert_eq(d.reason, DECISION_REASON_RUNTIME_NOT_FOUND);
   /* preloaded with lp set: the matrix still decides */
-  cr_assert_eq(decision_run(1, want, &d), 0);
+  cr_assert_eq(decision_run(1, want, NULL, &d), 0);
 }
 
 Test(decision, run_preloaded_with_an_empty_environment)
@@ -458,6 +458,6 @@ Test(decision, run_preloaded_with_an_empty_environment)
   decision_t d;
 
   clearenv();
-  cr_assert_eq(decision_run(1, "/nonexistent-root", &d), 1);
+  cr_assert_eq(decision_run(1, "/nonexistent-root", NULL, &d), 1);
   cr_assert_eq(d.reason, DECISION_REASON_PRELOADED);
 }

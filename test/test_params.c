@@ -91,6 +91,8 @@ static const struct {
   { PARAM_SANDBOX_ON, "SANDBOX_ON", "SANDBOX_ON", "x" },
   { PARAM_PROBE_ROOT, TEST_WANT_PROBE_ROOT, TEST_WANT_PROBE_ROOT, "/x" },
   { PARAM_ARENA_MAX, "PINHEAP_ARENA_MAX", "PINHEAP_ARENA_MAX", "1" },
+  { PARAM_PATCH, "PINHEAP_PATCH", "PINHEAP_PATCH", "1" },
+  { PARAM_LATE_MALLOC, "PINHEAP_LATE_MALLOC", "PINHEAP_LATE_MALLOC", "1" },
 };
 
 Test(params, descriptor_names_follow_the_build_settings)

@@ -1,0 +1,475 @@
+/*
+ * install.c -- puts pinheap's entry points where the process's calls go,
+ * and records how, per memory call and per malloc-family function:
+ * interposition, relocation patching, or nothing.  Main entry point:
+ * install_run(), from the constructor right after the decision (before
+ * main for a core library loaded at start-up, inside dlopen for one loaded
+ * later), never from inside an allocation call.
+ *
+ * The order, each step checked by a call:
+ *  (a) interposition: the process resolves the name (dlsym(RTLD_DEFAULT))
+ *      to replace.c's own definition -- the core library or the preload
+ *      shim comes before libc in symbol lookup;
+ *  (b) otherwise relocation patching (hooks/reloc.c): the JUMP_SLOT and
+ *      GLOB_DAT slots of every loaded object, libc's and pinheap's own
+ *      object's included, are pointed at pinheap, and objects loaded later
+ *      through dlopen are patched as they come;
+ *  (c) every installed symbol is called the way the process calls it (the
+ *      resolved function, or a patched slot's value).  A memory call must
+ *      fire its event: the call is made with arguments no program uses,
+ *      which a first handler recognises and stops, so nothing is mapped or
+ *      unmapped.  malloc must return pinheap's memory and free take it.
+ *
+ * What is patched.  The memory calls (mmap ... sbrk), always, so that
+ * release events reach the handlers however pinheap was loaded.  The
+ * malloc family only when the decision enabled pinheap and pinheap's object
+ * was loaded at start-up (linked directly or as a dependency of one):
+ * replacing malloc in a library loaded later by dlopen would send blocks
+ * freed through pointers captured before (a free stored in a table) to the
+ * wrong allocator, so that takes PINHEAP_LATE_MALLOC=1.  Nothing at all is
+ * patched with PINHEAP_PATCH=0 or under a memory checker (valgrind, a
+ * sanitizer), whose own malloc must stay in charge.
+ */
+#include "dispatch.h"
+#include "events.h"
+#include "reloc.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+
+#include "chunk.h"
+#include "params.h"
+#include "pinheap.h"
+
+#define INSTALL_MAX 32
+
+/* The probe's arguments: no program passes these (an unaligned address
+ * below the first page, a length and an sbrk increment no heap can take).
+ * If a call does reach libc with them, the kernel refuses it. */
+#define INSTALL_PROBE_ADDR ((void *)(uintptr_t)0x1357)
+#define INSTALL_PROBE_LEN ((size_t)0x2468)
+#define INSTALL_PROBE_INCR ((intptr_t)0x135700000000)
+
+typedef struct install_sym_s {
+  int method;                  /* PINHEAP_INSTALL_* */
+  int verified;
+  unsigned objects, slots;
+} install_sym_t;
+
+/* Written by install_run() under install_lock before install_state is
+ * published (release); read-only after. */
+static ph_lock_t install_lock;
+static int install_state;              /* 0 not run, 1 running, 2 done */
+static int install_patched;            /* steps (a) and (b) are done */
+static install_sym_t install_syms[INSTALL_MAX];
+static reloc_entry_t install_table[INSTALL_MAX];
+static unsigned install_n;
+static int install_is_late = -1;       /* -1: unknown */
+static char install_text_buf[1024];
+int install_trim_blocked;
+
+static int install_probe_trim_noop(size_t pad);
+
+/* ======================================================================= */
+/*  memory checkers                                                         */
+/* ======================================================================= */
+
+/* Defined by the sanitizer runtimes (exported to the global scope). */
+extern void __asan_init(void) __attribute__((weak));
+extern void __tsan_init(void) __attribute__((weak));
+extern void __msan_init(void) __attribute__((weak));
+extern void __hwasan_init(void) __attribute__((weak));
+
+const char *install_tool(void)
+{
+  if (__asan_init != NULL || __hwasan_init != NULL)
+    return "AddressSanitizer";
+  if (__tsan_init != NULL)
+    return "ThreadSanitizer";
+  if (__msan_init != NULL)
+    return "MemorySanitizer";
+  /* valgrind runs the program with its preload objects. */
+  const char *pre = getenv("LD_PRELOAD");
+  if (pre != NULL && strstr(pre, "vgpreload") != NULL)
+    return "valgrind";
+  return NULL;
+}
+
+/* Patching is allowed: PINHEAP_PATCH is not 0, and no memory checker runs
+ * the process (unless PINHEAP_MODE=on says to go ahead anyway). */
+static int install_may_patch(const char *tool)
+{
+  const params_t *p = params_get();
+  return p->v[PARAM_PATCH].value != 0 && (tool == NULL || p->v[PARAM_MODE].value == PARAM_MODE_ON);
+}
+
+/* ======================================================================= */
+/*  the probe: calls that must fire their event                             */
+/* ======================================================================= */
+
+static int install_probe_hits;         /* PINHEAP_EVENT_* bits seen */
+
+/* Stops the probe's calls (recognised by their arguments) and lets every
+ * other call, from any thread, pass. */
+static int install_probe_handler(int type, pinheap_event_t *ev, void *arg)
+{
+  int mine = 0;
+  (void)arg;
+  switch (type) {
+  case PINHEAP_EVENT_MMAP:
+    mine = ev->mmap.address == INSTALL_PROBE_ADDR && ev->mmap.size == INSTALL_PROBE_LEN;
+    if (mine)
+      ev->mmap.result = MAP_FAILED;
+    break;
+  case PINHEAP_EVENT_MUNMAP:
+    mine = ev->munmap.address == INSTALL_PROBE_ADDR && ev->munmap.size == INSTALL_PROBE_LEN;
+    if (mine)
+      ev->munmap.result = -1;
+    break;
+  case PINHEAP_EVENT_MREMAP:
+    mine = ev->mremap.address == INSTALL_PROBE_ADDR && ev->mremap.old_size == INSTALL_PROBE_LEN;
+    if (mine)
+      ev->mremap.result = MAP_FAILED;
+    break;
+  case PINHEAP_EVENT_MADVISE:
+    mine = ev->madvise.address == INSTALL_PROBE_ADDR && ev->madvise.size == INSTALL_PROBE_LEN;
+    if (mine)
+      ev->madvise.result = -1;
+    break;
+  case PINHEAP_EVENT_SHMAT:
+    mine = ev->shmat.shmaddr == INSTALL_PROBE_ADDR && ev->shmat.shmid == -1;
+    if (mine)
+      ev->shmat.result = (void *)-1;
+    break;
+  case PINHEAP_EVENT_SHMDT:
+    mine = ev->shmdt.shmaddr == INSTALL_PROBE_ADDR;
+    if (mine)
+      ev->shmdt.result = -1;
+    break;
+  case PINHEAP_EVENT_BRK:
+    mine = ev->brk.address == INSTALL_PROBE_ADDR;
+    if (mine)
+      ev->brk.result = -1;
+    break;
+  case PINHEAP_EVENT_SBRK:
+    mine = ev->sbrk.increment == INSTALL_PROBE_INCR;
+    if (mine)
+      ev->sbrk.result = (void *)-1;
+    break;
+  default:
+    break;
+  }
+  if (!mine)
+    return PINHEAP_EVENT_PASS;
+  __atomic_fetch_or(&install_probe_hits, type, __ATOMIC_RELAXED);
+  return PINHEAP_EVENT_STOP;
+}
+
+/* Calls fn, the function the process calls for the memory call `event`,
+ * with the probe's arguments.  @return 1 if its event fired. */
+static int install_probe_call(int event, void *fn)
+{
+  int saved = errno;
+  __atomic_and_fetch(&install_probe_hits, ~event, __ATOMIC_RELAXED);
+  switch (event) {
+  case PINHEAP_EVENT_MMAP:
+    /* flags 0 (neither shared nor private): refused if it reached libc */
+    ((void *(*)(void *, size_t, int, int, int, off_t))fn)(INSTALL_PROBE_ADDR, INSTALL_PROBE_LEN,
+                                                           PROT_NONE, 0, -1, 0);
+    break;
+  case PINHEAP_EVENT_MUNMAP:
+    ((int (*)(void *, size_t))fn)(INSTALL_PROBE_ADDR, INSTALL_PROBE_LEN);
+    break;
+  case PINHEAP_EVENT_MREMAP:
+    ((void *(*)(void *, size_t, size_t, int, ...))fn)(INSTALL_PROBE_ADDR, INSTALL_PROBE_LEN,
+                                                       INSTALL_PROBE_LEN, 0);
+    break;
+  case PINHEAP_EVENT_MADVISE:
+    ((int (*)(void *, size_t, int))fn)(INSTALL_PROBE_ADDR, INSTALL_PROBE_LEN, MADV_NORMAL);
+    break;
+  case PINHEAP_EVENT_SHMAT:
+    ((void *(*)(int, const void *, int))fn)(-1, INSTALL_PROBE_ADDR, 0);
+    break;
+  case PINHEAP_EVENT_SHMDT:
+    ((int (*)(const void *))fn)(INSTALL_PROBE_ADDR);
+    break;
+  case PINHEAP_EVENT_BRK:
+    ((int (*)(void *))fn)(INSTALL_PROBE_ADDR);
+    break;
+  case PINHEAP_EVENT_SBRK:
+    ((void *(*)(intptr_t))fn)(INSTALL_PROBE_INCR);
+    break;
+  default:
+    break;
+  }
+  errno = saved;
+  return (__atomic_load_n(&install_probe_hits, __ATOMIC_RELAXED) & event) != 0;
+}
+
+/* ======================================================================= */
+/*  installation                                                            */
+/* ======================================================================= */
+
+void *install_resolved(const char *name)
+{
+  for (unsigned i = 0; replace_symbols != NULL && i < replace_symbols_count; i++) {
+    if (strcmp(replace_symbols[i].name, name) != 0)
+      continue;
+    if (__atomic_load_n(&install_patched, __ATOMIC_ACQUIRE) &&
+        install_syms[i].method == PINHEAP_INSTALL_RELOC) {
+      /* a patched slot's value; with none patched yet (no loaded object
+       * calls it), what the next object that does will get */
+      void *v = reloc_patched_slot(name);
+      return v != NULL ? v : replace_symbols[i].entry;
+    }
+    break;
+  }
+  return dlsym(RTLD_DEFAULT, name);
+}
+
+/* Malloc and free reach pinheap: malloc's block is pinheap's, free takes
+ * it back (the same block comes back from the thread cache, or at least
+ * pinheap counts it free). */
+static int install_verify_malloc(void)
+{
+  void *(*p_malloc)(size_t) = (void *(*)(size_t))install_resolved("malloc");
+  void (*p_free)(void *) = (void (*)(void *))install_resolved("free");
+  const replace_symbol_t *m = &replace_symbols[0];
+  void *own_free = NULL;
+
+  for (unsigned i = 0; i < replace_symbols_count; i++)
+    if (strcmp(replace_symbols[i].name, "free") == 0)
+      m = &replace_symbols[i];
+  own_free = m->self;
+  if (p_malloc == NULL || p_free != own_free)
+    return 0;                  /* a block of ours must never reach glibc's free */
+  void *p = p_malloc(48);
+  int ok = p != NULL && owner_map_get(p) != 0;
+  if (p != NULL)
+    p_free(p);
+  return ok;
+}
+
+static void text_add(const char *s)
+{
+  size_t have = strlen(install_text_buf);
+  snprintf(install_text_buf + have, sizeof(install_text_buf) - have, "%s", s);
+}
+
+void install_run(void)
+{
+  int expected = 0;
+
+  if (ph_likely(__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) == 2))
+    return;
+  dispatch_decide();
+  ph_lock(&install_lock);
+  if (!__atomic_compare_exchange_n(&install_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    ph_unlock(&install_lock);    /* done, or this thread is inside it */
+    return;
+  }
+  const params_t *params = params_get();
+  const char *tool = install_tool();
+  int patch = install_may_patch(tool);
+  int enabled = __atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_ENABLED;
+  unsigned n = replace_symbols != NULL ? replace_symbols_count : 0;
+  char buf[160];
+
+  if (n > INSTALL_MAX)
+    n = INSTALL_MAX;
+  install_n = n;
+  install_text_buf[0] = '\0';
+  int at_start = reloc_loaded_at_startup((void *)&install_run);
+  install_is_late = at_start == 0;
+  int want_malloc = enabled && (!install_is_late || params->v[PARAM_LATE_MALLOC].value != 0);
+
+  /* (a) interposition */
+  int interposed = 0;
+  for (unsigned i = 0; i < n; i++) {
+    install_syms[i].method = PINHEAP_INSTALL_NONE;
+    if (dlsym(RTLD_DEFAULT, replace_symbols[i].name) == replace_symbols[i].self) {
+      install_syms[i].method = PINHEAP_INSTALL_INTERPOSE;
+      interposed++;
+    }
+  }
+
+  /* (b) relocation patching where interposition did not take */
+  unsigned k = 0;
+  int rc = 0;
+  if (patch && n > 0) {
+    for (unsigned i = 0; i < n; i++) {
+      if (install_syms[i].method != PINHEAP_INSTALL_NONE)
+        continue;
+      if (replace_symbols[i].event == 0 && !want_malloc)
+        continue;
+      install_table[k].name = replace_symbols[i].name;
+      install_table[k].replacement = replace_symbols[i].entry;
+      k++;
+    }
+    if (k > 0)
+      rc = reloc_install_flags(install_table, k, RELOC_PATCH_SELF);
+    for (unsigned j = 0, i = 0; j < k; j++) {
+      while (strcmp(replace_symbols[i].name, install_table[j].name) != 0)
+        i++;
+      install_syms[i].method = PINHEAP_INSTALL_RELOC;
+      install_syms[i].objects = install_table[j].objects;
+      install_syms[i].slots = install_table[j].slots;
+    }
+  }
+  __atomic_store_n(&install_patched, 1, __ATOMIC_RELEASE);  /* install_resolved reads slots */
+
+  /* (c) verification by calls */
+  int missed = 0, uncalled = 0;
+  int probing = PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_CALLS, INT_MIN,
+                                                 install_probe_handler, NULL) == 0;
+  for (unsigned i = 0; i < n; i++) {
+    const replace_symbol_t *s = &replace_symbols[i];
+    install_sym_t *st = &install_syms[i];
+    if (s->event == 0 || st->method == PINHEAP_INSTALL_NONE)
+      continue;
+    if (st->method == PINHEAP_INSTALL_RELOC && st->slots == 0) {
+      uncalled++;              /* no object calls it (yet): nothing to call through */
+      continue;
+    }
+    void *fn = install_resolved(s->name);
+    st->verified = probing && fn != NULL && install_probe_call(s->event, fn);
+    missed += !st->verified;
+  }
+  if (probing)
+    PINHEAP_NAME(unset_event_handler)(PINHEAP_EVENT_CALLS, install_probe_handler, NULL);
+  int malloc_ok = 0;
+  for (unsigned i = 0; i < n; i++) {
+    if (replace_symbols[i].event != 0 || install_syms[i].method == PINHEAP_INSTALL_NONE)
+      continue;
+    if (strcmp(replace_symbols[i].name, "malloc") == 0) {
+      malloc_ok = install_verify_malloc();
+      install_syms[i].verified = malloc_ok;
+    } else {
+      install_syms[i].verified = install_resolved(replace_symbols[i].name) == replace_symbols[i].self;
+    }
+  }
+  for (unsigned i = 0; i < n; i++)
+    if (strcmp(replace_symbols[i].name, "free") == 0)
+      install_syms[i].verified &= malloc_ok;
+
+  /* the account */
+  if (n == 0) {
+    text_add("this build has no entry points to install (no replace.c). ");
+  } else if (interposed == (int)n) {
+    text_add("pinheap's symbols come first in symbol lookup: every call is interposed. ");
+  } else {
+    if (interposed > 0)
+      text_add("some of pinheap's symbols interpose; ");
+    if (at_start == 1)
+      text_add("pinheap's object was loaded at start-up behind libc in symbol lookup (a "
+               "dependency of a dependency, as libopen-pal is of libmpi). ");
+    else if (at_start == 0)
+      text_add("pinheap's object was loaded after start-up (dlopen). ");
+    if (tool != NULL && !patch) {
+      snprintf(buf, sizeof(buf), "Running under %s: nothing is patched and malloc is left to it. ",
+               tool);
+      text_add(buf);
+    } else if (!patch) {
+      text_add("PINHEAP_PATCH=0: nothing is patched, so calls reach pinheap only where its "
+               "symbols interpose. ");
+    } else if (k > 0) {
+      reloc_stats_t rs;
+      reloc_stats_get(&rs);
+      snprintf(buf, sizeof(buf),
+               "Calls were redirected by relocation patching: %u slots in %u objects%s. ",
+               rs.slots, rs.objects_patched, rc == 0 ? "" : " (a bound was exceeded: see the warning)");
+      text_add(buf);
+    }
+  }
+  if (enabled && !want_malloc && install_is_late)
+    text_add("malloc stays glibc's: replacing it in a library loaded this late would hand "
+             "blocks freed through pointers captured before to the wrong allocator "
+             "(PINHEAP_LATE_MALLOC=1 replaces it anyway). ");
+  if (missed > 0)
+    text_add("Some installed calls did not reach pinheap when called: see pinheap-info. ");
+  if (uncalled > 0)
+    text_add("Memory calls that no loaded object makes yet are patched as objects that make "
+             "them are loaded. ");
+  __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
+  ph_unlock(&install_lock);
+}
+
+int install_late(void)
+{
+  install_run();
+  return install_is_late == 1;
+}
+
+int install_malloc_served(void)
+{
+  install_run();
+  if (__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) != 2)
+    return 0;
+  for (unsigned i = 0; i < install_n; i++) {
+    if (strcmp(replace_symbols[i].name, "malloc") == 0)
+      return install_syms[i].method != PINHEAP_INSTALL_NONE && install_syms[i].verified;
+  }
+  return 0;
+}
+
+/* glibc's malloc_trim gives memory back with madvise inside libc, unseen:
+ * while the fallback is in force it does nothing. */
+static int install_probe_trim_noop(size_t pad)
+{
+  (void)pad;
+  return 0;
+}
+
+void install_block_trim(void)
+{
+  static reloc_entry_t trim_table[1] = { { "malloc_trim", (void *)install_probe_trim_noop,
+                                           NULL, 0, 0 } };
+  install_run();
+  __atomic_store_n(&install_trim_blocked, 1, __ATOMIC_RELAXED);
+  if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_DISABLED)
+    __atomic_store_n(&dispatch_table.fn_malloc_trim, install_probe_trim_noop, __ATOMIC_RELEASE);
+  if (install_may_patch(install_tool()) &&
+      dlsym(RTLD_DEFAULT, "malloc_trim") != (void *)install_probe_trim_noop) {
+    unsigned i = 0;
+    while (i < install_n && strcmp(replace_symbols[i].name, "malloc_trim") != 0)
+      i++;
+    /* interposed: the dispatch table above covers it */
+    if (i == install_n || install_syms[i].method == PINHEAP_INSTALL_NONE)
+      reloc_install_flags(trim_table, 1, RELOC_PATCH_SELF);
+  }
+}
+
+/* ======================================================================= */
+/*  the public account                                                      */
+/* ======================================================================= */
+
+int PINHEAP_NAME(install_info)(unsigned i, pinheap_install_info_t *out_p)
+{
+  if (out_p == NULL)
+    return EINVAL;
+  install_run();
+  if (i >= install_n)
+    return ENOENT;
+  out_p->symbol = replace_symbols[i].name;
+  out_p->event = replace_symbols[i].event;
+  out_p->method = install_syms[i].method;
+  out_p->verified = install_syms[i].verified;
+  out_p->objects = install_syms[i].objects;
+  out_p->slots = install_syms[i].slots;
+  return 0;
+}
+
+const char *PINHEAP_NAME(install_text)(void)
+{
+  install_run();
+  if (__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) != 2)
+    return "not installed yet: asked from inside the installation itself";
+  return install_text_buf;
+}
