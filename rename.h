@@ -185,6 +185,7 @@
 #define replace_symbols         PINHEAP_NAME(replace_symbols)
 #define replace_symbols_count   PINHEAP_NAME(replace_symbols_count)
 #define install_run             PINHEAP_NAME(install_run)
+#define dispatch_libc_prepare   PINHEAP_NAME(dispatch_libc_prepare)
 #define install_resolved        PINHEAP_NAME(install_resolved)
 #define install_malloc_served   PINHEAP_NAME(install_malloc_served)
 #define install_late            PINHEAP_NAME(install_late)

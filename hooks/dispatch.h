@@ -56,6 +56,11 @@ PH_HIDDEN void dispatch_decide(void);
  *  NULL with ENOMEM when nmemb * size overflows, as glibc's. */
 PH_HIDDEN void *dispatch_libc_reallocarray(void *p, size_t nmemb, size_t size);
 
+/** Looks up, now, the glibc functions the enabled table forwards foreign
+ *  pointers to that have no __libc_ export: before installation rewrites
+ *  what their names resolve to. */
+PH_HIDDEN void dispatch_libc_prepare(void);
+
 /** glibc's own allocator, for the disabled mode and foreign pointers. */
 typedef struct dispatch_libc_s {
   void *(*lc_malloc)(size_t);

@@ -12,8 +12,11 @@
  *      shim comes before libc in symbol lookup;
  *  (b) otherwise relocation patching (hooks/reloc.c): the JUMP_SLOT and
  *      GLOB_DAT slots of every loaded object, libc's and pinheap's own
- *      object's included, are pointed at pinheap, and objects loaded later
- *      through dlopen are patched as they come;
+ *      object's included, are pointed at pinheap, and so are the
+ *      definitions in libc's dynamic symbol table, so that an object loaded
+ *      later is bound to pinheap by ld.so itself, before its constructors
+ *      run (a constructor freeing what libc allocated for it must reach
+ *      the same allocator); the dlopen wrapper patches such objects too;
  *  (c) every installed symbol is called the way the process calls it (the
  *      resolved function, or a patched slot's value).  A memory call must
  *      fire its event: the call is made with arguments no program uses,
@@ -313,8 +316,10 @@ void install_run(void)
       install_table[k].replacement = replace_symbols[i].entry;
       k++;
     }
+    if (want_malloc)
+      dispatch_libc_prepare();
     if (k > 0)
-      rc = reloc_install_flags(install_table, k, RELOC_PATCH_SELF);
+      rc = reloc_install_flags(install_table, k, RELOC_PATCH_SELF | RELOC_PATCH_DEFINITIONS);
     for (unsigned j = 0, i = 0; j < k; j++) {
       while (strcmp(replace_symbols[i].name, install_table[j].name) != 0)
         i++;

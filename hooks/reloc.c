@@ -464,6 +464,25 @@ static int reloc_is_self(const struct dl_phdr_info *info)
   return reloc_in_segment(info, (uintptr_t)(void *)&reloc_install);
 }
 
+static int reloc_is_self_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  uintptr_t *a = arg;
+  (void)size;
+  if (reloc_in_segment(info, a[0])) {
+    a[1] = reloc_in_segment(info, (uintptr_t)(void *)&reloc_install);
+    return 1;
+  }
+  return 0;
+}
+
+/* Is addr inside pinheap's own object? */
+static int reloc_is_self_addr(uintptr_t addr)
+{
+  uintptr_t a[2] = { addr, 0 };
+  dl_iterate_phdr(reloc_is_self_cb, a);
+  return (int)a[1];
+}
+
 static int reloc_is_vdso(const struct dl_phdr_info *info)
 {
   unsigned long vdso = getauxval(AT_SYSINFO_EHDR);
@@ -668,6 +687,128 @@ static int reloc_dlclose(void *handle)
   return rc;
 }
 
+/* ---- definitions: the defining object's symbol table ---------------------- */
+
+/* A rewritten definition: the symbol table entry and its old value. */
+typedef struct reloc_def_s {
+  ElfW(Sym) *sym;
+  ElfW(Addr) old_value;
+  uintptr_t base;
+  int prot;                   /* the protection of its page */
+} reloc_def_t;
+
+static reloc_def_t reloc_defs[RELOC_MAX_NAMES];
+static size_t reloc_ndefs;
+
+typedef struct reloc_def_find_s {
+  const char *name;
+  uintptr_t addr;             /* what the process resolves name to */
+  ElfW(Sym) *sym;
+  uintptr_t base;
+  int prot;
+} reloc_def_find_t;
+
+/* The protection ld.so gave the PT_LOAD segment holding addr. */
+static int reloc_segment_prot(const struct dl_phdr_info *info, uintptr_t addr)
+{
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && addr >= lo && addr - lo < ph->p_memsz)
+      return ((ph->p_flags & PF_R) ? PROT_READ : 0) | ((ph->p_flags & PF_W) ? PROT_WRITE : 0) |
+             ((ph->p_flags & PF_X) ? PROT_EXEC : 0);
+  }
+  return PROT_READ;
+}
+
+static int reloc_def_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  reloc_def_find_t *f = arg;
+  (void)size;
+  if (!reloc_in_segment(info, f->addr) || reloc_is_vdso(info))
+    return 0;
+  reloc_view_t v;
+  reloc_view_make(info, &v);
+  if (!v.has_dynamic || (uintptr_t)v.strtab <= (uintptr_t)v.symtab)
+    return 1;
+  /* .dynstr follows .dynsym in every layout ld produces: the count */
+  size_t nsyms = ((uintptr_t)v.strtab - (uintptr_t)v.symtab) / sizeof(ElfW(Sym));
+  for (size_t i = 1; i < nsyms && i < (1u << 20); i++) {
+    ElfW(Sym) *s = (ElfW(Sym) *)&v.symtab[i];
+    if (s->st_shndx == SHN_UNDEF || s->st_value == 0 || ELF64_ST_TYPE(s->st_info) != STT_FUNC)
+      continue;
+    if (v.base + s->st_value == f->addr && strcmp(v.strtab + s->st_name, f->name) == 0) {
+      f->sym = s;
+      f->base = v.base;
+      f->prot = reloc_segment_prot(info, (uintptr_t)s);
+      break;
+    }
+  }
+  return 1;
+}
+
+/* Points the definition the process resolves e->name to at the
+ * replacement: later symbol lookups (objects loaded later, whose
+ * constructors run before any wrapper could patch their slots; lazy
+ * binding; dlsym) find the replacement.  Called without reloc_mutex: dlsym
+ * takes ld.so's lock. */
+static void reloc_def_patch(reloc_entry_t *e)
+{
+  void *addr = __atomic_load_n(&e->original, __ATOMIC_ACQUIRE);
+  if (addr == NULL)
+    addr = dlsym(RTLD_DEFAULT, e->name);
+  if (addr == NULL || addr == e->replacement)
+    return;
+  /* Slots met later may hold only lazy-binding stubs, and dlsym will then
+   * find the replacement: the original is known from here on. */
+  void *expected = NULL;
+  __atomic_compare_exchange_n(&e->original, &expected, addr, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  reloc_def_find_t f = { e->name, (uintptr_t)addr, NULL, 0, 0 };
+  dl_iterate_phdr(reloc_def_find_cb, &f);
+  if (f.sym == NULL || reloc_is_self_addr((uintptr_t)addr))
+    return;
+  pthread_mutex_lock(&reloc_mutex);
+  for (size_t i = 0; i < reloc_ndefs; i++) {
+    if (reloc_defs[i].sym == f.sym) {
+      pthread_mutex_unlock(&reloc_mutex);
+      return;
+    }
+  }
+  if (reloc_ndefs == RELOC_MAX_NAMES) {
+    reloc_overflow("RELOC_MAX_NAMES (definitions)", RELOC_MAX_NAMES);
+    pthread_mutex_unlock(&reloc_mutex);
+    return;
+  }
+  uintptr_t pg = reloc_page_size();
+  uintptr_t lo = (uintptr_t)f.sym & ~(pg - 1);
+  uintptr_t hi = ((uintptr_t)(f.sym + 1) + pg - 1) & ~(pg - 1);
+  if (reloc_relro_set(lo, hi, f.prot | PROT_WRITE) == 0) {
+    reloc_defs[reloc_ndefs++] = (reloc_def_t){ f.sym, f.sym->st_value, f.base, f.prot };
+    __atomic_store_n(&f.sym->st_value, (ElfW(Addr))((uintptr_t)e->replacement - f.base),
+                     __ATOMIC_RELEASE);
+    reloc_relro_set(lo, hi, f.prot);
+    reloc_stats.definitions++;
+  }
+  pthread_mutex_unlock(&reloc_mutex);
+}
+
+/* Puts every rewritten definition back; reloc_mutex held. */
+static void reloc_defs_restore(void)
+{
+  uintptr_t pg = reloc_page_size();
+  for (size_t i = 0; i < reloc_ndefs; i++) {
+    reloc_def_t *d = &reloc_defs[i];
+    uintptr_t lo = (uintptr_t)d->sym & ~(pg - 1);
+    uintptr_t hi = ((uintptr_t)(d->sym + 1) + pg - 1) & ~(pg - 1);
+    if (reloc_relro_set(lo, hi, d->prot | PROT_WRITE) == 0) {
+      __atomic_store_n(&d->sym->st_value, d->old_value, __ATOMIC_RELEASE);
+      reloc_relro_set(lo, hi, d->prot);
+    }
+  }
+  reloc_ndefs = 0;
+  reloc_stats.definitions = 0;
+}
+
 /* ---- public (internal) entry points ------------------------------------------ */
 
 /* The mutex is held across fork, so that a child forked during another
@@ -688,7 +829,7 @@ int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flags)
   for (size_t i = 0; i < n; i++)
     if (table[i].name == NULL || table[i].name[0] == '\0' || table[i].replacement == NULL)
       return EINVAL;
-  if ((flags & ~(unsigned)RELOC_PATCH_SELF) != 0)
+  if ((flags & ~(unsigned)(RELOC_PATCH_SELF | RELOC_PATCH_DEFINITIONS)) != 0)
     return EINVAL;
 #if !RELOC_SUPPORTED
   return ENOSYS;
@@ -717,6 +858,9 @@ int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flags)
   int rc = reloc_overflowed ? ENOSPC : 0;
   pthread_mutex_unlock(&reloc_mutex);
   reloc_originals_finish();
+  if (flags & RELOC_PATCH_DEFINITIONS)
+    for (size_t j = 0; j < n; j++)
+      reloc_def_patch(&table[j]);
   return rc;
 #endif
 }
@@ -749,6 +893,7 @@ int reloc_uninstall(void)
       reloc_relro_set(o->relro_lo, o->relro_hi, PROT_READ);
   }
   reloc_nslots = 0;
+  reloc_defs_restore();
   for (size_t oi = 0; oi < reloc_nobjects; oi++)
     reloc_objects[oi].live = 0;
   reloc_nobjects = 0;

@@ -98,6 +98,7 @@ typedef struct reloc_stats_s {
   unsigned skipped_unrelocated; /* objects left for later: not relocated yet */
   unsigned long overflows;  /* times a RELOC_MAX_* bound was exceeded */
   unsigned long mprotect_failures; /* RELRO lifts or restores that failed */
+  unsigned definitions;     /* symbol table entries rewritten (RELOC_PATCH_DEFINITIONS) */
 } reloc_stats_t;
 
 /** Adds a table and patches every loaded object with every installed
@@ -118,6 +119,12 @@ PH_HIDDEN int reloc_install(reloc_entry_t *table, size_t n);
  *  the table's names; the patcher's dlopen/dlclose slots stay its own).
  *  For a core library whose other code must call what the process calls. */
 #define RELOC_PATCH_SELF 1u
+/** reloc_install_flags: also rewrite the definition each name resolves to
+ *  (its st_value in the defining object's dynamic symbol table, libc's),
+ *  so that every later symbol lookup -- an object dlopen maps, relocated
+ *  and initialised before any wrapper sees it; lazy binding; dlsym --
+ *  finds the replacement.  Restored by reloc_uninstall(). */
+#define RELOC_PATCH_DEFINITIONS 2u
 
 /** reloc_install with flags (RELOC_PATCH_SELF or 0); EINVAL for others. */
 PH_HIDDEN int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flags);

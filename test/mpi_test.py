@@ -46,6 +46,8 @@ def main():
             continue
         ranks[d.get("rank")] = d
     check(p.returncode == 0, "mpirun -np 2 exits 0 (rc %d; %s)" % (p.returncode, p.stderr.strip()[-400:]))
+    warned = [l for l in (p.stdout + p.stderr).splitlines() if "pinheap:" in l]
+    check(not warned, "no warning from pinheap (%s)" % "; ".join(warned[:3]))
     check(sorted(ranks) == [0, 1], "both ranks report (%s)" % p.stdout.strip()[-400:])
     for r in sorted(ranks):
         d = ranks[r]
