@@ -94,7 +94,7 @@ void decision_make(const decision_input_t *in, decision_t *out_p)
   /* 4. a memory checker keeps malloc, unless the override above says on */
   if (in->tool != NULL) {
     decide(out_p, 0, DECISION_REASON_TOOL);
-    text_set(out_p, "disabled: running under ", in->tool, ", whose malloc must stay in charge (",
+    text_set(out_p, "running under ", in->tool, ", whose malloc must stay in charge (",
              PINHEAP_ENV_MODE, "=on overrides)", (const char *)NULL);
     return;
   }

@@ -353,8 +353,12 @@ void install_run(void)
   for (unsigned i = 0; i < n; i++) {
     if (replace_symbols[i].event != 0 || install_syms[i].method == PINHEAP_INSTALL_NONE)
       continue;
-    if (strcmp(replace_symbols[i].name, "malloc") == 0) {
-      malloc_ok = install_verify_malloc();
+    if (strcmp(replace_symbols[i].name, "malloc") == 0 && enabled) {
+      malloc_ok = install_verify_malloc();      /* a block, from pinheap */
+      install_syms[i].verified = malloc_ok;
+    } else if (strcmp(replace_symbols[i].name, "malloc") == 0) {
+      /* disabled: pinheap's entry forwards to glibc, by design */
+      malloc_ok = install_resolved("malloc") == replace_symbols[i].self;
       install_syms[i].verified = malloc_ok;
     } else {
       install_syms[i].verified = install_resolved(replace_symbols[i].name) == replace_symbols[i].self;

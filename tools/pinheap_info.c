@@ -146,6 +146,15 @@ static void text_raw_print(const param_value_t *pv)
     fputs("...", stdout);
 }
 
+static const char *install_method_name(int method)
+{
+  switch (method) {
+  case PINHEAP_INSTALL_INTERPOSE: return "interpose";
+  case PINHEAP_INSTALL_RELOC: return "reloc";
+  default: return "none";
+  }
+}
+
 static void text_param_print(const params_t *params, param_id_t id)
 {
   const param_desc_t *desc = param_desc_get(id);
@@ -205,6 +214,17 @@ static void text_print(const info_opts_t *opts, const info_t *info)
          info->process_enabled ? "serves" : "does not serve");
   printf("support level: %s (%d) after the self-test\n", info->level_names, info->level);
   printf("  %s\n", info->support_text);
+
+  printf("\ninstallation: %s\n", PINHEAP_NAME(install_text)());
+  printf("  %-20s %-10s %-9s %s\n", "symbol", "method", "verified", "patched slots (objects)");
+  pinheap_install_info_t ii;
+  for (unsigned i = 0; PINHEAP_NAME(install_info)(i, &ii) == 0; i++) {
+    char slots[48] = "-";
+    if (ii.method == PINHEAP_INSTALL_RELOC)
+      snprintf(slots, sizeof(slots), "%u (%u)", ii.slots, ii.objects);
+    printf("  %-20s %-10s %-9s %s\n", ii.symbol, install_method_name(ii.method),
+           ii.method == PINHEAP_INSTALL_NONE ? "-" : ii.verified ? "yes" : "no", slots);
+  }
 
   printf("\nmallinfo2 (pinheap's heap in this process):\n");
   printf("  arena     %zu\n", info->mi.arena);
@@ -329,6 +349,19 @@ static void json_print(const info_opts_t *opts, const info_t *info)
   printf("    \"value\": %d,\n", info->level);
   json_field("    ", "flags", info->level_names, 0);
   json_field("    ", "text", info->support_text, 1);
+  puts("  },");
+  puts("  \"installation\": {");
+  json_field("    ", "text", PINHEAP_NAME(install_text)(), 0);
+  puts("    \"symbols\": [");
+  pinheap_install_info_t ii;
+  for (unsigned i = 0; PINHEAP_NAME(install_info)(i, &ii) == 0; i++) {
+    pinheap_install_info_t next;
+    printf("      {\"symbol\": \"%s\", \"event\": %d, \"method\": \"%s\", \"verified\": %s, "
+           "\"slots\": %u, \"objects\": %u}%s\n", ii.symbol, ii.event,
+           install_method_name(ii.method), ii.verified ? "true" : "false", ii.slots, ii.objects,
+           PINHEAP_NAME(install_info)(i + 1, &next) == 0 ? "," : "");
+  }
+  puts("    ]");
   puts("  },");
 
   puts("  \"mallinfo2\": {");
