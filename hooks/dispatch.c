@@ -100,11 +100,13 @@ static void *libc_lookup(const char *name)
   return f;
 }
 
-void dispatch_libc_prepare(void)
+void dispatch_libc_prepare(void *usable_size)
 {
-  if (__atomic_load_n(&libc_usable_size, __ATOMIC_ACQUIRE) == NULL)
-    __atomic_store_n(&libc_usable_size, (size_t (*)(void *))libc_lookup("malloc_usable_size"),
-                     __ATOMIC_RELEASE);
+  if (__atomic_load_n(&libc_usable_size, __ATOMIC_ACQUIRE) != NULL)
+    return;
+  if (usable_size == NULL)
+    usable_size = libc_lookup("malloc_usable_size");
+  __atomic_store_n(&libc_usable_size, (size_t (*)(void *))usable_size, __ATOMIC_RELEASE);
 }
 
 static size_t en_malloc_usable_size(void *p)

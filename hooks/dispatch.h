@@ -56,10 +56,12 @@ PH_HIDDEN void dispatch_decide(void);
  *  NULL with ENOMEM when nmemb * size overflows, as glibc's. */
 PH_HIDDEN void *dispatch_libc_reallocarray(void *p, size_t nmemb, size_t size);
 
-/** Looks up, now, the glibc functions the enabled table forwards foreign
- *  pointers to that have no __libc_ export: before installation rewrites
- *  what their names resolve to. */
-PH_HIDDEN void dispatch_libc_prepare(void);
+/** Sets, now, the functions the enabled table forwards foreign pointers
+ *  to that have no __libc_ export, before installation rewrites what their
+ *  names resolve to: usable_size is what malloc_usable_size resolves to in
+ *  the process (the allocator that made those blocks), or NULL to look
+ *  glibc's up. */
+PH_HIDDEN void dispatch_libc_prepare(void *usable_size);
 
 /** glibc's own allocator, for the disabled mode and foreign pointers. */
 typedef struct dispatch_libc_s {

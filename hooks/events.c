@@ -151,6 +151,9 @@ static PH_NOINLINE int events_chain_run(int type, pinheap_event_t *ev)
   events_link_t links[EVENTS_MAX_HANDLERS];
   int rc = PINHEAP_EVENT_PASS;
 
+  /* a call event with only derived-event handlers: one load */
+  if (!(atomic_load_explicit(&events_mask, memory_order_relaxed) & type))
+    return rc;
   int n = events_order_copy(type, links);
   if (n == 0)
     return rc;                              /* nothing to drop */

@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <time.h>
 
 #include "chunk.h"
 #include "params.h"
@@ -268,9 +269,11 @@ static void text_add(const char *s)
 void install_run(void)
 {
   int expected = 0;
+  struct timespec t0, t1;
 
   if (ph_likely(__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) == 2))
     return;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   dispatch_decide();
   ph_lock(&install_lock);
   if (!__atomic_compare_exchange_n(&install_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
@@ -283,7 +286,7 @@ void install_run(void)
   int patch = install_may_patch(tool);
   int enabled = __atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_ENABLED;
   unsigned n = replace_symbols != NULL ? replace_symbols_count : 0;
-  char buf[160];
+  char buf[256];
 
   if (n > INSTALL_MAX)
     n = INSTALL_MAX;
@@ -295,9 +298,11 @@ void install_run(void)
 
   /* (a) interposition */
   int interposed = 0;
+  void *resolved[INSTALL_MAX];
   for (unsigned i = 0; i < n; i++) {
     install_syms[i].method = PINHEAP_INSTALL_NONE;
-    if (dlsym(RTLD_DEFAULT, replace_symbols[i].name) == replace_symbols[i].self) {
+    resolved[i] = dlsym(RTLD_DEFAULT, replace_symbols[i].name);
+    if (resolved[i] == replace_symbols[i].self) {
       install_syms[i].method = PINHEAP_INSTALL_INTERPOSE;
       interposed++;
     }
@@ -314,10 +319,19 @@ void install_run(void)
         continue;
       install_table[k].name = replace_symbols[i].name;
       install_table[k].replacement = replace_symbols[i].entry;
+      /* what the process resolves it to: the original (saves the patcher a lookup) */
+      if (install_table[k].original == NULL)
+        install_table[k].original = resolved[i];
       k++;
     }
-    if (want_malloc)
-      dispatch_libc_prepare();
+    if (want_malloc) {
+      void *usable = NULL;      /* what malloc_usable_size resolves to, unless pinheap's */
+      for (unsigned i = 0; i < n; i++)
+        if (strcmp(replace_symbols[i].name, "malloc_usable_size") == 0 &&
+            resolved[i] != replace_symbols[i].self && resolved[i] != replace_symbols[i].entry)
+          usable = resolved[i];
+      dispatch_libc_prepare(usable);
+    }
     if (k > 0)
       rc = reloc_install_flags(install_table, k, RELOC_PATCH_SELF | RELOC_PATCH_DEFINITIONS);
     for (unsigned j = 0, i = 0; j < k; j++) {
@@ -392,8 +406,11 @@ void install_run(void)
       reloc_stats_t rs;
       reloc_stats_get(&rs);
       snprintf(buf, sizeof(buf),
-               "Calls were redirected by relocation patching: %u slots in %u objects%s. ",
-               rs.slots, rs.objects_patched, rc == 0 ? "" : " (a bound was exceeded: see the warning)");
+               "Calls were redirected by relocation patching: %u slot%s in %u object%s, and %u "
+               "definition%s in the symbol table of the object that defined them%s. ",
+               rs.slots, rs.slots == 1 ? "" : "s", rs.objects_patched,
+               rs.objects_patched == 1 ? "" : "s", rs.definitions, rs.definitions == 1 ? "" : "s",
+               rc == 0 ? "" : " (a bound was exceeded: see the warning)");
       text_add(buf);
     }
   }
@@ -406,6 +423,10 @@ void install_run(void)
   if (uncalled > 0)
     text_add("Memory calls that no loaded object makes yet are patched as objects that make "
              "them are loaded. ");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  snprintf(buf, sizeof(buf), "Installation took %ld us. ",
+           (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
+  text_add(buf);
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   ph_unlock(&install_lock);
 }

@@ -192,6 +192,8 @@ typedef struct reloc_view_s {
   uintptr_t lo, hi;           /* the object's mapped extent */
   uintptr_t link_hi;          /* its extent at link time (hi - base) */
   uintptr_t relro_lo, relro_hi;
+  const uint32_t *gnu_hash;   /* DT_GNU_HASH, or NULL */
+  const uint32_t *sysv_hash;  /* DT_HASH, or NULL */
   int has_dynamic;
 } reloc_view_t;
 
@@ -270,6 +272,8 @@ static void reloc_view_make(const struct dl_phdr_info *info, reloc_view_t *v)
     case DT_JMPREL: jmprel = reloc_dyn_ptr(v->base, d->d_un.d_ptr); break;
     case DT_PLTRELSZ: pltrelsz = d->d_un.d_val; break;
     case DT_PLTREL: pltrel = (long)d->d_un.d_val; break;
+    case DT_GNU_HASH: v->gnu_hash = (const uint32_t *)reloc_dyn_ptr(v->base, d->d_un.d_ptr); break;
+    case DT_HASH: v->sysv_hash = (const uint32_t *)reloc_dyn_ptr(v->base, d->d_un.d_ptr); break;
     default: break;
     }
   }
@@ -462,25 +466,6 @@ static void reloc_patch_object(const reloc_view_t *v, reloc_pass_t *p)
 static int reloc_is_self(const struct dl_phdr_info *info)
 {
   return reloc_in_segment(info, (uintptr_t)(void *)&reloc_install);
-}
-
-static int reloc_is_self_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-  uintptr_t *a = arg;
-  (void)size;
-  if (reloc_in_segment(info, a[0])) {
-    a[1] = reloc_in_segment(info, (uintptr_t)(void *)&reloc_install);
-    return 1;
-  }
-  return 0;
-}
-
-/* Is addr inside pinheap's own object? */
-static int reloc_is_self_addr(uintptr_t addr)
-{
-  uintptr_t a[2] = { addr, 0 };
-  dl_iterate_phdr(reloc_is_self_cb, a);
-  return (int)a[1];
 }
 
 static int reloc_is_vdso(const struct dl_phdr_info *info)
@@ -689,122 +674,257 @@ static int reloc_dlclose(void *handle)
 
 /* ---- definitions: the defining object's symbol table ---------------------- */
 
-/* A rewritten definition: the symbol table entry and its old value. */
+/* A rewritten definition: the symbol table entry, its old value, and the
+ * PT_LOAD segment holding it (writes are batched per segment). */
 typedef struct reloc_def_s {
   ElfW(Sym) *sym;
   ElfW(Addr) old_value;
-  uintptr_t base;
-  int prot;                   /* the protection of its page */
+  ElfW(Addr) new_value;
+  uintptr_t seg_lo;           /* the segment's first page */
+  int prot;                   /* the segment's protection */
 } reloc_def_t;
 
 static reloc_def_t reloc_defs[RELOC_MAX_NAMES];
 static size_t reloc_ndefs;
 
+/* The definitions wanted: what the process resolves each name to. */
 typedef struct reloc_def_find_s {
-  const char *name;
-  uintptr_t addr;             /* what the process resolves name to */
-  ElfW(Sym) *sym;
-  uintptr_t base;
-  int prot;
+  const char *name[RELOC_MAX_NAMES];
+  uintptr_t addr[RELOC_MAX_NAMES];
+  uintptr_t replacement[RELOC_MAX_NAMES];
+  reloc_entry_t *entry[RELOC_MAX_NAMES];
+  unsigned char self[RELOC_MAX_NAMES];  /* defined by pinheap's own object */
+  reloc_def_t def[RELOC_MAX_NAMES];   /* def[i].sym NULL: not found */
+  size_t n, left;
 } reloc_def_find_t;
 
-/* The protection ld.so gave the PT_LOAD segment holding addr. */
-static int reloc_segment_prot(const struct dl_phdr_info *info, uintptr_t addr)
+/* The symbol of v named name whose value is addr, through the object's
+ * hash table (GNU, else SysV); a walk of .dynsym only for an object with
+ * neither.  Versioned names (memcpy@GLIBC_2.2.5 beside memcpy@@GLIBC_2.14)
+ * share a name: the value tells them apart. */
+static ElfW(Sym) *reloc_sym_lookup(const reloc_view_t *v, const char *name, uintptr_t addr)
 {
-  for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-    if (ph->p_type == PT_LOAD && addr >= lo && addr - lo < ph->p_memsz)
-      return ((ph->p_flags & PF_R) ? PROT_READ : 0) | ((ph->p_flags & PF_W) ? PROT_WRITE : 0) |
-             ((ph->p_flags & PF_X) ? PROT_EXEC : 0);
+  ElfW(Sym) *syms = (ElfW(Sym) *)v->symtab;
+#define RELOC_SYM_IS(i)                                                                            \
+  (syms[i].st_shndx != SHN_UNDEF && syms[i].st_value != 0 && v->base + syms[i].st_value == addr && \
+   strcmp(v->strtab + syms[i].st_name, name) == 0)
+  if (v->gnu_hash != NULL) {
+    const uint32_t *h = v->gnu_hash;
+    uint32_t nbuckets = h[0], symoffset = h[1], bloom_words = h[2];
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(h + 4) + bloom_words);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t hash = 5381;
+    for (const unsigned char *c = (const unsigned char *)name; *c != '\0'; c++)
+      hash = hash * 33 + *c;
+    if (nbuckets == 0)
+      return NULL;
+    uint32_t i = buckets[hash % nbuckets];
+    if (i < symoffset)
+      return NULL;
+    for (;; i++) {
+      uint32_t ch = chain[i - symoffset];
+      if ((ch | 1) == (hash | 1) && RELOC_SYM_IS(i))
+        return &syms[i];
+      if (ch & 1)
+        return NULL;
+    }
   }
-  return PROT_READ;
+  if (v->sysv_hash != NULL) {
+    uint32_t nbucket = v->sysv_hash[0], nchain = v->sysv_hash[1], hash = 0;
+    const uint32_t *bucket = v->sysv_hash + 2, *chain = bucket + nbucket;
+    for (const unsigned char *c = (const unsigned char *)name; *c != '\0'; c++) {
+      hash = (hash << 4) + *c;
+      uint32_t g = hash & 0xf0000000u;
+      hash = (hash ^ (g >> 24)) & ~g;
+    }
+    if (nbucket == 0)
+      return NULL;
+    for (uint32_t i = bucket[hash % nbucket], k = 0; i != STN_UNDEF && i < nchain && k < nchain;
+         i = chain[i], k++)
+      if (RELOC_SYM_IS(i))
+        return &syms[i];
+    return NULL;
+  }
+  /* .dynstr follows .dynsym in every layout ld produces: the count */
+  if ((uintptr_t)v->strtab <= (uintptr_t)v->symtab)
+    return NULL;
+  size_t nsyms = ((uintptr_t)v->strtab - (uintptr_t)v->symtab) / sizeof(ElfW(Sym));
+  for (size_t i = 1; i < nsyms && i < (1u << 20); i++)
+    if (RELOC_SYM_IS(i))
+      return &syms[i];
+  return NULL;
+#undef RELOC_SYM_IS
 }
 
+/* One walk of the loaded objects finds every wanted definition. */
 static int reloc_def_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   reloc_def_find_t *f = arg;
-  (void)size;
-  if (!reloc_in_segment(info, f->addr) || reloc_is_vdso(info))
-    return 0;
   reloc_view_t v;
-  reloc_view_make(info, &v);
-  if (!v.has_dynamic || (uintptr_t)v.strtab <= (uintptr_t)v.symtab)
-    return 1;
-  /* .dynstr follows .dynsym in every layout ld produces: the count */
-  size_t nsyms = ((uintptr_t)v.strtab - (uintptr_t)v.symtab) / sizeof(ElfW(Sym));
-  for (size_t i = 1; i < nsyms && i < (1u << 20); i++) {
-    ElfW(Sym) *s = (ElfW(Sym) *)&v.symtab[i];
-    if (s->st_shndx == SHN_UNDEF || s->st_value == 0 || ELF64_ST_TYPE(s->st_info) != STT_FUNC)
+  int viewed = 0;
+  (void)size;
+  if (reloc_is_vdso(info))
+    return 0;
+  for (size_t i = 0; i < f->n; i++) {
+    if (f->def[i].sym != NULL || !reloc_in_segment(info, f->addr[i]))
       continue;
-    if (v.base + s->st_value == f->addr && strcmp(v.strtab + s->st_name, f->name) == 0) {
-      f->sym = s;
-      f->base = v.base;
-      f->prot = reloc_segment_prot(info, (uintptr_t)s);
-      break;
+    f->left--;
+    if (reloc_is_self(info)) {
+      f->self[i] = 1;           /* pinheap's own definitions stay as they are */
+      continue;
+    }
+    if (!viewed) {
+      reloc_view_make(info, &v);
+      viewed = 1;
+    }
+    if (!v.has_dynamic)
+      continue;
+    ElfW(Sym) *sym = reloc_sym_lookup(&v, f->name[i], f->addr[i]);
+    if (sym == NULL || ELF64_ST_TYPE(sym->st_info) != STT_FUNC)
+      continue;
+    for (ElfW(Half) k = 0; k < info->dlpi_phnum; k++) {
+      const ElfW(Phdr) *ph = &info->dlpi_phdr[k];
+      uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+      if (ph->p_type == PT_LOAD && (uintptr_t)sym >= lo && (uintptr_t)sym - lo < ph->p_memsz) {
+        reloc_def_t *d = &f->def[i];
+        d->sym = sym;
+        d->old_value = sym->st_value;
+        d->seg_lo = lo & ~(reloc_page_size() - 1);
+        d->prot = ((ph->p_flags & PF_R) ? PROT_READ : 0) | ((ph->p_flags & PF_W) ? PROT_WRITE : 0) |
+                  ((ph->p_flags & PF_X) ? PROT_EXEC : 0);
+        /* relative to the object's base, modulo 2^64 as ld.so adds */
+        d->new_value = (ElfW(Addr))(f->replacement[i] - (f->addr[i] - sym->st_value));
+        break;
+      }
     }
   }
-  return 1;
+  return f->left == 0;
 }
 
-/* Points the definition the process resolves e->name to at the
- * replacement: later symbol lookups (objects loaded later, whose
- * constructors run before any wrapper could patch their slots; lazy
- * binding; dlsym) find the replacement.  Called without reloc_mutex: dlsym
- * takes ld.so's lock. */
-static void reloc_def_patch(reloc_entry_t *e)
+/* Writes new (or, restoring, old) values into defs[0..n), one lifting of
+ * the protection per run of entries in one segment: the pages between
+ * two entries of a segment belong to it, so one mprotect covers them.
+ * Entries of a segment that refused write access get sym NULL (patching)
+ * or stay as they were (restoring).  reloc_mutex held. */
+static void reloc_defs_write(reloc_def_t *defs, size_t n, int restore)
 {
-  void *addr = __atomic_load_n(&e->original, __ATOMIC_ACQUIRE);
-  if (addr == NULL)
-    addr = dlsym(RTLD_DEFAULT, e->name);
-  if (addr == NULL || addr == e->replacement)
-    return;
-  /* Slots met later may hold only lazy-binding stubs, and dlsym will then
-   * find the replacement: the original is known from here on. */
-  void *expected = NULL;
-  __atomic_compare_exchange_n(&e->original, &expected, addr, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  reloc_def_find_t f = { e->name, (uintptr_t)addr, NULL, 0, 0 };
-  dl_iterate_phdr(reloc_def_find_cb, &f);
-  if (f.sym == NULL || reloc_is_self_addr((uintptr_t)addr))
-    return;
-  pthread_mutex_lock(&reloc_mutex);
-  for (size_t i = 0; i < reloc_ndefs; i++) {
-    if (reloc_defs[i].sym == f.sym) {
+  uintptr_t pg = reloc_page_size();
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    uintptr_t lo = (uintptr_t)defs[i].sym, hi = (uintptr_t)(defs[i].sym + 1);
+    while (j < n && defs[j].seg_lo == defs[i].seg_lo) {
+      if ((uintptr_t)defs[j].sym < lo)
+        lo = (uintptr_t)defs[j].sym;
+      if ((uintptr_t)(defs[j].sym + 1) > hi)
+        hi = (uintptr_t)(defs[j].sym + 1);
+      j++;
+    }
+    lo &= ~(pg - 1);
+    hi = (hi + pg - 1) & ~(pg - 1);
+    int prot = defs[i].prot;
+    if ((prot & PROT_WRITE) || reloc_relro_set(lo, hi, prot | PROT_WRITE) == 0) {
+      for (size_t k = i; k < j; k++) {
+        __atomic_store_n(&defs[k].sym->st_value, restore ? defs[k].old_value : defs[k].new_value,
+                         __ATOMIC_RELEASE);
+      }
+      if (!(prot & PROT_WRITE))
+        reloc_relro_set(lo, hi, prot);
+    } else if (!restore) {
+      for (size_t k = i; k < j; k++)
+        defs[k].sym = NULL;     /* not written: not to be restored */
+    }
+    i = j;
+  }
+}
+
+/* Points the definitions the process resolves table's names to at their
+ * replacements: later symbol lookups (objects loaded later, whose
+ * constructors run before any wrapper could patch their slots; lazy
+ * binding; dlsym) find the replacements.  The lookups run without
+ * reloc_mutex (dlsym and dl_iterate_phdr take ld.so's lock); the writes,
+ * batched per segment, under it. */
+static void reloc_defs_patch(reloc_entry_t *table, size_t n)
+{
+  static reloc_def_find_t f;  /* reloc_defs_lock held: too big for a stack */
+  static pthread_mutex_t reloc_defs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+  pthread_mutex_lock(&reloc_defs_lock);
+  f.n = 0;
+  for (size_t j = 0; j < n; j++) {
+    reloc_entry_t *e = &table[j];
+    void *addr = __atomic_load_n(&e->original, __ATOMIC_ACQUIRE);
+    if (addr == NULL)
+      addr = dlsym(RTLD_DEFAULT, e->name);
+    if (addr == NULL || addr == e->replacement)
+      continue;
+    if (f.n == RELOC_MAX_NAMES) {
+      pthread_mutex_lock(&reloc_mutex);
+      reloc_overflow("RELOC_MAX_NAMES (definitions)", RELOC_MAX_NAMES);
       pthread_mutex_unlock(&reloc_mutex);
-      return;
+      break;
+    }
+    f.entry[f.n] = e;
+    f.name[f.n] = e->name;
+    f.replacement[f.n] = (uintptr_t)e->replacement;
+    f.self[f.n] = 0;
+    f.addr[f.n] = (uintptr_t)addr;
+    f.def[f.n].sym = NULL;
+    f.n++;
+  }
+  f.left = f.n;
+  if (f.n > 0)
+    dl_iterate_phdr(reloc_def_find_cb, &f);
+  /* Slots met later may hold only lazy-binding stubs, and dlsym will then
+   * find the replacement: the original is known from here on (unless it is
+   * pinheap's own, which is no original). */
+  for (size_t i = 0; i < f.n; i++) {
+    void *expected = NULL;
+    if (!f.self[i])
+      __atomic_compare_exchange_n(&f.entry[i]->original, &expected, (void *)f.addr[i], 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  }
+
+  pthread_mutex_lock(&reloc_mutex);
+  reloc_def_t *found = f.def;
+  size_t keep = 0;
+  for (size_t i = 0; i < f.n; i++) {
+    if (found[i].sym == NULL)
+      continue;
+    int seen = 0;
+    for (size_t k = 0; k < reloc_ndefs && !seen; k++)
+      seen = reloc_defs[k].sym == found[i].sym;
+    for (size_t k = 0; k < keep && !seen; k++)
+      seen = found[k].sym == found[i].sym;
+    if (seen)
+      continue;
+    if (reloc_ndefs + keep == RELOC_MAX_NAMES) {
+      reloc_overflow("RELOC_MAX_NAMES (definitions)", RELOC_MAX_NAMES);
+      break;
+    }
+    found[keep++] = found[i];
+  }
+  /* group by segment: a stable insertion sort, n is small */
+  for (size_t i = 1; i < keep; i++)
+    for (size_t k = i; k > 0 && found[k - 1].seg_lo > found[k].seg_lo; k--) {
+      reloc_def_t t = found[k];
+      found[k] = found[k - 1];
+      found[k - 1] = t;
+    }
+  reloc_defs_write(found, keep, 0);
+  for (size_t i = 0; i < keep; i++) {
+    if (found[i].sym != NULL) {
+      reloc_defs[reloc_ndefs++] = found[i];
+      reloc_stats.definitions++;
     }
   }
-  if (reloc_ndefs == RELOC_MAX_NAMES) {
-    reloc_overflow("RELOC_MAX_NAMES (definitions)", RELOC_MAX_NAMES);
-    pthread_mutex_unlock(&reloc_mutex);
-    return;
-  }
-  uintptr_t pg = reloc_page_size();
-  uintptr_t lo = (uintptr_t)f.sym & ~(pg - 1);
-  uintptr_t hi = ((uintptr_t)(f.sym + 1) + pg - 1) & ~(pg - 1);
-  if (reloc_relro_set(lo, hi, f.prot | PROT_WRITE) == 0) {
-    reloc_defs[reloc_ndefs++] = (reloc_def_t){ f.sym, f.sym->st_value, f.base, f.prot };
-    __atomic_store_n(&f.sym->st_value, (ElfW(Addr))((uintptr_t)e->replacement - f.base),
-                     __ATOMIC_RELEASE);
-    reloc_relro_set(lo, hi, f.prot);
-    reloc_stats.definitions++;
-  }
   pthread_mutex_unlock(&reloc_mutex);
+  pthread_mutex_unlock(&reloc_defs_lock);
 }
 
 /* Puts every rewritten definition back; reloc_mutex held. */
 static void reloc_defs_restore(void)
 {
-  uintptr_t pg = reloc_page_size();
-  for (size_t i = 0; i < reloc_ndefs; i++) {
-    reloc_def_t *d = &reloc_defs[i];
-    uintptr_t lo = (uintptr_t)d->sym & ~(pg - 1);
-    uintptr_t hi = ((uintptr_t)(d->sym + 1) + pg - 1) & ~(pg - 1);
-    if (reloc_relro_set(lo, hi, d->prot | PROT_WRITE) == 0) {
-      __atomic_store_n(&d->sym->st_value, d->old_value, __ATOMIC_RELEASE);
-      reloc_relro_set(lo, hi, d->prot);
-    }
-  }
+  reloc_defs_write(reloc_defs, reloc_ndefs, 1);
   reloc_ndefs = 0;
   reloc_stats.definitions = 0;
 }
@@ -859,8 +979,7 @@ int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flags)
   pthread_mutex_unlock(&reloc_mutex);
   reloc_originals_finish();
   if (flags & RELOC_PATCH_DEFINITIONS)
-    for (size_t j = 0; j < n; j++)
-      reloc_def_patch(&table[j]);
+    reloc_defs_patch(table, n);
   return rc;
 #endif
 }

@@ -76,7 +76,10 @@
 typedef struct reloc_entry_s {
   const char *name;        /* [in]  dynamic symbol name, e.g. "munmap" */
   void *replacement;       /* [in]  where the calls must go */
-  void *original;          /* [out] the function the slots held: the first
+  void *original;          /* [in/out] the function calls forward to: the
+                            *       caller may set it (e.g. from its own
+                            *       dlsym(RTLD_DEFAULT)), saving the
+                            *       patcher that lookup; else the first
                             *       value seen that is neither the
                             *       replacement nor a lazy-binding stub
                             *       (else dlsym(RTLD_NEXT), then

@@ -17,7 +17,7 @@ target_include_directories(relocfix_pin PRIVATE ${PINHEAP_RELOCFIX_DIR})
 
 add_library(relocfix_a SHARED ${PINHEAP_RELOCFIX_DIR}/relocfix_a.c)
 target_compile_options(relocfix_a PRIVATE -fno-builtin-malloc)
-target_link_options(relocfix_a PRIVATE -Wl,-z,relro -Wl,-z,now)
+target_link_options(relocfix_a PRIVATE -Wl,-z,relro -Wl,-z,now -Wl,--hash-style=sysv)
 
 add_library(relocfix_b SHARED ${PINHEAP_RELOCFIX_DIR}/relocfix_b.c)
 target_compile_options(relocfix_b PRIVATE -fno-builtin-malloc)

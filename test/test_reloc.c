@@ -279,6 +279,77 @@ static void bench(void)
 
 /* ---- the checks ---------------------------------------------------------------- */
 
+/* ---- definitions ----------------------------------------------------------- */
+
+static atomic_long n_realpath, n_defined;
+static char *wrap_realpath(const char *path, char *resolved);
+static int wrap_defined(void);
+
+static relocfix_entry_t deftable[] = {
+  { "realpath", (void *)wrap_realpath, NULL, 0, 0 },   /* libc: GNU hash, two versions */
+  { "relocfix_a_defined", (void *)wrap_defined, NULL, 0, 0 },  /* A: SysV hash */
+};
+#define DEFTABLE_N (sizeof(deftable) / sizeof(deftable[0]))
+
+static char *wrap_realpath(const char *path, char *resolved)
+{
+  atomic_fetch_add(&n_realpath, 1);
+  char *(*orig)(const char *, char *) = (char *(*)(const char *, char *))deftable[0].original;
+  return orig(path, resolved);
+}
+
+static int wrap_defined(void)
+{
+  atomic_fetch_add(&n_defined, 1);
+  return 2;
+}
+
+/* RELOC_PATCH_DEFINITIONS: symbol lookups made after install (dlsym, an
+ * object loaded later) find the replacement; the other version of a
+ * versioned name keeps its value; uninstall puts the values back. */
+static void check_definitions(void)
+{
+  void *rp = dlsym(RTLD_DEFAULT, "realpath");
+  void *rp_old = dlvsym(RTLD_DEFAULT, "realpath", "GLIBC_2.2.5");
+  void *def = dlsym(RTLD_DEFAULT, "relocfix_a_defined");
+  relocfix_stats_t st;
+
+  int rc = relocfix_pin_install_flags(deftable, DEFTABLE_N, RELOCFIX_PATCH_DEFINITIONS);
+  relocfix_pin_stats(&st);
+  check(rc == 0 && st.definitions == 2, "definitions: install rewrites 2 symbol table entries",
+        "rc %d, definitions %u", rc, st.definitions);
+  check(deftable[0].original == rp && deftable[1].original == def, "definitions: the originals are what dlsym found",
+        "realpath %p (dlsym %p), relocfix_a_defined %p (dlsym %p)", deftable[0].original, rp, deftable[1].original,
+        def);
+  check(dlsym(RTLD_DEFAULT, "realpath") == (void *)wrap_realpath, "definitions: dlsym(realpath) finds the replacement",
+        "dlsym %p, wrapper %p, before %p", dlsym(RTLD_DEFAULT, "realpath"), (void *)wrap_realpath, rp);
+  check(rp_old == NULL || rp_old == rp || dlvsym(RTLD_DEFAULT, "realpath", "GLIBC_2.2.5") == rp_old,
+        "definitions: realpath@GLIBC_2.2.5 keeps its own value", "before %p, now %p", rp_old,
+        dlvsym(RTLD_DEFAULT, "realpath", "GLIBC_2.2.5"));
+  int (*defined)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "relocfix_a_defined");
+  long d = DELTA(n_defined, rc = defined != NULL ? defined() : -1);
+  check(defined == wrap_defined && rc == 2 && d == 1,
+        "definitions: A's relocfix_a_defined (SysV hash) resolves to the replacement",
+        "dlsym %p, wrapper %p, result %d, counted %ld", (void *)defined, (void *)wrap_defined, rc, d);
+  char buf[4096];
+  char *(*rpf)(const char *, char *) = (char *(*)(const char *, char *))dlsym(RTLD_DEFAULT, "realpath");
+  d = DELTA(n_realpath, rpf("/", buf));
+  check(d == 1 && strcmp(buf, "/") == 0, "definitions: a call through the new definition reaches the original",
+        "counted %ld, result '%s'", d, buf);
+  rc = relocfix_pin_install_flags(deftable, DEFTABLE_N, RELOCFIX_PATCH_DEFINITIONS);
+  relocfix_pin_stats(&st);
+  check(rc == 0 && st.definitions == 2, "definitions: installing again rewrites nothing twice",
+        "rc %d, definitions %u", rc, st.definitions);
+
+  rc = relocfix_pin_uninstall();
+  relocfix_pin_stats(&st);
+  check(rc == 0 && st.definitions == 0 && dlsym(RTLD_DEFAULT, "realpath") == rp &&
+            dlsym(RTLD_DEFAULT, "relocfix_a_defined") == def,
+        "definitions: uninstall puts the values back", "rc %d, definitions %u, realpath %p (was %p), defined %p (was %p)",
+        rc, st.definitions, dlsym(RTLD_DEFAULT, "realpath"), rp, dlsym(RTLD_DEFAULT, "relocfix_a_defined"), def);
+  check(relocfix_a_defined() == 1, "definitions: A's own call is untouched", "got %d", relocfix_a_defined());
+}
+
 int main(int argc, char **argv)
 {
   long d;
@@ -441,6 +512,11 @@ int main(int argc, char **argv)
 
   relocfix_pin_stats(&st);
   check(st.overflows == 0 && st.mprotect_failures == 0, "no bound exceeded, no mprotect failure",
+        "overflows %lu, mprotect failures %lu", st.overflows, st.mprotect_failures);
+
+  check_definitions();
+  relocfix_pin_stats(&st);
+  check(st.overflows == 0 && st.mprotect_failures == 0, "definitions: no bound exceeded, no mprotect failure",
         "overflows %lu, mprotect failures %lu", st.overflows, st.mprotect_failures);
 
   bench();
