@@ -193,7 +193,13 @@ int PINHEAP_NAME(open)(void)
   }
 
   /* FREE and CHUNK: pinheap's allocator must serve this process. */
-  if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED) {
+  const char *tool = install_tool();
+  if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED && tool != NULL) {
+    text_add("pinheap stands aside: ");
+    text_add(tool);
+    text_add("'s malloc is in use, and its releases are not seen: FREE and CHUNK support "
+             "missing. ");
+  } else if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED) {
     text_add("pinheap is disabled, so glibc's malloc is in use; glibc's frees and trims call the "
              "kernel directly and are invisible: FREE and CHUNK support missing. ");
   } else if (selftest_allocator(&w, why, sizeof(why))) {
@@ -205,8 +211,10 @@ int PINHEAP_NAME(open)(void)
   PINHEAP_NAME(unregister_release)(selftest_listener, &w);
 
   /* The old fallback: with leave-pinned asked for and glibc in charge,
-   * tell glibc never to give memory back on its own. */
-  if (!(level & PINHEAP_SUPPORT_FREE) && leave_pinned_requested() && !selftest_fallback) {
+   * tell glibc never to give memory back on its own (not a memory
+   * checker's malloc: glibc's settings do not govern it). */
+  if (!(level & PINHEAP_SUPPORT_FREE) && leave_pinned_requested() && !selftest_fallback &&
+      tool == NULL) {
     __libc_mallopt(M_TRIM_THRESHOLD, -1);
     __libc_mallopt(M_MMAP_MAX, 0);
     install_block_trim();

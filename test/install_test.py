@@ -15,7 +15,9 @@ took and say it was verified:
   PINHEAP_PATCH=0 (transitive): nothing installed, no event seen
 Then python3 loads the core library with ctypes (RTLD_LOCAL) and its mmap
 module's munmap must be seen, whether the module was loaded before or
-after; and pinheap-info under valgrind says nothing was patched and why.
+after; and pinheap-info under valgrind, and the transitive program built
+with AddressSanitizer and with ThreadSanitizer, say nothing was patched and
+why.
 Prints "ok ..." / "FAIL ..." / "SKIP ..." lines.
 """
 import json
@@ -209,6 +211,32 @@ print(json.dumps({"early": n_early, "total": len(seen),
             relocs = [s for s, e in d["symbols"].items() if e["method"] != NONE]
             check(not relocs and "valgrind" in d["install"] and d["malloc_owner"] == "glibc",
                   "valgrind: nothing patched, malloc left to it, said (%s; %s)" % (relocs, d["install"]))
+    # Sanitizers: the transitive program built with ASan or TSan (the core
+    # library a plain build): nothing patched, malloc left to the tool, said.
+    for san, tool in (("address", "AddressSanitizer"), ("thread", "ThreadSanitizer")):
+        prog = os.path.join(bindir, "events_" + san)
+        if not os.path.exists(prog):
+            print("SKIP %s: the compiler cannot build with -fsanitize=%s here" % (tool, san))
+            continue
+        env = dict(lp, ASAN_OPTIONS="detect_leaks=0", TSAN_OPTIONS="report_bugs=0")
+        p = subprocess.run([prog, "transitive"], env=base_env(env), capture_output=True, text=True,
+                           timeout=240)
+        d = None
+        for line in p.stdout.splitlines():
+            if line.startswith("{"):
+                d = json.loads(line)
+        check(d is not None, "%s: transitive program runs (%s)" % (tool, p.stderr.strip()[-300:]))
+        if d:
+            patched = [s_ for s_, e in d["symbols"].items() if e["method"] == RELOC]
+            check(not patched and ("Running under %s" % tool) in d["install"]
+                  and d["malloc_owner"] != "pinheap",
+                  "%s: nothing patched, malloc left to it, said (%s; %s)" % (tool, patched, d["install"]))
+            check(("stands aside: %s" % tool) in d["support"] and "Fallback" not in d["support"],
+                  "%s: the support text says whose malloc is in use, no glibc fallback: %s"
+                  % (tool, d["support"]))
+            check(tool in d.get("decision", ""),
+                  "%s: the decision names it: %s" % (tool, d.get("decision")))
+
     print("%d failed" % failures)
     return 1 if failures else 0
 

@@ -20,6 +20,26 @@ endforeach()
 target_link_libraries(events_direct PRIVATE -Wl,--no-as-needed democore)
 target_link_libraries(events_transitive PRIVATE -Wl,--no-as-needed mpifix)
 
+# The transitive program built with a sanitizer (the core library stays a
+# plain build, as a runtime's would be): pinheap must stand aside by itself.
+include(CheckCSourceCompiles)
+set(_install_tool_args "")
+foreach(san address thread)
+  set(CMAKE_REQUIRED_FLAGS -fsanitize=${san})
+  set(CMAKE_REQUIRED_LINK_OPTIONS -fsanitize=${san})
+  check_c_source_compiles("int main(void) { return 0; }" PINHEAP_CAN_SANITIZE_${san})
+  unset(CMAKE_REQUIRED_FLAGS)
+  unset(CMAKE_REQUIRED_LINK_OPTIONS)
+  if(PINHEAP_CAN_SANITIZE_${san})
+    add_executable(events_${san} ${CMAKE_CURRENT_SOURCE_DIR}/fixture/events_loaded.c)
+    target_compile_definitions(events_${san} PRIVATE PINHEAP_PREFIX=${PINHEAP_PREFIX})
+    target_include_directories(events_${san} PRIVATE ${PROJECT_BINARY_DIR}/include)
+    target_compile_options(events_${san} PRIVATE -fno-builtin -fsanitize=${san})
+    target_link_options(events_${san} PRIVATE -fsanitize=${san})
+    target_link_libraries(events_${san} PRIVATE ${CMAKE_DL_LIBS} -Wl,--no-as-needed mpifix)
+  endif()
+endforeach()
+
 add_test(NAME install
   COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/install_test.py
           ${CMAKE_CURRENT_BINARY_DIR} $<TARGET_FILE:democore> ${PROJECT_BINARY_DIR}/tools/pinheap-info
