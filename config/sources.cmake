@@ -29,5 +29,6 @@ set(PINHEAP_REPLACE_SOURCES
   hooks/release.c
   hooks/selftest.c
   hooks/install.c
+  hooks/ucx.c
   hooks/replace.c
 )

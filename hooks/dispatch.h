@@ -124,5 +124,22 @@ extern PH_HIDDEN int install_trim_blocked;
 /** The memory checker this process runs under (valgrind, a sanitizer), or
  *  NULL.  Never allocates. */
 PH_HIDDEN const char *install_tool(void);
+/** 1 when every call of the program to a memory call (mmap ... sbrk)
+ *  reaches pinheap: installed and verified, or patched where no object
+ *  calls it yet. */
+PH_HIDDEN int install_calls_seen(void);
+/** 1 when pinheap is enabled and its allocator serves malloc and free (its
+ *  releases are events; glibc's malloc, whose are not, is out of use). */
+PH_HIDDEN int install_malloc_served_enabled(void);
+
+/* ---- ucx.c ---------------------------------------------------------------- */
+/** Finds UCX's libucm in the process and feeds it pinheap's VM_MAPPED and
+ *  VM_UNMAPPED events (as its external events when pinheap sees them all)
+ *  and takes UCX's;
+ *  once; a no-op while libucm is absent.  Allocates (dlopen). */
+PH_HIDDEN void ucx_feed_attach(void);
+/** One sentence on the feed, into buf; snprintf's return value (0, buf
+ *  empty, while libucm is absent). */
+PH_HIDDEN int ucx_feed_describe(char *buf, size_t size);
 
 #endif /* PINHEAP_DISPATCH_H */

@@ -429,6 +429,7 @@ void install_run(void)
   text_add(buf);
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   ph_unlock(&install_lock);
+  ucx_feed_attach();           /* UCX's libucm, if loaded: fed from now on */
 }
 
 int install_late(void)
@@ -447,6 +448,29 @@ int install_malloc_served(void)
       return install_syms[i].method != PINHEAP_INSTALL_NONE && install_syms[i].verified;
   }
   return 0;
+}
+
+int install_calls_seen(void)
+{
+  install_run();
+  if (__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) != 2)
+    return 0;
+  for (unsigned i = 0; i < install_n; i++) {
+    const install_sym_t *st = &install_syms[i];
+    if (replace_symbols[i].event == 0)
+      continue;
+    if (st->method == PINHEAP_INSTALL_NONE)
+      return 0;
+    if (!st->verified && !(st->method == PINHEAP_INSTALL_RELOC && st->slots == 0))
+      return 0;
+  }
+  return 1;
+}
+
+int install_malloc_served_enabled(void)
+{
+  return __atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_ENABLED &&
+         install_malloc_served();
 }
 
 /* glibc's malloc_trim gives memory back with madvise inside libc, unseen:

@@ -165,6 +165,7 @@ int PINHEAP_NAME(open)(void)
   size_t page = os_page_size();
 
   dispatch_decide();
+  ucx_feed_attach();           /* UCX's libucm may have come with a component since */
   ph_lock(&selftest_lock);
   selftest_text = selftest_texts[!__atomic_load_n(&selftest_shown, __ATOMIC_RELAXED)];
   selftest_text[0] = '\0';
@@ -226,6 +227,10 @@ int PINHEAP_NAME(open)(void)
   if (selftest_text[0] == '\0') {
     text_add("every release is visible. ");
     text_add(PINHEAP_NAME(install_text)());
+  }
+  if (ucx_feed_describe(why, sizeof(why) - 1) > 0) {
+    text_add(why);
+    text_add(" ");
   }
   __atomic_store_n(&selftest_level, level, __ATOMIC_RELAXED);
   __atomic_store_n(&selftest_shown, (int)(selftest_text - selftest_texts[0]) / (int)sizeof(selftest_texts[0]),
