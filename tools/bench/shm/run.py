@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""run.py -- the shared-heap messaging benchmark (issue 11, item 6).
+
+Runs shm_bench under `mpirun -np 2 --bind-to core` (rank 0 sends, rank 1
+receives, each on its own core; `--mca btl self,vader`) once per method per
+round, the methods interleaved within each round, and prints per size the
+median time per message and bandwidth of each method, the ratios the issue's
+targets name, and the sender's CPU time per message; writes table.txt and
+chart.png (gnuplot) to the output directory.
+
+Methods: mpi (MPI_Send/MPI_Recv), heap (pinheap's shared heap, one copy:
+PINHEAP_MODE=on with PINHEAP_SHM_SIZE set), raw (a raw shared mapping, one
+copy), cma (process_vm_readv), ring (pipelined two copies through a shared
+ring).
+
+Usage: run.py BINDIR [--max SIZE] [--bytes SIZE] [--runs N] [--out DIR] [--check]
+  BINDIR   the build's tools/bench/shm directory (holding shm_bench)
+  --max    largest message (default 64M; suffixes K, M)
+  --bytes  bytes moved per size and run (default 512M): iterations = bytes/size,
+           from 4 to 20000
+  --runs   rounds (default 5, at least 5): medians over them
+  --out    where table.txt and chart.png go (default BINDIR/latest)
+  --check  smoke mode: fail ("FAIL ...") if a method fails or checks bad data;
+           prints "shm-bench-ok"
+"""
+import os
+import statistics
+import subprocess
+import sys
+
+METHODS = ("mpi", "heap", "raw", "cma", "ring")
+
+
+def usage(msg):
+    print("run.py: " + msg, file=sys.stderr)
+    print(__doc__.split("\n\n", 3)[3], file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_size(s, what):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    try:
+        if s and s[-1].upper() in mult:
+            return int(s[:-1]) * mult[s[-1].upper()]
+        return int(s)
+    except ValueError:
+        usage("%s '%s' is not a size (a whole number, optionally K, M or G)" % (what, s))
+
+
+def mpirun_argv(binary, method, maxsize, per_size):
+    argv = ["mpirun", "-np", "2", "--bind-to", "core", "--map-by", "core",
+            "--mca", "btl", "self,vader"]
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    return argv + [binary, method, str(maxsize), str(per_size)]
+
+
+def env_for(method, maxsize):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PINHEAP_", "SM_", "LD_PRELOAD"))}
+    if method == "heap":
+        env["PINHEAP_MODE"] = "on"
+        # the two ranks' buffers and Open MPI's own blocks, with room
+        env["PINHEAP_SHM_SIZE"] = str(max(4 * maxsize + (256 << 20), 1 << 30))
+        env["PINHEAP_SHM_JOB"] = "shmbench%d" % os.getpid()
+    else:
+        env["PINHEAP_MODE"] = "off"
+    return env
+
+
+def run_one(binary, method, maxsize, per_size):
+    p = subprocess.run(mpirun_argv(binary, method, maxsize, per_size),
+                       env=env_for(method, maxsize), capture_output=True, text=True, timeout=900)
+    rows = {}
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[1] == method:
+            rows[int(f[0])] = (float(f[2]), float(f[3]))
+    return p, rows
+
+
+def fmt_size(n):
+    for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div and n % div == 0:
+            return "%d%s" % (n // div, unit)
+    return str(n)
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0].startswith("-"):
+        usage("the first argument must be the build's tools/bench/shm directory")
+    bindir = args[0]
+    maxsize, per_size, runs, out, check = 64 << 20, 512 << 20, 5, None, False
+    i = 1
+    while i < len(args):
+        a = args[i]
+        if a in ("--max", "--bytes", "--runs", "--out") and i + 1 < len(args):
+            v = args[i + 1]
+            if a == "--max":
+                maxsize = parse_size(v, "--max")
+            elif a == "--bytes":
+                per_size = parse_size(v, "--bytes")
+            elif a == "--runs":
+                try:
+                    runs = int(v)
+                except ValueError:
+                    usage("--runs '%s' is not a whole number" % v)
+            else:
+                out = v
+            i += 2
+        elif a == "--check":
+            check = True
+            i += 1
+        else:
+            usage("unknown argument '%s'" % a)
+    if runs < 5:
+        usage("--runs %d: at least 5 rounds (medians of interleaved runs)" % runs)
+    if maxsize < 1024:
+        usage("--max %d: at least 1K" % maxsize)
+    binary = os.path.join(bindir, "shm_bench")
+    if not os.path.exists(binary):
+        usage("%s not found: build the tools first (needs mpicc)" % binary)
+    out = out or os.path.join(bindir, "latest")
+    os.makedirs(out, exist_ok=True)
+
+    samples = {m: {} for m in METHODS}
+    failed = {}
+    for r in range(runs):
+        order = METHODS[r % len(METHODS):] + METHODS[:r % len(METHODS)]
+        for m in order:
+            if m in failed:
+                continue
+            p, rows = run_one(binary, m, maxsize, per_size)
+            if p.returncode != 0 or not rows:
+                failed[m] = (p.stdout + p.stderr).strip()[-600:]
+                continue
+            for n, v in rows.items():
+                samples[m].setdefault(n, []).append(v)
+    failures = 0
+    for m, why in failed.items():
+        said = [l for l in why.splitlines() if l.startswith("shm_bench")]
+        said = said[0] if said else why.splitlines()[-1] if why else "no output"
+        if m == "heap" and "shm_contains not found" in why:
+            print("SKIP heap: this build of pinheap has no shared heap (%s)" % said)
+        elif m == "cma" and "process_vm_readv" in why:
+            print("SKIP cma: CMA refused here (%s)" % said)
+        else:
+            print("FAIL %s: %s" % (m, why))
+            failures += 1
+
+    sizes = sorted({n for m in METHODS for n in samples[m]})
+    med = {m: {n: (statistics.median(v[0] for v in samples[m][n]),
+                   statistics.median(v[1] for v in samples[m][n]))
+               for n in samples[m]} for m in METHODS}
+    shown = [m for m in METHODS if med[m]]
+
+    def gbs(m, n):
+        return n / med[m][n][0] / 1e3 if n in med[m] else None
+
+    def ratio(a, b, n):
+        return "%.2f" % (med[b][n][0] / med[a][n][0]) if n in med[a] and n in med[b] else "-"
+
+    lines = ["time per message, us (bandwidth GB/s), median of %d interleaved rounds; "
+             "sender and receiver on different cores" % runs,
+             "%-6s" % "size" + "".join("%-20s" % m for m in shown)
+             + "  heap/mpi raw/mpi heap~raw raw/ring"]
+    for n in sizes:
+        cells = "".join("%-20s" % ("%.2f (%.2f)" % (med[m][n][0], gbs(m, n)) if n in med[m] else "-")
+                        for m in shown)
+        lines.append("%-6s" % fmt_size(n) + cells + "  %-8s %-7s %-8s %s" % (
+            ratio("heap", "mpi", n), ratio("raw", "mpi", n), ratio("heap", "raw", n),
+            ratio("raw", "ring", n)))
+    lines.append("")
+    lines.append("sender CPU time per message, us (until the send returned)")
+    lines.append("%-6s" % "size" + "".join("%-12s" % m for m in shown))
+    for n in sizes:
+        lines.append("%-6s" % fmt_size(n) + "".join(
+            "%-12s" % ("%.2f" % med[m][n][1] if n in med[m] else "-") for m in shown))
+    lines.append("(ratios: speed of the first over the second, >1 is faster; heap~raw near "
+                 "1.00 means the heap adds nothing to the copy)")
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(out, "table.txt"), "w") as f:
+        f.write(text + "\n")
+
+    dat = os.path.join(out, "bandwidth.dat")
+    with open(dat, "w") as f:
+        f.write("# size " + " ".join(shown) + "\n")
+        for n in sizes:
+            f.write("%d " % n + " ".join(
+                "%.4f" % gbs(m, n) if n in med[m] else "NaN" for m in shown) + "\n")
+    png = os.path.join(out, "chart.png")
+    plot = ["set terminal png size 900,560", "set output '%s'" % png, "set logscale x 2",
+            "set xlabel 'message size (bytes)'", "set ylabel 'GB/s'", "set key top left",
+            "set title 'rank 0 -> rank 1, one node (pinheap shared heap vs MPI, raw, CMA, ring)'",
+            "plot " + ", ".join("'%s' using 1:%d with linespoints title '%s'" % (dat, k + 2, m)
+                                for k, m in enumerate(shown))]
+    try:
+        g = subprocess.run(["gnuplot"], input="\n".join(plot), text=True, capture_output=True)
+        if g.returncode == 0:
+            print("chart: %s" % png)
+        else:
+            print("no chart: gnuplot failed: %s" % g.stderr.strip()[-200:])
+    except FileNotFoundError:
+        print("no chart: gnuplot not found (apt-get install gnuplot-nox)")
+
+    if check:
+        for m in ("mpi", "raw", "ring"):
+            if not med[m]:
+                print("FAIL %s produced no result" % m)
+                failures += 1
+        if failures == 0:
+            print("shm-bench-ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
