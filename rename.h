@@ -197,6 +197,7 @@
 #define ucx_feed_attach         PINHEAP_NAME(ucx_feed_attach)
 #define ucx_feed_describe       PINHEAP_NAME(ucx_feed_describe)
 #define reloc_install_flags     PINHEAP_NAME(reloc_install_flags)
+#define reloc_install_wrappers  PINHEAP_NAME(reloc_install_wrappers)
 #define reloc_patched_slot      PINHEAP_NAME(reloc_patched_slot)
 #define reloc_loaded_at_startup PINHEAP_NAME(reloc_loaded_at_startup)
 #define selftest_run            PINHEAP_NAME(selftest_run)

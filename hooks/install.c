@@ -334,6 +334,8 @@ void install_run(void)
     }
     if (k > 0)
       rc = reloc_install_flags(install_table, k, RELOC_PATCH_SELF | RELOC_PATCH_DEFINITIONS);
+    else
+      reloc_install_wrappers();   /* dlopen/dlclose seen: libucm arriving, unloads */
     for (unsigned j = 0, i = 0; j < k; j++) {
       while (strcmp(replace_symbols[i].name, install_table[j].name) != 0)
         i++;

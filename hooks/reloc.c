@@ -19,6 +19,8 @@
  */
 #include "reloc.h"
 
+#include "pinheap.h"
+
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -29,6 +31,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #define RELOC_SUPPORTED 1
@@ -669,13 +672,92 @@ static void *reloc_dlmopen(Lmid_t lmid, const char *file, int mode)
   return h;
 }
 
+/* What dlclose unloads, ld.so unmaps with its own munmap, which no
+ * relocation reaches: the PT_LOAD ranges of every object are noted before
+ * the call, and those of the objects gone after it are reported as
+ * VM_UNMAPPED (after the fact: the earliest point pinheap can know).  The
+ * note is a static table under a lock taken with trylock (a dlclose from a
+ * constructor inside another thread's dlopen must not wait for this one);
+ * on contention, or nested on this thread, a smaller one on the stack. */
+typedef struct reloc_range_s {
+  uintptr_t base, lo, hi;
+} reloc_range_t;
+
+typedef struct reloc_note_s {
+  reloc_range_t *r;
+  size_t n, cap;
+  unsigned long long subs;
+  int overflow;
+} reloc_note_t;
+
+static pthread_mutex_t reloc_note_lock = PTHREAD_MUTEX_INITIALIZER;
+/* events.c; weak: the patcher's test fixture builds reloc.c without it */
+extern void events_vm_unmapped(void *addr, size_t len, int source) __attribute__((weak));
+static reloc_range_t reloc_note_big[1024];
+
+static int reloc_note_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+  reloc_note_t *nt = data;
+  (void)size;
+  nt->subs = info->dlpi_subs;
+  if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0')
+    return 0;                   /* the program itself, the vDSO: never unloaded */
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || ph->p_memsz == 0)
+      continue;
+    if (nt->n == nt->cap) {
+      nt->overflow = 1;
+      return 1;
+    }
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    nt->r[nt->n].base = info->dlpi_addr;
+    nt->r[nt->n].lo = lo & ~(page - 1);
+    nt->r[nt->n].hi = (lo + ph->p_memsz + page - 1) & ~(page - 1);
+    nt->n++;
+  }
+  return 0;
+}
+
+/* After the unload: strike from the note every range still loaded. */
+static int reloc_unnote_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+  reloc_note_t *nt = data;
+  (void)size;
+  nt->subs = info->dlpi_subs;
+  for (size_t k = 0; k < nt->n; k++)
+    if (nt->r[k].base == info->dlpi_addr)
+      nt->r[k].hi = nt->r[k].lo;   /* still there */
+  return 0;
+}
+
 static int reloc_dlclose(void *handle)
 {
+  static __thread int depth __attribute__((tls_model("initial-exec")));
+  reloc_range_t small[64];
+  reloc_note_t nt = { small, 64, 0, 0, 0 };
+  int locked = depth == 0 && pthread_mutex_trylock(&reloc_note_lock) == 0;
+  if (locked) {
+    nt.r = reloc_note_big;
+    nt.cap = sizeof(reloc_note_big) / sizeof(reloc_note_big[0]);
+  }
+  dl_iterate_phdr(reloc_note_cb, &nt);
+  unsigned long long subs = nt.subs;
+  depth++;
   int rc = dlclose(handle);
+  depth--;
   pthread_mutex_lock(&reloc_mutex);
   if (reloc_ntables > 0)
     reloc_pass_run(RELOC_PASS_SWEEP);
   pthread_mutex_unlock(&reloc_mutex);
+  dl_iterate_phdr(reloc_unnote_cb, &nt);
+  if (nt.subs != subs && events_vm_unmapped != NULL) {     /* something was unloaded */
+    for (size_t k = 0; k < nt.n; k++)
+      if (nt.r[k].hi > nt.r[k].lo)
+        events_vm_unmapped((void *)nt.r[k].lo, nt.r[k].hi - nt.r[k].lo, PINHEAP_EVENT_SOURCE_APP);
+  }
+  if (locked)
+    pthread_mutex_unlock(&reloc_note_lock);
   return rc;
 }
 
@@ -946,6 +1028,25 @@ static void reloc_postfork(void) { pthread_mutex_unlock(&reloc_mutex); }
 int reloc_install(reloc_entry_t *table, size_t n)
 {
   return reloc_install_flags(table, n, 0);
+}
+
+int reloc_install_wrappers(void)
+{
+#if !RELOC_SUPPORTED
+  return ENOSYS;
+#else
+  pthread_mutex_lock(&reloc_mutex);
+  int first = reloc_ntables == 0;
+  if (first) {
+    reloc_tables[reloc_ntables++] = (reloc_table_t){ reloc_own_table, RELOC_OWN_N };
+    reloc_names_add(reloc_own_table, RELOC_OWN_N, 0);
+    reloc_pass_run(RELOC_PASS_PATCH);
+  }
+  pthread_mutex_unlock(&reloc_mutex);
+  if (first)
+    reloc_originals_finish();
+  return 0;
+#endif
 }
 
 int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flags)

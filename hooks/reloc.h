@@ -131,6 +131,12 @@ PH_HIDDEN int reloc_install(reloc_entry_t *table, size_t n);
 
 /** reloc_install with flags (RELOC_PATCH_SELF or 0); EINVAL for others. */
 PH_HIDDEN int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flags);
+/** Installs only the patcher's own wrappers of dlopen, dlmopen and dlclose
+ *  (what a table installs first): loads are seen (UCX's libucm arriving)
+ *  and so are unloads (the segments dlclose unmaps, reported as
+ *  VM_UNMAPPED) when every call is interposed and no table is needed.
+ *  @return 0 or ENOSYS. */
+PH_HIDDEN int reloc_install_wrappers(void);
 
 /** The value of one slot patched for sym (what a patched caller calls),
  *  or NULL when no slot is patched for it. */
