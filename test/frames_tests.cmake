@@ -10,9 +10,15 @@ if(PINHEAP_SANITIZER)
 endif()
 find_program(PINHEAP_PYTHON3 python3)
 
+# The library the dlclose step loads and unloads.
+add_library(framesplug SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fixture/framesplug.c)
+set_target_properties(framesplug PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+
 foreach(cfg direct transitive late)
   add_executable(frames_${cfg} ${CMAKE_CURRENT_SOURCE_DIR}/fixture/frames.c)
-  target_compile_definitions(frames_${cfg} PRIVATE PINHEAP_PREFIX=${PINHEAP_PREFIX})
+  target_compile_definitions(frames_${cfg} PRIVATE PINHEAP_PREFIX=${PINHEAP_PREFIX}
+    FRAMES_PLUGIN="$<TARGET_FILE:framesplug>")
+  add_dependencies(frames_${cfg} framesplug)
   # malloc/free are watched for what they do to memory, not optimised away.
   target_compile_options(frames_${cfg} PRIVATE -fno-builtin)
   target_link_libraries(frames_${cfg} PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
