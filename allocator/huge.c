@@ -129,6 +129,10 @@ void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
 
   if (nb > PH_MAX_REQUEST - off - a)
     return NULL;
+  /* The shared heap serves large requests in its region; a private mapping
+   * only once the region is full and the fallback is on. */
+  if (ms->source->shared && !shm_fallback_active())
+    return NULL;
   /* A huge chunk has no next chunk to lend its prev_foot: usable bytes
    * are its size - 16, so it needs 8 bytes more than a heap chunk. */
   len = align_up(off + nb + PH_CHUNK_OVERHEAD, PH_GRANULE);

@@ -1,2 +1,193 @@
-/* placeholder, replaced below */
-int main(void) { return 0; }
+/*
+ * shm_worker.c -- one process of the shared-heap tests (test/test_shm.c
+ * starts several with fork+exec).  It allocates with pinheap's malloc (the
+ * prefixed API, PINHEAP_NAME(malloc)), so the shared heap starts inside its
+ * first call when PINHEAP_SHM_SIZE is set.  Modes (argv[1]):
+ *
+ *   info            prints "index base size name" and allocates one block
+ *   hold            starts the heap, prints "ready", waits to be killed
+ *   ring PREV NEXT  the exchange: PREV and NEXT are socket descriptors to
+ *                   the neighbours of a ring; this process sends its blocks
+ *                   to NEXT, checks and rewrites PREV's blocks in place,
+ *                   frees them, and checks its own usage returns to its
+ *                   baseline once NEXT freed its blocks
+ *   exhaust SIZE    mallocs SIZE-byte blocks until NULL (ENOMEM expected) or,
+ *                   with the fallback, until past the region; prints counts
+ *   double_free     frees one shared block twice (must end with SIGABRT)
+ *   foreign         frees a pointer inside the region that malloc never
+ *                   returned (must end with SIGABRT)
+ *
+ * Exit status 0 when every check passed; otherwise one "FAIL ..." line.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pinheap.h"
+
+#define NBLOCKS 48
+
+static const size_t block_sizes[] = { 24, 100, 1000, 2000, 5000, 70000, 300000, 1500000 };
+
+typedef struct msg_s {
+  int index;
+  int n;
+  void *ptr[NBLOCKS];
+  size_t size[NBLOCKS];
+} msg_t;
+
+static int fail(const char *what, long a, long b)
+{
+  printf("FAIL %s (%ld, %ld)\n", what, a, b);
+  fflush(stdout);
+  exit(2);
+}
+
+static void io_all(int fd, void *buf, size_t len, int out)
+{
+  char *p = buf;
+  while (len > 0) {
+    ssize_t n = out ? write(fd, p, len) : read(fd, p, len);
+    if (n <= 0)
+      fail(out ? "write to a neighbour" : "read from a neighbour", (long)n, errno);
+    p += n;
+    len -= (size_t)n;
+  }
+}
+
+static unsigned char pattern(int index, int i) { return (unsigned char)(index * 37 + i * 11 + 1); }
+
+static size_t in_use(void)
+{
+  return PINHEAP_NAME(mallinfo2)().uordblks;
+}
+
+static int ring(int prev, int next)
+{
+  msg_t mine, theirs;
+  char token = 0;
+  void *warm = PINHEAP_NAME(malloc)(16);         /* starts the heap */
+  PINHEAP_NAME(free)(warm);
+  int me = PINHEAP_NAME(shm_index)();
+  size_t baseline = in_use();
+  if (me < 0)
+    fail("not on the shared heap", me, 0);
+  mine.index = me;
+  mine.n = NBLOCKS;
+  for (int i = 0; i < NBLOCKS; i++) {
+    size_t sz = block_sizes[i % (sizeof(block_sizes) / sizeof(block_sizes[0]))] + (size_t)i;
+    unsigned char *p = PINHEAP_NAME(malloc)(sz);
+    if (p == NULL)
+      fail("malloc", (long)sz, errno);
+    if (!PINHEAP_NAME(shm_contains)(p) || PINHEAP_NAME(shm_owner)(p) != me)
+      fail("a block outside this process's part of the region", PINHEAP_NAME(shm_owner)(p), me);
+    memset(p, pattern(me, i), sz);
+    mine.ptr[i] = p;
+    mine.size[i] = sz;
+  }
+  io_all(next, &mine, sizeof(mine), 1);
+  io_all(prev, &theirs, sizeof(theirs), 0);
+  /* the neighbour's blocks, read and rewritten in place */
+  for (int i = 0; i < theirs.n; i++) {
+    unsigned char *p = theirs.ptr[i];
+    if (PINHEAP_NAME(shm_owner)(p) != theirs.index)
+      fail("shm_owner of a neighbour's block", PINHEAP_NAME(shm_owner)(p), theirs.index);
+    for (size_t j = 0; j < theirs.size[i]; j++) {
+      if (p[j] != pattern(theirs.index, i))
+        fail("a neighbour's block does not hold its pattern", i, (long)j);
+    }
+    memset(p, pattern(theirs.index, i) ^ 0xff, theirs.size[i]);
+  }
+  io_all(prev, &token, 1, 1);
+  io_all(next, &token, 1, 0);
+  for (int i = 0; i < NBLOCKS; i++) {
+    unsigned char *p = mine.ptr[i];
+    for (size_t j = 0; j < mine.size[i]; j++) {
+      if (p[j] != (unsigned char)(pattern(me, i) ^ 0xff))
+        fail("the neighbour's writes are not seen in place", i, (long)j);
+    }
+  }
+  if (in_use() <= baseline)
+    fail("usage did not grow with the blocks", (long)in_use(), (long)baseline);
+  /* checked: NEXT may free them now; PREV's may be freed once PREV checked */
+  io_all(next, &token, 1, 1);
+  io_all(prev, &token, 1, 0);
+  /* the neighbour's blocks go back to their owner from here; the
+   * statistics call hands this thread's gathered remote frees over */
+  for (int i = 0; i < theirs.n; i++)
+    PINHEAP_NAME(free)(theirs.ptr[i]);
+  (void)in_use();
+  io_all(prev, &token, 1, 1);
+  io_all(next, &token, 1, 0);
+  /* Every block of this process was freed by the neighbour: reclaimed
+   * (the statistics take the remote stack in first). */
+  size_t now = in_use();
+  if (now != baseline)
+    fail("the blocks freed by the neighbour were not reclaimed (in use, baseline)", (long)now,
+         (long)baseline);
+  if (PINHEAP_NAME(malloc_check)() != 0)
+    fail("malloc_check", 1, 0);
+  printf("ok %d\n", me);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc < 2)
+    return 64;
+  if (strcmp(argv[1], "info") == 0 || strcmp(argv[1], "hold") == 0) {
+    void *p = PINHEAP_NAME(malloc)(1000);
+    if (p == NULL)
+      fail("malloc", 1000, errno);
+    printf("%d %p %zu %s %d\n", PINHEAP_NAME(shm_index)(), PINHEAP_NAME(shm_base)(),
+           PINHEAP_NAME(shm_size)(), PINHEAP_NAME(shm_name)() ? PINHEAP_NAME(shm_name)() : "-",
+           PINHEAP_NAME(shm_contains)(p));
+    if (argv[1][0] == 'h') {
+      printf("ready\n");
+      for (;;)
+        pause();
+    }
+    PINHEAP_NAME(free)(p);
+    return 0;
+  }
+  if (strcmp(argv[1], "ring") == 0 && argc == 4)
+    return ring(atoi(argv[2]), atoi(argv[3]));
+  if (strcmp(argv[1], "exhaust") == 0 && argc == 3) {
+    size_t sz = strtoul(argv[2], NULL, 0);
+    size_t in = 0, out = 0, n = 0;
+    for (;;) {
+      errno = 0;
+      void *p = PINHEAP_NAME(malloc)(sz);
+      if (p == NULL) {
+        printf("null errno=%d in=%zu out=%zu\n", errno, in, out);
+        return errno == ENOMEM ? 0 : 3;
+      }
+      memset(p, 0x5a, sz);
+      if (PINHEAP_NAME(shm_contains)(p))
+        in++;
+      else
+        out++;
+      if (++n > 4 * PINHEAP_NAME(shm_size)() / sz + 16 || out >= 64) {
+        printf("kept going in=%zu out=%zu\n", in, out);
+        return 0;
+      }
+    }
+  }
+  if (strcmp(argv[1], "double_free") == 0) {
+    void *p = PINHEAP_NAME(malloc)(200);
+    PINHEAP_NAME(free)(p);
+    PINHEAP_NAME(free)(p);
+    return 5;
+  }
+  if (strcmp(argv[1], "foreign") == 0) {
+    char *p = PINHEAP_NAME(malloc)(5000);
+    PINHEAP_NAME(free)(p + 48);
+    return 5;
+  }
+  return 64;
+}

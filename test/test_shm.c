@@ -216,3 +216,187 @@ Test(shm_params, launcher_defaults)
   cr_assert_eq(c.ranks, 0);
   cr_assert_eq(c.timeout_ms, SHM_TIMEOUT_DEFAULT_MS);
 }
+
+/* ======================================================================= */
+/*  Several processes on one shared heap (shm_worker, fork+exec)             */
+/* ======================================================================= */
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <time.h>
+
+#define MAX_WORKERS 8
+
+typedef struct worker_s {
+  pid_t pid;
+  int out_fd;               /* memfd: the worker's stdout and stderr */
+  int status;
+  char text[8192];
+} worker_t;
+
+static worker_t workers[MAX_WORKERS];
+static int nworkers;
+static char job[64];        /* this test's job id: unique per test */
+
+static void job_set(const char *test)
+{
+  snprintf(job, sizeof(job), "t%d-%s", (int)getpid(), test);
+}
+
+static void shm_path_of(char *buf, size_t cap, const char *j)
+{
+  snprintf(buf, cap, "/dev/shm/pinheap-%u-%s", (unsigned)geteuid(), j);
+}
+
+static bool shm_exists(void)
+{
+  char path[256];
+  struct stat st;
+  shm_path_of(path, sizeof(path), job);
+  return stat(path, &st) == 0;
+}
+
+/* Runs whatever the outcome: no worker and no object of this test's job is
+ * left behind. */
+static void cleanup(void)
+{
+  for (int i = 0; i < nworkers; i++) {
+    if (workers[i].pid > 0) {
+      kill(workers[i].pid, SIGKILL);
+      waitpid(workers[i].pid, NULL, 0);
+      workers[i].pid = 0;
+    }
+  }
+  char prefix[128];
+  snprintf(prefix, sizeof(prefix), "pinheap-%u-t%d-", (unsigned)geteuid(), (int)getpid());
+  DIR *d = opendir("/dev/shm");
+  if (d != NULL) {
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+      if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+        char path[512];
+        snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+        unlink(path);
+      }
+    }
+    closedir(d);
+  }
+}
+
+/* Starts a worker with argv (after the program) and extra environment
+ * entries (NULL-terminated).  @return its slot. */
+static int spawn(char *const *args, char *const *env)
+{
+  cr_assert(nworkers < MAX_WORKERS);
+  worker_t *w = &workers[nworkers];
+  w->out_fd = memfd_create("worker", 0);
+  cr_assert(w->out_fd >= 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert(pid >= 0);
+  if (pid == 0) {
+    char *argv[8] = { (char *)SHM_WORKER };
+    for (int i = 0; args[i] != NULL && i < 6; i++)
+      argv[i + 1] = args[i];
+    setenv("PINHEAP_SHM_JOB", job, 1);
+    setenv("PINHEAP_SHM_SIZE", "64M", 1);
+    unsetenv("PINHEAP_SHM_FALLBACK");
+    unsetenv("SM_SIZE");
+    for (int i = 0; env != NULL && env[i] != NULL; i++)
+      putenv(env[i]);
+    dup2(w->out_fd, 1);
+    dup2(w->out_fd, 2);
+    execv(SHM_WORKER, argv);
+    _exit(127);
+  }
+  w->pid = pid;
+  return nworkers++;
+}
+
+/* Waits up to ms for worker i; kills it after.  @return its output. */
+static const char *finish(int i, int ms)
+{
+  worker_t *w = &workers[i];
+  int st = 0;
+  for (int t = 0; t < ms; t++) {
+    pid_t r = waitpid(w->pid, &st, WNOHANG);
+    if (r == w->pid)
+      break;
+    if (t == ms - 1) {
+      kill(w->pid, SIGKILL);
+      waitpid(w->pid, &st, 0);
+    }
+    usleep(1000);
+  }
+  w->pid = 0;
+  w->status = st;
+  ssize_t n = pread(w->out_fd, w->text, sizeof(w->text) - 1, 0);
+  w->text[n > 0 ? n : 0] = '\0';
+  close(w->out_fd);
+  return w->text;
+}
+
+static bool exited_ok(int i) { return WIFEXITED(workers[i].status) && WEXITSTATUS(workers[i].status) == 0; }
+
+/* Waits until the worker's output holds word (or ms pass). */
+static bool output_has(int i, const char *word, int ms)
+{
+  for (int t = 0; t < ms; t++) {
+    ssize_t n = pread(workers[i].out_fd, workers[i].text, sizeof(workers[i].text) - 1, 0);
+    workers[i].text[n > 0 ? n : 0] = '\0';
+    if (strstr(workers[i].text, word) != NULL)
+      return true;
+    usleep(1000);
+  }
+  return false;
+}
+
+static void ring_run(int n, char *const *env)
+{
+  int pairs[MAX_WORKERS][2];
+  char fds[MAX_WORKERS][2][12];
+
+  for (int i = 0; i < n; i++)
+    cr_assert(socketpair(AF_UNIX, SOCK_STREAM, 0, pairs[i]) == 0);
+  for (int i = 0; i < n; i++) {
+    snprintf(fds[i][0], 12, "%d", pairs[(i + n - 1) % n][1]);   /* prev */
+    snprintf(fds[i][1], 12, "%d", pairs[i][0]);                 /* next */
+    char *args[] = { "ring", fds[i][0], fds[i][1], NULL };
+    /* each worker keeps its two ends only: a neighbour's exit is seen */
+    for (int j = 0; j < n; j++) {
+      for (int k = 0; k < 2; k++) {
+        int keep = (k == 1 && j == (i + n - 1) % n) || (k == 0 && j == i);
+        fcntl(pairs[j][k], F_SETFD, keep ? 0 : FD_CLOEXEC);
+      }
+    }
+    spawn(args, env);
+  }
+  for (int i = 0; i < n; i++) {
+    close(pairs[i][0]);
+    close(pairs[i][1]);
+  }
+  for (int i = 0; i < n; i++) {
+    const char *out = finish(i, 60000);
+    cr_expect(exited_ok(i), "worker %d (status %#x): %s", i, workers[i].status, out);
+    cr_expect(strstr(out, "ok ") != NULL, "worker %d: %s", i, out);
+  }
+  cr_assert(!shm_exists(), "the last process did not unlink the object");
+}
+
+TestSuite(shm, .fini = cleanup, .timeout = 120);
+
+Test(shm, two_processes_share_blocks_in_place)
+{
+  job_set("ring2");
+  ring_run(2, NULL);
+}
+
+Test(shm, four_processes_in_a_ring)
+{
+  job_set("ring4");
+  char *env[] = { "PINHEAP_SHM_RANKS=4", NULL };
+  ring_run(4, env);
+}
