@@ -16,6 +16,7 @@
  *   double_free     frees one shared block twice (must end with SIGABRT)
  *   foreign         frees a pointer inside the region that malloc never
  *                   returned (must end with SIGABRT)
+ *   squat ADDR      maps a page at ADDR first, then does what info does
  *
  * Exit status 0 when every check passed; otherwise one "FAIL ..." line.
  */
@@ -25,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pinheap.h"
@@ -140,6 +143,13 @@ int main(int argc, char **argv)
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2)
     return 64;
+  if (strcmp(argv[1], "squat") == 0 && argc == 3) {
+    void *want = (void *)strtoul(argv[2], NULL, 0);
+    if ((void *)syscall(SYS_mmap, want, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+                        0L) != want)
+      fail("mmap at the address to squat", errno, 0);
+    argv[1] = "info";
+  }
   if (strcmp(argv[1], "info") == 0 || strcmp(argv[1], "hold") == 0) {
     void *p = PINHEAP_NAME(malloc)(1000);
     if (p == NULL)

@@ -400,3 +400,249 @@ Test(shm, four_processes_in_a_ring)
   char *env[] = { "PINHEAP_SHM_RANKS=4", NULL };
   ring_run(4, env);
 }
+
+/* ---- exhaustion ---------------------------------------------------------- */
+
+static int count_of(const char *s, const char *word)
+{
+  int n = 0;
+  for (const char *p = s; (p = strstr(p, word)) != NULL; p += strlen(word))
+    n++;
+  return n;
+}
+
+static void exhaust_run(const char *size, bool fallback)
+{
+  char *args[] = { "exhaust", (char *)size, NULL };
+  char *env_fb[] = { "PINHEAP_SHM_SIZE=16M", "PINHEAP_SHM_FALLBACK=1", NULL };
+  char *env[] = { "PINHEAP_SHM_SIZE=16M", NULL };
+  int w = spawn(args, fallback ? env_fb : env);
+  const char *out = finish(w, 60000);
+  cr_assert(exited_ok(w), "status %#x: %s", workers[w].status, out);
+  if (fallback) {
+    cr_assert(strstr(out, "kept going") != NULL, "%s", out);
+    cr_assert(strstr(out, " out=64") != NULL, "no private blocks after the region filled: %s", out);
+    cr_assert_eq(count_of(out, "is full"), 1, "the fallback must be said once: %s", out);
+    cr_assert(strstr(out, "PINHEAP_SHM_FALLBACK") != NULL, "%s", out);
+  } else {
+    cr_assert(strstr(out, "null errno=12 in=") != NULL, "expected NULL with ENOMEM: %s", out);
+    cr_assert(strstr(out, "in=0 ") == NULL, "nothing was served from the region: %s", out);
+    cr_assert(strstr(out, " out=0") != NULL, "%s", out);
+  }
+  cr_assert(!shm_exists());
+}
+
+Test(shm, exhaustion_large_blocks_enomem)
+{
+  job_set("exl");
+  exhaust_run("1048576", false);
+}
+
+Test(shm, exhaustion_small_blocks_enomem)
+{
+  job_set("exs");
+  exhaust_run("1000", false);
+}
+
+Test(shm, exhaustion_large_blocks_fallback)
+{
+  job_set("exlf");
+  exhaust_run("1048576", true);
+}
+
+Test(shm, exhaustion_small_blocks_fallback)
+{
+  job_set("exsf");
+  exhaust_run("1000", true);
+}
+
+/* ---- planted objects ----------------------------------------------------- */
+
+/* Creates this job's object as someone else would: mode and owner given. */
+static void plant(mode_t mode, uid_t uid)
+{
+  char path[256];
+  shm_path_of(path, sizeof(path), job);
+  int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+  cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
+  cr_assert(ftruncate(fd, 1 << 20) == 0);
+  cr_assert(fchmod(fd, mode) == 0);
+  if (uid != geteuid())
+    cr_assert(fchown(fd, uid, uid) == 0, "fchown: %s", strerror(errno));
+  close(fd);
+}
+
+static void planted_refused(const char *found)
+{
+  char *args[] = { "info", NULL };
+  int w = spawn(args, NULL);
+  const char *out = finish(w, 20000);
+  char want[128];
+  cr_assert(WIFEXITED(workers[w].status) && WEXITSTATUS(workers[w].status) == 1,
+            "status %#x: %s", workers[w].status, out);
+  cr_assert(strstr(out, "refused") != NULL, "%s", out);
+  cr_assert(strstr(out, job) != NULL, "the object is not named: %s", out);
+  cr_assert(strstr(out, found) != NULL, "what was found is not named (%s): %s", found, out);
+  snprintf(want, sizeof(want), "expected uid %u with mode 0600", (unsigned)geteuid());
+  cr_assert(strstr(out, want) != NULL, "what is expected is not named: %s", out);
+  cr_assert_eq(lines_count(out), 1, "one message: %s", out);
+  cr_assert(shm_exists(), "a planted object is not ours to remove");
+  /* with the fallback, the process runs on its private heap */
+  char *env[] = { "PINHEAP_SHM_FALLBACK=1", NULL };
+  w = spawn(args, env);
+  out = finish(w, 20000);
+  cr_assert(exited_ok(w), "status %#x: %s", workers[w].status, out);
+  cr_assert(strstr(out, "-1 (nil) 0 - 0") != NULL, "not on the private heap: %s", out);
+  cr_assert(strstr(out, "private heap instead") != NULL, "%s", out);
+  cleanup();
+  cr_assert(!shm_exists());
+}
+
+Test(shm, planted_object_with_mode_0644_is_refused)
+{
+  job_set("mode");
+  plant(0644, geteuid());
+  planted_refused("mode 0644");
+}
+
+Test(shm, planted_object_of_another_user_is_refused)
+{
+  if (geteuid() != 0)
+    cr_skip_test("not root: cannot plant an object owned by another user (the mode half runs)");
+  job_set("owner");
+  plant(0600, 65534);
+  planted_refused("uid 65534");
+}
+
+/* ---- start-up failures and stale objects --------------------------------- */
+
+static bool wait_sized(int ms)
+{
+  char path[256];
+  struct stat st;
+  shm_path_of(path, sizeof(path), job);
+  for (int t = 0; t < ms; t++) {
+    if (stat(path, &st) == 0 && st.st_size > 0)
+      return true;
+    usleep(1000);
+  }
+  return false;
+}
+
+Test(shm, creator_stopped_before_ready_gives_a_bounded_error_then_is_replaced)
+{
+  job_set("stall");
+  char *hold[] = { "hold", NULL };
+  char *stall[] = { "PINHEAP_SHM_TEST_STALL=1", NULL };
+  int a = spawn(hold, stall);
+  cr_assert(wait_sized(10000), "the creator did not size the object");
+  usleep(50000);
+  char *info[] = { "info", NULL };
+  char *quick[] = { "PINHEAP_SHM_TIMEOUT=300", NULL };
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int b = spawn(info, quick);
+  const char *out = finish(b, 20000);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  char want[64];
+  snprintf(want, sizeof(want), "creator (pid %d)", (int)workers[a].pid);
+  cr_assert(WIFEXITED(workers[b].status) && WEXITSTATUS(workers[b].status) == 1,
+            "status %#x: %s", workers[b].status, out);
+  cr_assert(strstr(out, want) != NULL, "the creator is not named: %s", out);
+  cr_assert(strstr(out, "did not make it ready within 300 ms") != NULL, "%s", out);
+  cr_assert(strstr(out, job) != NULL, "the object is not named: %s", out);
+  cr_assert(secs < 5.0, "not bounded: %.1f s", secs);
+  /* the creator dies: its object is stale and the next process replaces it */
+  kill(workers[a].pid, SIGKILL);
+  finish(a, 5000);
+  cr_assert(shm_exists());
+  int c = spawn(info, NULL);
+  out = finish(c, 20000);
+  cr_assert(exited_ok(c), "status %#x: %s", workers[c].status, out);
+  cr_assert(strncmp(out, "0 0x", 4) == 0, "%s", out);
+  cr_assert(!shm_exists(), "left behind");
+}
+
+Test(shm, stale_object_of_a_killed_job_is_replaced)
+{
+  job_set("stale");
+  char *hold[] = { "hold", NULL };
+  int a = spawn(hold, NULL);
+  cr_assert(output_has(a, "ready", 10000), "%s", workers[a].text);
+  kill(workers[a].pid, SIGKILL);
+  finish(a, 5000);
+  cr_assert(shm_exists(), "the killed job's object should be there");
+  char *info[] = { "info", NULL };
+  int b = spawn(info, NULL);
+  const char *out = finish(b, 20000);
+  cr_assert(exited_ok(b), "status %#x: %s", workers[b].status, out);
+  cr_assert(strncmp(out, "0 0x", 4) == 0, "not a fresh heap: %s", out);
+  cr_assert(!shm_exists(), "left behind");
+}
+
+Test(shm, a_mapping_in_the_way_is_named)
+{
+  job_set("inway");
+  char *hold[] = { "hold", NULL };
+  int a = spawn(hold, NULL);
+  cr_assert(output_has(a, "ready", 10000), "%s", workers[a].text);
+  unsigned long base = 0;
+  cr_assert(sscanf(workers[a].text, "%*d %lx", &base) == 1, "%s", workers[a].text);
+  char addr[32], line[32];
+  snprintf(addr, sizeof(addr), "%#lx", base + 65536);
+  snprintf(line, sizeof(line), "%lx-", base + 65536);
+  char *squat[] = { "squat", addr, NULL };
+  int b = spawn(squat, NULL);
+  const char *out = finish(b, 20000);
+  cr_assert(WIFEXITED(workers[b].status) && WEXITSTATUS(workers[b].status) == 1,
+            "status %#x: %s", workers[b].status, out);
+  cr_assert(strstr(out, "is in the way") != NULL, "%s", out);
+  cr_assert(strstr(out, line) != NULL, "the mapping's line is not shown: %s", out);
+  kill(workers[a].pid, SIGTERM);
+  finish(a, 5000);
+}
+
+/* ---- misuse checks on the shared heap ------------------------------------ */
+
+static void misuse_run(const char *mode, const char *what)
+{
+  char *args[] = { (char *)mode, NULL };
+  int w = spawn(args, NULL);
+  const char *out = finish(w, 20000);
+  cr_assert(WIFSIGNALED(workers[w].status) && WTERMSIG(workers[w].status) == SIGABRT,
+            "status %#x: %s", workers[w].status, out);
+  cr_assert(strstr(out, what) != NULL, "%s", out);
+}
+
+Test(shm, double_free_is_caught)
+{
+  job_set("dfree");
+  misuse_run("double_free", "double free");
+}
+
+Test(shm, foreign_pointer_is_caught)
+{
+  job_set("foreign");
+  misuse_run("foreign", "invalid pointer");
+}
+
+/* The final check: nothing of this test binary's jobs is left in /dev/shm. */
+Test(shm_zz, nothing_left_in_dev_shm)
+{
+  char prefix[64];
+  snprintf(prefix, sizeof(prefix), "pinheap-%u-t", (unsigned)geteuid());
+  DIR *d = opendir("/dev/shm");
+  cr_assert_not_null(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    int pid = 0;
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
+        sscanf(e->d_name + strlen(prefix), "%d-", &pid) == 1 && pid > 0 && kill(pid, 0) != 0) {
+      char path[512];
+      snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+      unlink(path);                        /* reported, and removed for the next run */
+      cr_expect(0, "left behind by an earlier test process: %s", path);
+    }
+  }
+  closedir(d);
+}
