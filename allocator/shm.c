@@ -441,7 +441,7 @@ static bool shm_all_gone(const shm_hdr_t *h)
   n = n > h->max_procs ? h->max_procs : n;
   for (uint32_t i = 0; i < n; i++) {
     int pid = atomic_load_explicit(&((shm_hdr_t *)h)->recs[i].pid, memory_order_relaxed);
-    if (pid != 0 && !pid_gone(pid))
+    if (pid != 0 && pid != (int)getpid() && !pid_gone(pid))   /* our own pid: before an exec */
       return false;
   }
   return true;
@@ -571,6 +571,15 @@ static bool shm_register(void)
   atomic_store_explicit(&h->recs[i].pid, (int)getpid(), memory_order_relaxed);
   h->recs[i].joined = 1;
   shm_me = (int)i;
+  /* A record with our pid is this process before it called exec (a shell's
+   * exec, a launcher that execs the program): that image never left, so
+   * its reference goes now -- else the object outlives the job.  Its
+   * blocks stay taken (nothing can reach them any more). */
+  for (uint32_t j = 0; j < i && j < h->max_procs; j++) {
+    int pid = (int)getpid();
+    if (atomic_compare_exchange_strong(&h->recs[j].pid, &pid, 0))
+      atomic_fetch_sub(&h->refcount, 1);     /* ours is held: never the last */
+  }
   return true;
 }
 

@@ -17,11 +17,16 @@
  *   foreign         frees a pointer inside the region that malloc never
  *                   returned (must end with SIGABRT)
  *   squat ADDR      maps a page at ADDR first, then does what info does
+ *   exec MODE       starts the heap, then execs this program in MODE (the
+ *                   same process joins again after the exec)
+ *
+ * hold ends with exit(0) on SIGTERM, so that it leaves the heap properly.
  *
  * Exit status 0 when every check passed; otherwise one "FAIL ..." line.
  */
 #include <errno.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +72,12 @@ static unsigned char pattern(int index, int i) { return (unsigned char)(index * 
 static size_t in_use(void)
 {
   return PINHEAP_NAME(mallinfo2)().uordblks;
+}
+
+static void on_term(int sig)
+{
+  (void)sig;
+  exit(0);                                    /* the heap is left by the destructor */
 }
 
 static int ring(int prev, int next)
@@ -150,6 +161,15 @@ int main(int argc, char **argv)
       fail("mmap at the address to squat", errno, 0);
     argv[1] = "info";
   }
+  if (strcmp(argv[1], "exec") == 0 && argc == 3) {
+    void *p = PINHEAP_NAME(malloc)(1000);
+    printf("before exec %d\n", PINHEAP_NAME(shm_index)());
+    PINHEAP_NAME(free)(p);
+    execl("/proc/self/exe", argv[0], argv[2], (char *)NULL);
+    fail("exec", errno, 0);
+  }
+  if (strcmp(argv[1], "hold") == 0)
+    signal(SIGTERM, on_term);
   if (strcmp(argv[1], "info") == 0 || strcmp(argv[1], "hold") == 0) {
     void *p = PINHEAP_NAME(malloc)(1000);
     if (p == NULL)

@@ -603,6 +603,33 @@ Test(shm, a_mapping_in_the_way_is_named)
   finish(a, 5000);
 }
 
+/* A process that execs after starting the heap joins again with the same
+ * pid: the image before the exec never left, so its record and reference
+ * must go, or the object outlives the job. */
+Test(shm, a_process_that_execs_does_not_keep_the_object)
+{
+  job_set("exec");
+  char *hold[] = { "hold", NULL };
+  int a = spawn(hold, NULL);
+  cr_assert(output_has(a, "ready", 10000), "%s", workers[a].text);
+  char *args[] = { "exec", "info", NULL };
+  int b = spawn(args, NULL);
+  const char *out = finish(b, 20000);
+  cr_assert(exited_ok(b), "status %#x: %s", workers[b].status, out);
+  cr_assert(strstr(out, "before exec 1\n2 0x") != NULL, "%s", out);
+  kill(workers[a].pid, SIGTERM);             /* exits properly: the last to leave */
+  out = finish(a, 5000);
+  cr_assert(exited_ok(a), "status %#x: %s", workers[a].status, out);
+  cr_assert(!shm_exists(), "the object outlived the job: the image before the exec kept it");
+  /* alone: the object of the image before the exec is stale at once */
+  job_set("exec1");
+  b = spawn(args, NULL);
+  out = finish(b, 20000);
+  cr_assert(exited_ok(b), "status %#x: %s", workers[b].status, out);
+  cr_assert(strstr(out, "before exec 0\n0 0x") != NULL, "%s", out);
+  cr_assert(!shm_exists(), "left behind");
+}
+
 /* ---- misuse checks on the shared heap ------------------------------------ */
 
 static void misuse_run(const char *mode, const char *what)
