@@ -15,3 +15,16 @@ target_include_directories(test_shm PRIVATE ${PROJECT_SOURCE_DIR}/config)
 target_compile_definitions(test_shm PRIVATE SHM_WORKER="$<TARGET_FILE:shm_worker>")
 add_dependencies(test_shm shm_worker)
 set_tests_properties(test_shm PROPERTIES LABELS "shm")
+
+# pinheap-info shows the shared heap: every parameter with how it was set,
+# the settings in effect, and this process's place in the region; the tool
+# leaves the heap at exit like any process (the object is gone after).  The
+# tool carries the replacement layer: not under ASan (label noasan).
+if(TARGET pinheap-info)
+  add_test(NAME shm_info
+    COMMAND sh -c "PINHEAP_SHM_SIZE=16M PINHEAP_SHM_JOB=info$$ \"$1\" && ! test -e /dev/shm/pinheap-$(id -u)-info$$ && echo no-object-left"
+            sh $<TARGET_FILE:pinheap-info>)
+  set_tests_properties(shm_info PROPERTIES LABELS "shm;noasan"
+    PASS_REGULAR_EXPRESSION
+    "shared-memory heap: on\n.*PINHEAP_SHM_SIZE +\"16M\"\n.*job info[0-9]+ \\(PINHEAP_SHM_JOB\\).*this process: index 0, region 0x[0-9a-f]+ \\(16777216 bytes\\).*no-object-left")
+endif()
