@@ -19,6 +19,10 @@
  *   squat ADDR      maps a page at ADDR first, then does what info does
  *   exec MODE       starts the heap, then execs this program in MODE (the
  *                   same process joins again after the exec)
+ *   fork            a forked child writes over, frees and allocates blocks
+ *                   of the parent's: none of it reaches the region (the
+ *                   child has a private copy); prints "forked ok", then as
+ *                   hold
  *
  * hold ends with exit(0) on SIGTERM, so that it leaves the heap properly.
  *
@@ -33,6 +37,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pinheap.h"
@@ -167,6 +172,42 @@ int main(int argc, char **argv)
     PINHEAP_NAME(free)(p);
     execl("/proc/self/exe", argv[0], argv[2], (char *)NULL);
     fail("exec", errno, 0);
+  }
+  if (strcmp(argv[1], "fork") == 0) {
+    unsigned char *b = PINHEAP_NAME(malloc)(5000);
+    unsigned char *big = PINHEAP_NAME(malloc)(300000);
+    if (b == NULL || big == NULL || !PINHEAP_NAME(shm_contains)(b))
+      fail("a block in the region", errno, 0);
+    memset(b, 0x3c, 5000);
+    memset(big, 0x3d, 300000);
+    pid_t pid = fork();
+    if (pid == 0) {
+      memset(b, 0xaa, 5000);
+      memset(big, 0xab, 300000);
+      PINHEAP_NAME(free)(b);
+      PINHEAP_NAME(free)(big);
+      for (int i = 0; i < 200; i++)
+        memset(PINHEAP_NAME(malloc)(4000), 0xac, 4000);     /* kept: the copy's part */
+      _exit(PINHEAP_NAME(malloc_check)() == 0 ? 0 : 9);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      fail("the child (status)", st, 0);
+    for (int i = 0; i < 5000; i++) {
+      if (b[i] != 0x3c)
+        fail("the child's writes reached the parent's block", i, b[i]);
+    }
+    for (int i = 0; i < 300000; i++) {
+      if (big[i] != 0x3d)
+        fail("the child's writes reached the parent's large block", i, big[i]);
+    }
+    /* the blocks are still the parent's: freed and allocated again */
+    PINHEAP_NAME(free)(b);
+    PINHEAP_NAME(free)(big);
+    if (PINHEAP_NAME(malloc_check)() != 0)
+      fail("malloc_check after the child", 1, 0);
+    printf("forked ok\n");
+    argv[1] = "hold";
   }
   if (strcmp(argv[1], "hold") == 0)
     signal(SIGTERM, on_term);

@@ -630,6 +630,27 @@ Test(shm, a_process_that_execs_does_not_keep_the_object)
   cr_assert(!shm_exists(), "left behind");
 }
 
+/* A forked child leaves the region with a private copy: its writes, frees
+ * and allocations do not reach it, it takes no index, and its exit does
+ * not unlink the object. */
+Test(shm, a_forked_child_gets_a_private_copy)
+{
+  job_set("fork");
+  char *args[] = { "fork", NULL };
+  int a = spawn(args, NULL);
+  cr_assert(output_has(a, "forked ok", 20000), "%s", workers[a].text);
+  cr_assert(shm_exists(), "the child's exit unlinked the object");
+  char *info[] = { "info", NULL };
+  int b = spawn(info, NULL);
+  const char *out = finish(b, 20000);
+  cr_assert(exited_ok(b), "status %#x: %s", workers[b].status, out);
+  cr_assert(strncmp(out, "1 0x", 4) == 0, "the next process is index 1: %s", out);
+  kill(workers[a].pid, SIGTERM);
+  out = finish(a, 5000);
+  cr_assert(exited_ok(a), "status %#x: %s", workers[a].status, out);
+  cr_assert(!shm_exists(), "left behind");
+}
+
 /* ---- misuse checks on the shared heap ------------------------------------ */
 
 static void misuse_run(const char *mode, const char *what)
