@@ -581,6 +581,48 @@ Test(shm, stale_object_of_a_killed_job_is_replaced)
   cr_assert(!shm_exists(), "left behind");
 }
 
+/* Four processes find the same stale object at once: one only replaces it
+ * (the others must not unlink the new one), and all four end up on one
+ * heap with indexes 0..3. */
+Test(shm, processes_racing_to_replace_a_stale_object_agree)
+{
+  job_set("race");
+  char *hold[] = { "hold", NULL };
+  int a = spawn(hold, NULL);
+  cr_assert(output_has(a, "ready", 10000), "%s", workers[a].text);
+  kill(workers[a].pid, SIGKILL);
+  finish(a, 5000);
+  cr_assert(shm_exists());
+  int w[4];
+  for (int i = 0; i < 4; i++)
+    w[i] = spawn(hold, NULL);
+  char base0[32] = "", name0[128] = "";
+  int seen = 0;
+  for (int i = 0; i < 4; i++) {
+    cr_assert(output_has(w[i], "ready", 20000), "worker %d: %s", i, workers[w[i]].text);
+    int index = -1;
+    char base[32], name[128];
+    cr_assert(sscanf(workers[w[i]].text, "%d %31s %*s %127s", &index, base, name) == 3, "%s",
+              workers[w[i]].text);
+    cr_assert(index >= 0 && index < 4 && (seen & (1 << index)) == 0, "index %d twice or out of range",
+              index);
+    seen |= 1 << index;
+    if (i == 0) {
+      strcpy(base0, base);
+      strcpy(name0, name);
+    }
+    cr_assert_str_eq(base, base0, "two regions: %s and %s", base, base0);
+    cr_assert_str_eq(name, name0);
+  }
+  for (int i = 0; i < 4; i++)
+    kill(workers[w[i]].pid, SIGTERM);
+  for (int i = 0; i < 4; i++) {
+    const char *out = finish(w[i], 5000);
+    cr_assert(exited_ok(w[i]), "status %#x: %s", workers[w[i]].status, out);
+  }
+  cr_assert(!shm_exists(), "left behind");
+}
+
 Test(shm, a_mapping_in_the_way_is_named)
 {
   job_set("inway");
