@@ -19,6 +19,10 @@
  *   squat ADDR      maps a page at ADDR first, then does what info does
  *   exec MODE       starts the heap, then execs this program in MODE (the
  *                   same process joins again after the exec)
+ *   produce FD      allocates blocks of many sizes and streams their
+ *                   addresses to FD while the other side frees them; at the
+ *                   end its usage is back to its baseline
+ *   consume FD      checks and frees every block it receives from FD
  *   fork            a forked child writes over, frees and allocates blocks
  *                   of the parent's: none of it reaches the region (the
  *                   child has a private copy); prints "forked ok", then as
@@ -154,6 +158,104 @@ static int ring(int prev, int next)
   return 0;
 }
 
+#define STREAM_BLOCKS 40000
+#define STREAM_BATCH 64
+#define STREAM_WINDOW 16          /* batches between acknowledgements */
+
+typedef struct stream_msg_s {
+  int n;                       /* 0: the end */
+  void *ptr[STREAM_BATCH];
+  size_t size[STREAM_BATCH];
+} stream_msg_t;
+
+static size_t stream_size(unsigned *seed)
+{
+  *seed = *seed * 1103515245u + 12345u;
+  unsigned r = (*seed >> 8) % 1000;
+  return r < 900 ? 16 + r % 900 : r < 990 ? 1000 + (size_t)r * 50 : 200000 + (size_t)r * 100;
+}
+
+/* Blocks stream to the consumer, which frees them while this process goes
+ * on allocating: the remote stack is pushed and taken in concurrently. */
+static int produce(int fd)
+{
+  void *warm = PINHEAP_NAME(malloc)(16);
+  PINHEAP_NAME(free)(warm);
+  size_t baseline = in_use();
+  unsigned seed = 7;
+  stream_msg_t m;
+  char ack;
+  void *own[16] = { NULL };
+  long batches = 0;
+
+  m.n = 0;
+  for (int i = 0; i < STREAM_BLOCKS; i++) {
+    size_t sz = stream_size(&seed);
+    unsigned char *p = PINHEAP_NAME(malloc)(sz);
+    if (p == NULL)
+      fail("malloc", (long)sz, errno);
+    if (PINHEAP_NAME(shm_owner)(p) != PINHEAP_NAME(shm_index)())
+      fail("a block outside this process's part", PINHEAP_NAME(shm_owner)(p), i);
+    p[0] = (unsigned char)i;
+    p[sz - 1] = (unsigned char)(i >> 3);
+    if (i % 7 == 0) {                      /* some stay here for a while */
+      PINHEAP_NAME(free)(own[i % 16]);
+      own[i % 16] = p;
+      continue;
+    }
+    m.ptr[m.n] = p;
+    m.size[m.n] = sz;
+    if (++m.n == STREAM_BATCH) {
+      io_all(fd, &m, sizeof(m), 1);
+      m.n = 0;
+      if (++batches % STREAM_WINDOW == 0)
+        io_all(fd, &ack, 1, 0);            /* at most two windows in flight */
+    }
+  }
+  if (m.n > 0)
+    io_all(fd, &m, sizeof(m), 1);
+  for (int i = 0; i < 16; i++)
+    PINHEAP_NAME(free)(own[i]);
+  m.n = 0;
+  io_all(fd, &m, sizeof(m), 1);
+  io_all(fd, &ack, 1, 0);                  /* every block freed over there */
+  size_t now = in_use();
+  if (now != baseline)
+    fail("the streamed blocks were not reclaimed (in use, baseline)", (long)now, (long)baseline);
+  if (PINHEAP_NAME(malloc_check)() != 0)
+    fail("malloc_check", 1, 0);
+  printf("produced ok\n");
+  return 0;
+}
+
+static int consume(int fd)
+{
+  stream_msg_t m;
+  long blocks = 0, batches = 0;
+  char ack = 1;
+
+  for (;;) {
+    io_all(fd, &m, sizeof(m), 0);
+    if (m.n == 0)
+      break;
+    if (m.n == STREAM_BATCH && ++batches % STREAM_WINDOW == 0)
+      io_all(fd, &ack, 1, 1);
+    for (int i = 0; i < m.n; i++) {
+      unsigned char *p = m.ptr[i];
+      if (!PINHEAP_NAME(shm_contains)(p) || PINHEAP_NAME(shm_owner)(p) == PINHEAP_NAME(shm_index)())
+        fail("a streamed block is not the producer's", (long)blocks, PINHEAP_NAME(shm_owner)(p));
+      p[m.size[i] / 2] = 0x77;             /* written in place */
+      PINHEAP_NAME(free)(p);
+      blocks++;
+    }
+  }
+  /* the blocks gathered in this thread's cache go back to their owner */
+  (void)in_use();
+  io_all(fd, &ack, 1, 1);
+  printf("consumed %ld ok\n", blocks);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -225,6 +327,13 @@ int main(int argc, char **argv)
     }
     PINHEAP_NAME(free)(p);
     return 0;
+  }
+  if (strcmp(argv[1], "produce") == 0 && argc == 3)
+    return produce(atoi(argv[2]));
+  if (strcmp(argv[1], "consume") == 0 && argc == 3) {
+    void *warm = PINHEAP_NAME(malloc)(16);  /* joins the heap first */
+    PINHEAP_NAME(free)(warm);
+    return consume(atoi(argv[2]));
   }
   if (strcmp(argv[1], "ring") == 0 && argc == 4)
     return ring(atoi(argv[2]), atoi(argv[3]));

@@ -401,6 +401,34 @@ Test(shm, four_processes_in_a_ring)
   ring_run(4, env);
 }
 
+/* A stream of blocks of many sizes freed by another process while their
+ * owner goes on allocating: all reclaimed. */
+Test(shm, a_stream_of_blocks_freed_by_another_process_is_reclaimed)
+{
+  job_set("stream");
+  int sv[2];
+  char fds[2][12];
+  cr_assert(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  snprintf(fds[0], 12, "%d", sv[0]);
+  snprintf(fds[1], 12, "%d", sv[1]);
+  char *prod[] = { "produce", fds[0], NULL };
+  char *cons[] = { "consume", fds[1], NULL };
+  fcntl(sv[1], F_SETFD, FD_CLOEXEC);
+  int a = spawn(prod, NULL);
+  fcntl(sv[1], F_SETFD, 0);
+  fcntl(sv[0], F_SETFD, FD_CLOEXEC);
+  int b = spawn(cons, NULL);
+  close(sv[0]);
+  close(sv[1]);
+  const char *out = finish(a, 90000);
+  cr_expect(exited_ok(a), "producer (status %#x): %s", workers[a].status, out);
+  cr_expect(strstr(out, "produced ok") != NULL, "%s", out);
+  out = finish(b, 10000);
+  cr_expect(exited_ok(b), "consumer (status %#x): %s", workers[b].status, out);
+  cr_assert(strstr(out, "consumed ") != NULL, "%s", out);
+  cr_assert(!shm_exists(), "left behind");
+}
+
 /* ---- exhaustion ---------------------------------------------------------- */
 
 static int count_of(const char *s, const char *word)
