@@ -23,6 +23,8 @@
  *                   addresses to FD while the other side frees them; at the
  *                   end its usage is back to its baseline
  *   consume FD      checks and frees every block it receives from FD
+ *   threads         four threads allocate, free and hand blocks to each
+ *                   other: every block in this process's part of the region
  *   fork            a forked child writes over, frees and allocates blocks
  *                   of the parent's: none of it reaches the region (the
  *                   child has a private copy); prints "forked ok", then as
@@ -34,6 +36,7 @@
  */
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -256,6 +259,59 @@ static int consume(int fd)
   return 0;
 }
 
+#define THREADS 4
+#define THREAD_BLOCKS 1000        /* about 7 MiB a thread */
+
+static void *thread_slots[THREADS][THREAD_BLOCKS];
+static pthread_barrier_t thread_barrier;
+
+/* Allocates its blocks, then frees its neighbour's (another arena's). */
+static void *thread_run(void *arg)
+{
+  int t = (int)(intptr_t)arg;
+  unsigned seed = (unsigned)t + 1;
+  for (int i = 0; i < THREAD_BLOCKS; i++) {
+    size_t sz = stream_size(&seed);
+    unsigned char *p = PINHEAP_NAME(malloc)(sz);
+    if (p == NULL)
+      fail("malloc in a thread", (long)sz, errno);
+    if (PINHEAP_NAME(shm_owner)(p) != PINHEAP_NAME(shm_index)())
+      fail("a thread's block outside this process's part", t, i);
+    memset(p, t, sz < 64 ? sz : 64);
+    thread_slots[t][i] = p;
+  }
+  pthread_barrier_wait(&thread_barrier);
+  int n = (t + 1) % THREADS;
+  for (int i = 0; i < THREAD_BLOCKS; i++) {
+    unsigned char *p = thread_slots[n][i];
+    if (p[0] != (unsigned char)n)
+      fail("a neighbour thread's block changed", n, i);
+    PINHEAP_NAME(free)(p);
+  }
+  return NULL;
+}
+
+static int threads_run(void)
+{
+  pthread_t th[THREADS];
+  void *warm = PINHEAP_NAME(malloc)(16);
+  PINHEAP_NAME(free)(warm);
+  size_t baseline = in_use();
+  pthread_barrier_init(&thread_barrier, NULL, THREADS);
+  for (int t = 0; t < THREADS; t++)
+    if (pthread_create(&th[t], NULL, thread_run, (void *)(intptr_t)t) != 0)
+      fail("pthread_create", t, 0);
+  for (int t = 0; t < THREADS; t++)
+    pthread_join(th[t], NULL);
+  size_t now = in_use();
+  if (now != baseline)
+    fail("the threads' blocks were not reclaimed (in use, baseline)", (long)now, (long)baseline);
+  if (PINHEAP_NAME(malloc_check)() != 0)
+    fail("malloc_check", 1, 0);
+  printf("threads ok\n");
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -328,6 +384,8 @@ int main(int argc, char **argv)
     PINHEAP_NAME(free)(p);
     return 0;
   }
+  if (strcmp(argv[1], "threads") == 0)
+    return threads_run();
   if (strcmp(argv[1], "produce") == 0 && argc == 3)
     return produce(atoi(argv[2]));
   if (strcmp(argv[1], "consume") == 0 && argc == 3) {

@@ -429,6 +429,18 @@ Test(shm, a_stream_of_blocks_freed_by_another_process_is_reclaimed)
   cr_assert(!shm_exists(), "left behind");
 }
 
+/* Threads of one process: their arenas are in the region too. */
+Test(shm, threads_of_a_process_allocate_in_the_region)
+{
+  job_set("threads");
+  char *args[] = { "threads", NULL };
+  int w = spawn(args, NULL);
+  const char *out = finish(w, 60000);
+  cr_assert(exited_ok(w), "status %#x: %s", workers[w].status, out);
+  cr_assert(strstr(out, "threads ok") != NULL, "%s", out);
+  cr_assert(!shm_exists(), "left behind");
+}
+
 /* ---- exhaustion ---------------------------------------------------------- */
 
 static int count_of(const char *s, const char *word)
