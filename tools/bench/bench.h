@@ -143,5 +143,8 @@ bench_workload_fn_t realloc_run;          /* wl_realloc.c */
 bench_workload_fn_t large_run;            /* wl_large.c */
 bench_workload_fn_t fixed_run;            /* wl_fixed.c */
 bench_workload_fn_t frag_run;             /* wl_frag.c */
+bench_workload_fn_t tree_run;             /* wl_tree.c */
+bench_workload_fn_t largechurn_run;       /* wl_largechurn.c */
+bench_workload_fn_t larson_run;           /* wl_larson.c */
 
 #endif /* PINHEAP_BENCH_H */

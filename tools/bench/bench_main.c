@@ -54,6 +54,9 @@ static const workload_desc_t workload_table[] = {
   {"large", large_run, "large blocks of 256 KiB - 64 MiB, touched every 64 KiB"},
   {"fixed", fixed_run, "fixed-size (32 B) malloc/free loop, one pair and batches of 16"},
   {"frag", frag_run, "fragmentation: small blocks thinned out, then medium blocks; reports peak RSS"},
+  {"tree", tree_run, "binary trees of 32 B nodes built, checked, torn down; depth 16 at scale 1"},
+  {"largechurn", largechurn_run, "8 live blocks of 256 KiB - 64 MiB replaced at random, every page written"},
+  {"larson", larson_run, "Larson server: slots replaced, blocks handed to other threads, short-lived threads"},
 };
 #define WORKLOAD_COUNT (sizeof(workload_table) / sizeof(workload_table[0]))
 
