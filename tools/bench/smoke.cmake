@@ -62,13 +62,28 @@ function(bench_smoke_allocator label expect)
       set(enabled null)
     endif()
     foreach(name ${names})
-      if(NOT out MATCHES "\"workload\":\"${name}\",\"threads\":${threads},[^\n]*\"malloc_lib\":\"[^\"]*${expect}[^\"]*\",\"pinheap_enabled\":${enabled}}")
+      if(NOT out MATCHES "\"workload\":\"${name}\",\"threads\":${threads},[^\n]*\"malloc_lib\":\"[^\"]*${expect}[^\"]*\",\"pinheap_enabled\":${enabled}[,}]")
         bench_fail_test("${label}: no result line for workload '${name}' at ${threads} threads "
                         "served by a malloc from '${expect}' with pinheap_enabled ${enabled} (a "
                         "pinheap shim that forwards every call to glibc shows 0; see "
                         "`LD_PRELOAD=${PRELOAD} pinheap-info`) in:\n${out}")
       endif()
     endforeach()
+    # regcache learns of releases through pinheap's listener under pinheap and
+    # through its seccomp trap elsewhere; on glibc (which munmaps its large
+    # buffers) the trap must have seen releases and invalidated entries.
+    if(label STREQUAL "pinheap")
+      set(observer pinheap_listener)
+      set(seen "[0-9]+")
+    else()
+      set(observer seccomp)
+      set(seen "[1-9][0-9]*")
+    endif()
+    if(NOT out MATCHES "\"workload\":\"regcache\"[^\n]*\"observer\":\"${observer}\",\"lookups\":[1-9][0-9]*,\"hits\":[0-9]+,\"hit_rate\":[0-9.]+,\"invalidations\":${seen},[^\n]*\"release_events\":${seen},")
+      bench_fail_test("${label}: the regcache line at ${threads} threads does not show observer "
+                      "'${observer}' with lookups, and invalidations and release events matching "
+                      "'${seen}':\n${out}")
+    endif()
     message(STATUS "${label}: ${nworkloads} workloads at ${threads} thread(s): ok")
   endforeach()
 
@@ -82,6 +97,15 @@ endfunction()
 
 function(bench_mode_smoke)
   bench_smoke_allocator(glibc "libc.so" --unset=LD_PRELOAD)
+  # glibc with the old leave-pinned fallback: nothing trimmed, no mmap'd
+  # blocks in the main thread's arena.
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD ${BENCH} regcache 0.01 1 --glibc-fallback
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "\"glibc_fallback\":true,\"extra\":{\"observer\":\"seccomp\"")
+    bench_fail_test("`pinheap-bench regcache 0.01 1 --glibc-fallback` exited with '${rc}' or "
+                    "printed no fallback line\nstdout: ${out}\nstderr: ${err}")
+  endif()
   if(PRELOAD)
     if(NOT EXISTS "${PRELOAD}")
       bench_fail_test("the preload shim '${PRELOAD}' does not exist; build the pinheap-preload target")
@@ -186,9 +210,11 @@ function(bench_mode_verify)
   foreach(w churn prodcons smallobj fixed frag large tree larson)
     bench_verify_case(overlap ${w} 0.05 1 "${handed_twice}")
   endforeach()
-  foreach(w churn prodcons tree larson)
+  foreach(w churn prodcons tree larson live regcache)
     bench_verify_case(overlap ${w} 0.05 2 "${handed_twice}")
   endforeach()
+  bench_verify_case(overlap live 0.05 1 "${handed_twice}")
+  bench_verify_case(overlap regcache 0.05 1 "${handed_twice}")
   bench_verify_case(overlap largechurn 0.5 1 "${handed_twice}")
   # realloc that drops the contents.
   bench_verify_case(nocopy realloc 0.05 1 "realloc lost data")
@@ -200,6 +226,13 @@ function(bench_mode_verify)
   foreach(w realloc large)
     bench_verify_case(null ${w} 0.5 1 "alloc\\(.*\\) returned NULL")
   endforeach()
+  bench_verify_case(null live 0.05 2 "alloc\\(.*\\) returned NULL")
+  bench_verify_case(null regcache 0.2 2 "alloc\\(.*\\) returned NULL")
+  # The fallback is glibc's: refused on any other malloc.
+  bench_expect(64 "--glibc-fallback needs glibc's malloc, but malloc resolves to '[^']*bench-broken-malloc"
+    ${CMAKE_COMMAND} -E env --unset=BENCH_BROKEN LD_PRELOAD=${BROKEN} ${BENCH} regcache 0.01 1 --glibc-fallback)
+  bench_expect(2 "BENCH_REGCACHE_OBSERVER='bogus'; expected 'auto' or 'seccomp'"
+    ${CMAKE_COMMAND} -E env BENCH_REGCACHE_OBSERVER=bogus ${BENCH} regcache 0.01 1)
 endfunction()
 
 if(MODE STREQUAL "smoke")
