@@ -179,6 +179,27 @@ function(bench_mode_runner)
   if(NOT nrows EQUAL 5)   # header + 2 workloads x 2 thread counts x 1 run
     bench_fail_test("${OUT}/runs.csv has ${nrows} lines, expected 5")
   endif()
+  # scaling.py: both sweeps, tiny, on glibc: tables and slopes written.
+  file(REMOVE_RECURSE ${OUT}/scaling)
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD
+      ${PYTHON} ${SCALING} --bench ${BENCH} --out ${OUT}/scaling --runs 1 --max-live-mib 4 --fit-from-mib 1
+      --threads 1,3 --thread-workloads live --thread-scale 0.01 --allocators glibc --no-chart
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT EXISTS ${OUT}/scaling/scaling.md)
+    bench_fail_test("scaling.py tiny run exited with '${rc}'\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  file(READ ${OUT}/scaling/scaling.md scaling)
+  foreach(want "\n[|] 1 [|] [0-9.]+ / [0-9.]+ [|]" "\n[|] 4 [|] [0-9.]+ / [0-9.]+ [|]"
+               "\n[|] 3 [|] [0-9.]+ / [0-9.]+ [|]"
+               "fit on 1,4 MiB[)] [|] -?[0-9.]+ / -?[0-9.]+ [|]" "slope time / RSS[*][*] [|] -?[0-9.]+ / -?[0-9.]+ [|]" "above --max-live-mib 4")
+    if(NOT scaling MATCHES "${want}")
+      bench_fail_test("${OUT}/scaling/scaling.md lacks '${want}':\n${scaling}")
+    endif()
+  endforeach()
+  bench_expect(2 "--max-live-mib: '0' is out of range" ${PYTHON} ${SCALING} --bench ${BENCH} --max-live-mib 0)
+  bench_expect(2 "--sweeps: unknown sweep 'bogus'" ${PYTHON} ${SCALING} --bench ${BENCH} --sweeps bogus)
+
   # Which malloc each run was measured on: glibc's, every row.
   list(REMOVE_AT rows 0)
   foreach(row ${rows})
