@@ -179,6 +179,31 @@ function(bench_mode_runner)
   if(NOT nrows EQUAL 5)   # header + 2 workloads x 2 thread counts x 1 run
     bench_fail_test("${OUT}/runs.csv has ${nrows} lines, expected 5")
   endif()
+  # Which malloc each run was measured on: glibc's, every row.
+  list(REMOVE_AT rows 0)
+  foreach(row ${rows})
+    if(NOT row MATCHES "libc[.]so")
+      bench_fail_test("${OUT}/runs.csv: a glibc run did not run on glibc's malloc: ${row}")
+    endif()
+  endforeach()
+
+  # The regcache table, with glibc's old leave-pinned fallback beside glibc.
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD
+      ${PYTHON} ${RUNNER} ${common} --runs 1 --scale 0.01 --allocators glibc,glibc_fallback
+      --workloads regcache --threads 1 --no-chart --no-callgrind
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    bench_fail_test("run.py regcache run exited with '${rc}'\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  file(READ ${OUT}/table.md table)
+  foreach(want "\n[|] glibc [|] 1 [|] [0-9.]+ [|] [0-9.]+ [|] 0?[.][0-9]+ [|] [0-9]+ [|] [1-9][0-9]* / "
+               "\n[|] glibc_fallback [|] 1 [|] [0-9.]+ [|] [0-9.]+ [|] 0?[.][0-9]+ [|] [0-9]+ [|] [0-9]+ / [0-9]+ [|] [1-9][0-9]* / [0-9]+ [|] [0-9.]+ [|] seccomp [|]")
+    if(NOT table MATCHES "${want}")
+      bench_fail_test("${OUT}/table.md has no regcache row matching '${want}':\n${table}")
+    endif()
+  endforeach()
+
   # scaling.py: both sweeps, tiny, on glibc: tables and slopes written.
   file(REMOVE_RECURSE ${OUT}/scaling)
   execute_process(
@@ -199,14 +224,6 @@ function(bench_mode_runner)
   endforeach()
   bench_expect(2 "--max-live-mib: '0' is out of range" ${PYTHON} ${SCALING} --bench ${BENCH} --max-live-mib 0)
   bench_expect(2 "--sweeps: unknown sweep 'bogus'" ${PYTHON} ${SCALING} --bench ${BENCH} --sweeps bogus)
-
-  # Which malloc each run was measured on: glibc's, every row.
-  list(REMOVE_AT rows 0)
-  foreach(row ${rows})
-    if(NOT row MATCHES "libc[.]so")
-      bench_fail_test("${OUT}/runs.csv: a glibc run did not run on glibc's malloc: ${row}")
-    endif()
-  endforeach()
 endfunction()
 
 # bench_verify_case(<fault> <workload> <scale> <threads> <stderr regex>)
