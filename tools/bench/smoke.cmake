@@ -116,6 +116,25 @@ function(bench_mode_smoke)
       --unset=PINHEAP_MODE --unset=OMPI_MCA_mpi_leave_pinned
       --unset=OMPI_MCA_mpi_leave_pinned_pipeline --unset=OMPI_MCA_memory_ptmalloc2_disable
       --unset=FAKEROOTKEY --unset=FAKED_MODE --unset=SANDBOX_ON)
+    # Under valgrind pinheap leaves malloc to glibc unless PINHEAP_MODE=on: the
+    # pair probe must refuse to count glibc's pairs under pinheap's name, and
+    # count pinheap's when told (run.py's callgrind figure depends on both).
+    find_program(VALGRIND valgrind)
+    if(VALGRIND)
+      bench_expect(2 "pinheap_enabled[(][)] is 0: its malloc forwards to glibc"
+        ${CMAKE_COMMAND} -E env "LD_PRELOAD=${PRELOAD}" --unset=PINHEAP_MODE
+          ${VALGRIND} -q --tool=none ${PAIR} 100 --expect-malloc ${shim_name})
+      execute_process(
+        COMMAND ${CMAKE_COMMAND} -E env "LD_PRELOAD=${PRELOAD}" PINHEAP_MODE=on
+          ${VALGRIND} -q --tool=none ${PAIR} 100 --expect-malloc ${shim_name}
+        RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+      if(NOT rc EQUAL 0 OR NOT out MATCHES "\"pinheap_enabled\":1}")
+        bench_fail_test("pair probe under valgrind with PINHEAP_MODE=on: exit '${rc}', "
+                        "expected 0 and pinheap_enabled 1\nstdout: ${out}\nstderr: ${err}")
+      endif()
+    else()
+      message(STATUS "valgrind not installed: the pair probe's valgrind check was not run")
+    endif()
   else()
     # Said as a skip (ctest SKIP_REGULAR_EXPRESSION), never passed quietly.
     message(STATUS "SKIP: no pinheap preload shim in this build: the workloads ran on glibc only, "
