@@ -10,7 +10,7 @@ tcmalloc, mimalloc, pinheap), runs interleaved, medians reported:
              capped by --max-live-mib and by the machine: a size is run only
              if 2.5 times it fits in MemAvailable (the peak of the worst
              allocator with room to spare for the other users of the box);
-  threads    --thread-workloads (default live and larson) at a fixed scale
+  threads    --thread-workloads (default larson and tree) at a fixed scale
              with 1, 2, 4, ... 64 threads (--threads), the same total work
              split between them, on however many cores there are.
 
@@ -56,8 +56,8 @@ def args_parse(argv):
                    help="smallest live heap the slope is fitted on (default 16)")
     p.add_argument("--threads", default=THREADS_DEFAULT,
                    help="thread counts of the thread sweep (default %s)" % THREADS_DEFAULT)
-    p.add_argument("--thread-workloads", default="live,larson",
-                   help="workloads of the thread sweep (default live,larson)")
+    p.add_argument("--thread-workloads", default="larson,tree",
+                   help="workloads of the thread sweep (default larson,tree)")
     p.add_argument("--thread-scale", default="0.25",
                    help="scale of the thread sweep's runs (default 0.25)")
     p.add_argument("--sweeps", default="live,threads", help="live, threads or both (default)")
@@ -191,6 +191,8 @@ def main(argv):
     try:
         a = args_parse(argv)
         allocators, notes = run.allocators_find(a)
+        if a.allocators is None:       # glibc_fallback only when named
+            allocators = [(n, p) for n, p in allocators if n != run.FALLBACK]
     except run.UsageError as e:
         print("scaling.py: " + str(e), file=sys.stderr)
         return 2
