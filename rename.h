@@ -57,6 +57,12 @@
 #define mspace_mallinfo         PINHEAP_NAME(mspace_mallinfo)
 #define mspace_check            PINHEAP_NAME(mspace_check)
 #define malloc_check            PINHEAP_NAME(malloc_check)
+#define shm_contains            PINHEAP_NAME(shm_contains)
+#define shm_owner               PINHEAP_NAME(shm_owner)
+#define shm_base                PINHEAP_NAME(shm_base)
+#define shm_size                PINHEAP_NAME(shm_size)
+#define shm_index               PINHEAP_NAME(shm_index)
+#define shm_name                PINHEAP_NAME(shm_name)
 #define malloc_prefork_lock     PINHEAP_NAME(malloc_prefork_lock)
 #define malloc_postfork_unlock  PINHEAP_NAME(malloc_postfork_unlock)
 #endif /* PINHEAP_NO_CLASSIC_RENAME */
@@ -207,6 +213,15 @@
 #define reloc_lookup_slot       PINHEAP_NAME(reloc_lookup_slot)
 #define reloc_lookup_slot_addr  PINHEAP_NAME(reloc_lookup_slot_addr)
 #define reloc_stats_get         PINHEAP_NAME(reloc_stats_get)
+#define shm_start               PINHEAP_NAME(shm_start)
+#define shm_on                  PINHEAP_NAME(shm_on)
+#define shm_heap_create         PINHEAP_NAME(shm_heap_create)
+#define shm_slice_take          PINHEAP_NAME(shm_slice_take)
+#define shm_fallback_active     PINHEAP_NAME(shm_fallback_active)
+#define shm_fallback_heap       PINHEAP_NAME(shm_fallback_heap)
+#define shm_fork_child          PINHEAP_NAME(shm_fork_child)
+#define owner_map_adopt         PINHEAP_NAME(owner_map_adopt)
+#define ms_any                  PINHEAP_NAME(ms_any)
 
 /* ---- 3. hooks/ and config/ names --------------------------------------- */
 /* (decision matrix, parameters, driver probe; kept in this section) */
@@ -215,6 +230,9 @@
 #define param_desc_get              PINHEAP_NAME(param_desc_get)
 #define param_source_name           PINHEAP_NAME(param_source_name)
 #define param_value_name            PINHEAP_NAME(param_value_name)
+#define shm_params_eval             PINHEAP_NAME(shm_params_eval)
+#define shm_param_desc_get          PINHEAP_NAME(shm_param_desc_get)
+#define shm_conf_eval               PINHEAP_NAME(shm_conf_eval)
 #define probe_run                   PINHEAP_NAME(probe_run)
 #define decision_make               PINHEAP_NAME(decision_make)
 #define decision_needs_probe        PINHEAP_NAME(decision_needs_probe)

@@ -57,6 +57,11 @@ void ms_unregister(mstate_t *ms)
   ph_unlock(&ms_all_lock);
 }
 
+bool ms_any(void)
+{
+  return __atomic_load_n(&ms_all, __ATOMIC_ACQUIRE) != NULL;
+}
+
 void ms_lock_all(void)
 {
   huge_cache_fork_lock();
@@ -149,7 +154,9 @@ mstate_t *arena_pick(void)
   ph_lock(&arenas_lock);
   ms = arenas[i];
   if (ms == NULL) {
-    ms = ms_create(0, PH_MS_LOCKED, i < PH_KIND_TAGS ? PH_KIND_ARENA_TAG(i) : PH_KIND_ARENA);
+    unsigned kind = i < PH_KIND_TAGS ? PH_KIND_ARENA_TAG(i) : PH_KIND_ARENA;
+    /* the shared heap's arenas live in its region (NULL once it is full) */
+    ms = shm_on() ? shm_heap_create(kind) : ms_create(0, PH_MS_LOCKED, kind);
     if (ms != NULL)
       __atomic_store_n(&arenas[i], ms, __ATOMIC_RELEASE);
   }

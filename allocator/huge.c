@@ -129,6 +129,20 @@ void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
 
   if (nb > PH_MAX_REQUEST - off - a)
     return NULL;
+  /* The shared heap serves large requests in its region; a private mapping
+   * only once the region is full and the fallback is on -- this very
+   * request included, when it is the one that finds the region full. */
+  if (ms->source->shared && !shm_fallback_active()) {
+    if (a > PH_ALIGN)
+      return NULL;
+    ms_lock(ms);
+    chunk_t *c = ms_alloc_chunk(ms, nb);
+    ms_unlock(ms);
+    if (c != NULL)
+      return chunk_mem(c);
+    if (!shm_fallback_active())
+      return NULL;
+  }
   /* A huge chunk has no next chunk to lend its prev_foot: usable bytes
    * are its size - 16, so it needs 8 bytes more than a heap chunk. */
   len = align_up(off + nb + PH_CHUNK_OVERHEAD, PH_GRANULE);

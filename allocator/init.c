@@ -13,6 +13,8 @@
 #include <sys/auxv.h>
 
 static mstate_t gm;                      /* arena 0: the first heap behind malloc() */
+static mstate_t *gm_ready;               /* arena 0 once set up: &gm, or the shared
+                                            heap's arena 0 in its region */
 static ph_lock_t gm_init_lock;
 
 static atomic_size_t cookie_counter;
@@ -73,13 +75,33 @@ void ms_init(mstate_t *ms, const mem_source_t *src, unsigned flags, unsigned kin
 
 mstate_t *heap_default(void)
 {
-  if (ph_likely(__atomic_load_n(&gm.flags, __ATOMIC_ACQUIRE) & PH_MS_INIT))
-    return &gm;
+  mstate_t *h = __atomic_load_n(&gm_ready, __ATOMIC_ACQUIRE);
+
+  if (ph_likely(h != NULL))
+    return h;
   ph_lock(&gm_init_lock);
-  if (!(gm.flags & PH_MS_INIT))
-    ms_init(&gm, &mem_source_os, PH_MS_LOCKED, PH_KIND_ARENA_TAG(0));    /* arena 0 */
+  h = gm_ready;
+  if (h == NULL) {
+    /* The shared heap, when its size is given, must come first: its free
+     * key is the region's, and no other heap may hold waiting chunks. */
+    chunk_free_key_init();
+    h = shm_start();
+    if (h == NULL) {
+      ms_init(&gm, &mem_source_os, PH_MS_LOCKED, PH_KIND_ARENA_TAG(0));    /* arena 0 */
+      h = &gm;
+    }
+    __atomic_store_n(&gm_ready, h, __ATOMIC_RELEASE);
+  }
   ph_unlock(&gm_init_lock);
-  return &gm;
+  return h;
+}
+
+/* Fork in the shared heap's mode: the child leaves the region (a private
+ * copy), then every lock is released as usual. */
+static void front_postfork_child(void)
+{
+  shm_fork_child();
+  malloc_postfork_unlock();
 }
 
 /* Once per process, outside any heap lock.  pthread_atfork may allocate:
@@ -94,7 +116,7 @@ bool front_init(void)
     return false;                       /* starting on another thread, or re-entered */
   arena_init();
   tcache_init();
-  pthread_atfork(malloc_prefork_lock, malloc_postfork_unlock, malloc_postfork_unlock);
+  pthread_atfork(malloc_prefork_lock, malloc_postfork_unlock, front_postfork_child);
   atomic_store_explicit(&front_state, 2, memory_order_release);
   return true;
 }

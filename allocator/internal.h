@@ -145,6 +145,13 @@ PH_HIDDEN void owner_fork_unlock(void);
  *  aligned) to value, and its kind map byte to kind.  @return false if a
  *  leaf could not be mapped. */
 PH_HIDDEN bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind);
+/** The shared heap: makes leaves (each (1 << PH_OWNER_LEAF_BITS) entries,
+ *  writable, zeroed, in the region) the owner map's leaves of every root slot
+ *  of [base, base+span) (whole slots, none with a leaf yet), and sets the
+ *  kind map byte of [base, base+len) to kind.  @return false if a slot
+ *  already has a leaf or the kind map could not be opened. */
+PH_HIDDEN bool owner_map_adopt(const void *base, size_t span, uintptr_t *leaves, size_t len,
+                               unsigned kind);
 
 /* ======================================================================= */
 /*  source.c -- the memory sources (types.h: mem_source_t)                  */
@@ -155,6 +162,41 @@ extern PH_HIDDEN const mem_source_t mem_source_os;
 /* The caller's region (create_mspace_with_base): never grown, never given
  * back, not in the owner map. */
 extern PH_HIDDEN const mem_source_t mem_source_region;
+
+/* ======================================================================= */
+/*  shm.c -- the shared-memory heap: one region, one address, every process  */
+/* ======================================================================= */
+/*
+ * Every process of a job maps one shared object at the same address; each
+ * takes slices of it (an atomic cursor in its header) for its arenas, whose
+ * heap state lives in the region too, so a pointer, a segment's seg_t and
+ * an arena's remote stack mean the same in every process.  The owner map's
+ * leaves for the region live in the region (shared); the kind map stays
+ * private (PH_KIND_SHM but for this process's own slices).
+ */
+/** heap_default(), once, under its lock: starts the shared heap when its
+ *  size is given.  @return this process's arena 0 in the region, or NULL
+ *  (the mode is off, or it failed and the fallback is on: the private heap
+ *  then).  Never allocates.  A failure without the fallback ends the
+ *  process with one message naming the cause. */
+PH_HIDDEN mstate_t *shm_start(void);
+/** Is the shared heap on in this process? */
+PH_HIDDEN bool shm_on(void);
+/** A new arena of this process in the region (kind: its kind map byte), or
+ *  NULL when the region is full. */
+PH_HIDDEN mstate_t *shm_heap_create(unsigned kind);
+/** A slice of at least len bytes (a multiple of PH_GRANULE) for a heap of
+ *  this process, or NULL when the region is full (then the fallback, if on,
+ *  starts: see shm_fallback_active).  Lock-free. */
+PH_HIDDEN void *shm_slice_take(size_t len);
+/** Has the region filled up with the fallback on?  Then large requests get
+ *  private huge chunks and small ones a private heap's chunks. */
+PH_HIDDEN bool shm_fallback_active(void);
+/** The private heap of the fallback (created on first use), or NULL. */
+PH_HIDDEN mstate_t *shm_fallback_heap(void);
+/** Fork, in the child: the child gets a private copy of the region at the
+ *  same address (its blocks stay valid; the others' heap is untouched). */
+PH_HIDDEN void shm_fork_child(void);
 
 /* ======================================================================= */
 /*  init.c -- tunables, the default heap, a heap's set-up, front_init       */
@@ -186,6 +228,8 @@ PH_HIDDEN void ph_lock_slow(ph_lock_t *l);
 /** Adds ms to / removes ms from the registry of every heap (fork). */
 PH_HIDDEN void ms_register(mstate_t *ms);
 PH_HIDDEN void ms_unregister(mstate_t *ms);
+/** Is any heap registered yet? */
+PH_HIDDEN bool ms_any(void);
 /** Fork: take every heap lock (registry order) / release them all. */
 PH_HIDDEN void ms_lock_all(void);
 PH_HIDDEN void ms_unlock_all(void);

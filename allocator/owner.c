@@ -177,3 +177,35 @@ bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind)
   }
   return true;
 }
+
+bool owner_map_adopt(const void *base, size_t span, uintptr_t *leaves, size_t len, unsigned kind)
+{
+  size_t first = (uintptr_t)base >> OWNER_SLOT_SHIFT;
+  size_t n = span >> OWNER_SLOT_SHIFT;
+  bool ok = true;
+
+  if (((uintptr_t)base | span) & (((uintptr_t)1 << OWNER_SLOT_SHIFT) - 1) || n == 0 ||
+      first + n > ((size_t)1 << PH_OWNER_ROOT_BITS))
+    return false;
+  ph_lock(&owner_lock);
+  for (size_t i = first; i < first + n; i++)
+    ok = ok && atomic_load_explicit(&owner_map_root[i], memory_order_relaxed) == NULL;
+  for (size_t i = first; ok && i < first + n; i++) {
+    /* the region's leaves are writable shared memory: every unit is open */
+    atomic_store_explicit(&owner_leaf_open[i], (uint8_t)0xff, memory_order_release);
+    atomic_store_explicit(&owner_map_root[i], leaves + ((i - first) << PH_OWNER_LEAF_BITS),
+                          memory_order_release);
+  }
+  ph_unlock(&owner_lock);
+  if (!ok)
+    return false;
+  owner_kind_init();
+  if (owner_kind_limit == 0)
+    return true;                         /* no kind map: every pointer asks the owner map */
+  uintptr_t g0 = (uintptr_t)base >> PH_GRANULE_SHIFT, g1 = g0 + (len >> PH_GRANULE_SHIFT);
+  if (!owner_open(owner_kind, OWNER_KIND_ENTRIES, owner_kind_open, g0, g1))
+    return false;
+  for (uintptr_t g = g0; g < g1; g++)
+    __atomic_store_n(&owner_kind[g], (uint8_t)kind, __ATOMIC_RELEASE);
+  return true;
+}

@@ -104,11 +104,19 @@ bool ms_grow(mstate_t *ms, size_t nb)
   if (tseg != NULL)
     hint = tseg->base + tseg->size + tseg->spare;
 
-  ms_unlock(ms);
-  p = os_map_reserved(hint, len, spare, PH_GRANULE);
-  ms_lock(ms);
-  if (p == NULL)
-    return false;
+  if (ms->source->shared) {
+    /* A slice of the shared region: lock-free, no system call, no reserve. */
+    spare = 0;
+    p = shm_slice_take(len);
+    if (p == NULL)
+      return false;
+  } else {
+    ms_unlock(ms);
+    p = os_map_reserved(hint, len, spare, PH_GRANULE);
+    ms_lock(ms);
+    if (p == NULL)
+      return false;
+  }
 
   tseg = ms->top_seg;
   if (tseg != NULL && p == tseg->base + tseg->size + tseg->spare &&
@@ -134,6 +142,8 @@ bool ms_grow(mstate_t *ms, size_t nb)
   return true;
 
 fail:
+  if (ms->source->shared)                /* a slice is never given back: it stays taken */
+    return false;
   ms_unlock(ms);
   os_release(p, len + spare);
   ms_lock(ms);

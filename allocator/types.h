@@ -133,6 +133,12 @@ typedef struct mem_source_s {
                                 finds its heap there) and live as long as
                                 their heap (the heap is in the registry);
                                 else the heap's one segment is its range */
+  bool shared;               /* the shared heap's region (shm.c): segments are
+                                slices of it, and the heap, its segments and
+                                this descriptor live in it, at one address in
+                                every process; large requests are served in
+                                the region (private huge chunks only after
+                                the region filled up, with the fallback on) */
 } mem_source_t;
 
 /* At the base of every segment.  sizeof is a multiple of 16. */
@@ -234,6 +240,8 @@ typedef struct mparams_s {
 #define PH_KIND_ARENA 1u     /* a segment of an arena without a tag of its own */
 #define PH_KIND_HUGE  2u
 #define PH_KIND_USER  3u     /* a segment of a caller's mspace */
+#define PH_KIND_SHM   4u     /* the shared heap's region, but for this process's
+                                own arenas' slices (shm.c) */
 /* A segment of arena i < PH_KIND_TAGS: the thread caches of that arena's
  * threads take its chunks on their fast path (one compare). */
 #define PH_KIND_TAGS 126u

@@ -21,6 +21,11 @@ extern char **environ;
 #define EXPECT_MODE     "on, off, auto, 1, 0, -1, true, false, yes or no"
 #define EXPECT_PATH     "an absolute path (starting with '/')"
 #define EXPECT_COUNT    "a whole number from 1 to 256"
+#define EXPECT_SIZE     "a size in bytes from 8M to 1T, with an optional K, M, G or T suffix (powers of 1024)"
+#define EXPECT_MIB      "a whole number of MiB from 8 to 1048576"
+#define EXPECT_RANKS    "a whole number from 1 to 4096"
+#define EXPECT_JOB      "1 to 64 characters among A-Z, a-z, 0-9, '.', '_' and '-'"
+#define EXPECT_MSEC     "a whole number of milliseconds from 1 to 3600000"
 
 static const param_desc_t param_descs[PARAM_COUNT] = {
   [PARAM_LEAVE_PINNED] = {
@@ -100,6 +105,78 @@ static const char *env_lookup(char *const *envp, const char *name)
       return *envp + len + 1;
   }
   return NULL;
+}
+
+/* A whole number of at most 19 digits in [b, e).  @return 1 and *v_p. */
+static int span_number(const char *b, const char *e, unsigned long long *v_p)
+{
+  unsigned long long v = 0;
+
+  if (b == e || e - b > 19)
+    return 0;
+  for (const char *c = b; c < e; c++) {
+    if (*c < '0' || *c > '9')
+      return 0;
+    v = v * 10 + (unsigned long long)(*c - '0');
+  }
+  *v_p = v;
+  return 1;
+}
+
+static int job_char_ok(char c)
+{
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '.' || c == '_' || c == '-';
+}
+
+/* The shared heap's kinds, on the blank-trimmed [b, e).  @return 1 and
+ * *value_p (1 for a size or a job id) and *bytes_p (sizes), or 0. */
+static int value_parse_shm(param_kind_t kind, const char *b, const char *e, int *value_p,
+                           size_t *bytes_p)
+{
+  unsigned long long v;
+  unsigned shift = 0;
+
+  switch (kind) {
+  case PARAM_KIND_SIZE:
+    if (b < e) {
+      char u = char_lower(e[-1]);
+      shift = u == 'k' ? 10 : u == 'm' ? 20 : u == 'g' ? 30 : u == 't' ? 40 : 0;
+      if (shift != 0)
+        e--;
+    }
+    /* fall through */
+  case PARAM_KIND_MIB:
+    if (kind == PARAM_KIND_MIB)
+      shift = 20;
+    if (!span_number(b, e, &v) || v > (PARAM_SHM_SIZE_MAX >> shift) ||
+        (v << shift) < PARAM_SHM_SIZE_MIN)
+      return 0;
+    *bytes_p = (size_t)(v << shift);
+    *value_p = 1;
+    return 1;
+  case PARAM_KIND_RANKS:
+    if (!span_number(b, e, &v) || v < 1 || v > PARAM_RANKS_MAX)
+      return 0;
+    *value_p = (int)v;
+    return 1;
+  case PARAM_KIND_MSEC:
+    if (!span_number(b, e, &v) || v < 1 || v > PARAM_MSEC_MAX)
+      return 0;
+    *value_p = (int)v;
+    return 1;
+  case PARAM_KIND_JOB:
+    if (b == e || e - b > PARAM_JOB_MAX)
+      return 0;
+    for (const char *c = b; c < e; c++) {
+      if (!job_char_ok(*c))
+        return 0;
+    }
+    *value_p = 1;
+    return 1;
+  default:
+    return 0;
+  }
 }
 
 /* Parses one value of the given kind.  @return 1 and *value_p, or 0. */
@@ -203,6 +280,19 @@ static void value_warn(const param_desc_t *desc, const char *text)
 
 /* ---- API ---------------------------------------------------------------- */
 
+/* Copies text into pv->raw (cut at PARAM_RAW_MAX - 1). */
+static void raw_keep(param_value_t *pv, const char *text)
+{
+  size_t len = strlen(text);
+
+  if (len >= PARAM_RAW_MAX) {
+    len = PARAM_RAW_MAX - 1;
+    pv->raw_truncated = 1;
+  }
+  memcpy(pv->raw, text, len);
+  pv->raw[len] = '\0';
+}
+
 void params_eval(char *const *envp, params_t *out_p)
 {
   for (int id = 0; id < PARAM_COUNT; id++) {
@@ -303,7 +393,177 @@ const char *param_value_name(param_id_t id, int value)
   case PARAM_KIND_PATH:
     return value ? "set" : "not set";
   case PARAM_KIND_COUNT:
+  case PARAM_KIND_SIZE:
+  case PARAM_KIND_MIB:
+  case PARAM_KIND_RANKS:
+  case PARAM_KIND_JOB:
+  case PARAM_KIND_MSEC:
     return value ? "set" : "default";
   }
   return "unknown";
+}
+
+/* ======================================================================= */
+/*  The shared-memory heap's parameters                                     */
+/* ======================================================================= */
+
+static const param_desc_t shm_param_descs[SHM_PARAM_COUNT] = {
+  [SHM_PARAM_SIZE] = { "PINHEAP_SHM_SIZE", "PINHEAP_SHM_SIZE", PARAM_KIND_SIZE, 0, EXPECT_SIZE },
+  [SHM_PARAM_SM_SIZE] = { "SM_SIZE", "SM_SIZE", PARAM_KIND_MIB, 0, EXPECT_MIB },
+  [SHM_PARAM_RANKS] = { "PINHEAP_SHM_RANKS", "PINHEAP_SHM_RANKS", PARAM_KIND_RANKS, 0, EXPECT_RANKS },
+  [SHM_PARAM_SM_RANKS] = { "SM_RANKS", "SM_RANKS", PARAM_KIND_RANKS, 0, EXPECT_RANKS },
+  [SHM_PARAM_JOB] = { "PINHEAP_SHM_JOB", "PINHEAP_SHM_JOB", PARAM_KIND_JOB, 0, EXPECT_JOB },
+  [SHM_PARAM_FALLBACK] = { "PINHEAP_SHM_FALLBACK", "PINHEAP_SHM_FALLBACK", PARAM_KIND_BOOL, 0,
+                           EXPECT_BOOL },
+  [SHM_PARAM_TIMEOUT] = { "PINHEAP_SHM_TIMEOUT", "PINHEAP_SHM_TIMEOUT", PARAM_KIND_MSEC,
+                          SHM_TIMEOUT_DEFAULT_MS, EXPECT_MSEC },
+};
+
+const param_desc_t *shm_param_desc_get(shm_param_id_t id)
+{
+  if ((int)id < 0 || id >= SHM_PARAM_COUNT)
+    return NULL;
+  return &shm_param_descs[id];
+}
+
+void shm_params_eval(char *const *envp, shm_params_t *out_p)
+{
+  for (int id = 0; id < SHM_PARAM_COUNT; id++) {
+    const param_desc_t *desc = &shm_param_descs[id];
+    param_value_t *pv = &out_p->v[id];
+    const char *text = env_lookup(envp, desc->name);
+    int value = 0;
+    size_t bytes = 0;
+
+    pv->source = PARAM_SOURCE_DEFAULT;
+    pv->value = desc->default_value;
+    pv->is_valid = 1;
+    pv->raw_truncated = 0;
+    pv->raw[0] = '\0';
+    out_p->bytes[id] = 0;
+    if (text == NULL)
+      continue;
+    raw_keep(pv, text);
+    const char *b = text, *e = text + strlen(text);
+    while (b < e && char_is_blank(*b))
+      b++;
+    while (e > b && char_is_blank(e[-1]))
+      e--;
+    int ok = desc->kind == PARAM_KIND_BOOL ? value_parse(desc->kind, text, &value)
+                                           : value_parse_shm(desc->kind, b, e, &value, &bytes);
+    if (ok) {
+      pv->source = PARAM_SOURCE_ENV;
+      pv->value = value;
+      out_p->bytes[id] = bytes;
+      if (desc->kind == PARAM_KIND_JOB) {       /* raw holds the id, blanks trimmed */
+        memmove(pv->raw, b, (size_t)(e - b));
+        pv->raw[e - b] = '\0';
+      }
+    } else {
+      pv->source = PARAM_SOURCE_INVALID;
+      pv->is_valid = 0;
+      value_warn(desc, text);
+    }
+  }
+}
+
+/* A launcher's count: the leading whole number of text (Slurm's
+ * "2(x3),1" gives 2), if it is 1 .. PARAM_RANKS_MAX.  @return it or 0. */
+static unsigned launcher_count(const char *text)
+{
+  unsigned long long v = 0;
+  const char *e = text;
+
+  if (text == NULL)
+    return 0;
+  while (*e >= '0' && *e <= '9')
+    e++;
+  if (!span_number(text, e, &v) || v < 1 || v > PARAM_RANKS_MAX)
+    return 0;
+  return (unsigned)v;
+}
+
+/* Appends text to job (length *n), its characters outside the job id's
+ * set made '_', cut at PARAM_JOB_MAX. */
+static void job_append(char *job, size_t *n, const char *text)
+{
+  for (; *text != '\0' && *n < PARAM_JOB_MAX; text++)
+    job[(*n)++] = job_char_ok(*text) ? *text : '_';
+  job[*n] = '\0';
+}
+
+void shm_conf_eval(char *const *envp, shm_conf_t *out_p)
+{
+  shm_params_t p;
+  static const char *const rank_vars[] = {
+    "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE",
+    "SLURM_STEP_TASKS_PER_NODE",
+  };
+  static const char *const job_vars[] = {
+    "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_KVSNAME",
+  };
+
+  shm_params_eval(envp, &p);
+  memset(out_p, 0, sizeof(*out_p));
+  if (p.v[SHM_PARAM_SIZE].source == PARAM_SOURCE_ENV) {
+    out_p->size = p.bytes[SHM_PARAM_SIZE];
+    out_p->size_from = "PINHEAP_SHM_SIZE";
+  } else if (p.v[SHM_PARAM_SM_SIZE].source == PARAM_SOURCE_ENV) {
+    out_p->size = p.bytes[SHM_PARAM_SM_SIZE];
+    out_p->size_from = "SM_SIZE";
+  } else {
+    out_p->size_from = "not set";
+  }
+  out_p->on = out_p->size != 0;
+
+  out_p->ranks_from = "not known";
+  if (p.v[SHM_PARAM_RANKS].source == PARAM_SOURCE_ENV) {
+    out_p->ranks = (unsigned)p.v[SHM_PARAM_RANKS].value;
+    out_p->ranks_from = "PINHEAP_SHM_RANKS";
+  } else if (p.v[SHM_PARAM_SM_RANKS].source == PARAM_SOURCE_ENV) {
+    out_p->ranks = (unsigned)p.v[SHM_PARAM_SM_RANKS].value;
+    out_p->ranks_from = "SM_RANKS";
+  } else {
+    for (size_t i = 0; i < sizeof(rank_vars) / sizeof(rank_vars[0]); i++) {
+      unsigned n = launcher_count(env_lookup(envp, rank_vars[i]));
+      if (n != 0) {
+        out_p->ranks = n;
+        out_p->ranks_from = rank_vars[i];
+        break;
+      }
+    }
+  }
+
+  size_t n = 0;
+  const char *text;
+  if (p.v[SHM_PARAM_JOB].source == PARAM_SOURCE_ENV) {
+    job_append(out_p->job, &n, p.v[SHM_PARAM_JOB].raw);
+    out_p->job_from = "PINHEAP_SHM_JOB";
+  } else if ((text = env_lookup(envp, "SLURM_JOB_ID")) != NULL && *text != '\0') {
+    /* a step's processes share a heap; the steps of a job do not */
+    job_append(out_p->job, &n, "slurm");
+    job_append(out_p->job, &n, text);
+    const char *step = env_lookup(envp, "SLURM_STEP_ID");
+    if (step != NULL && *step != '\0') {
+      job_append(out_p->job, &n, ".");
+      job_append(out_p->job, &n, step);
+    }
+    out_p->job_from = "SLURM_JOB_ID";
+  } else {
+    for (size_t i = 0; i < sizeof(job_vars) / sizeof(job_vars[0]) && n == 0; i++) {
+      text = env_lookup(envp, job_vars[i]);
+      if (text != NULL && *text != '\0') {
+        job_append(out_p->job, &n, text);
+        out_p->job_from = job_vars[i];
+      }
+    }
+  }
+  if (n == 0) {                           /* one parent's or one pipeline's processes */
+    char num[24];
+    job_append(out_p->job, &n, "pg");
+    job_append(out_p->job, &n, ph_fmt_dec(num, (uint64_t)getpgrp()));
+    out_p->job_from = "process group";
+  }
+  out_p->fallback = p.v[SHM_PARAM_FALLBACK].value;
+  out_p->timeout_ms = (unsigned)p.v[SHM_PARAM_TIMEOUT].value;
 }

@@ -56,10 +56,21 @@ typedef enum param_kind_e {
   PARAM_KIND_MODE,
   PARAM_KIND_PRESENCE,
   PARAM_KIND_PATH,
-  PARAM_KIND_COUNT              /* a whole number, 1 .. PARAM_COUNT_MAX */
+  PARAM_KIND_COUNT,             /* a whole number, 1 .. PARAM_COUNT_MAX */
+  PARAM_KIND_SIZE,              /* bytes, optional K/M/G/T suffix (powers of 1024) */
+  PARAM_KIND_MIB,               /* a whole number of MiB (HMPI's SM_SIZE) */
+  PARAM_KIND_RANKS,             /* a whole number, 1 .. PARAM_RANKS_MAX */
+  PARAM_KIND_JOB,               /* 1 .. PARAM_JOB_MAX of [A-Za-z0-9._-] */
+  PARAM_KIND_MSEC               /* milliseconds, 1 .. PARAM_MSEC_MAX */
 } param_kind_t;
 
 #define PARAM_COUNT_MAX 256
+#define PARAM_RANKS_MAX 4096
+#define PARAM_JOB_MAX   64
+#define PARAM_MSEC_MAX  3600000
+/* The shared heap's size bounds (PARAM_KIND_SIZE and PARAM_KIND_MIB). */
+#define PARAM_SHM_SIZE_MIN ((size_t)8 << 20)
+#define PARAM_SHM_SIZE_MAX ((size_t)1 << 40)
 
 /* Values of tristate parameters (the matrix's yes / no / runtime / not found). */
 typedef enum param_tristate_e {
@@ -134,5 +145,55 @@ const char *param_source_name(param_source_t source);
  *  "not found" (tristate), "true"/"false" (bool), "on"/"off"/"auto" (mode),
  *  "set"/"not set" (presence and path).  Never NULL. */
 const char *param_value_name(param_id_t id, int value);
+
+/* ======================================================================= */
+/*  The shared-memory heap's parameters (allocator/shm.c)                   */
+/* ======================================================================= */
+/*
+ * A table of their own, in the same form (param_desc_t / param_value_t),
+ * so the leave-pinned table above stays as it is.  The mode is on when a
+ * size is given (PINHEAP_SHM_SIZE, else HMPI's SM_SIZE).  The participant
+ * count and the job id default from the launcher (shm_conf_eval).
+ */
+typedef enum shm_param_id_e {
+  SHM_PARAM_SIZE,        /* PINHEAP_SHM_SIZE      bytes with K/M/G/T */
+  SHM_PARAM_SM_SIZE,     /* SM_SIZE (HMPI)        MiB */
+  SHM_PARAM_RANKS,       /* PINHEAP_SHM_RANKS     participants */
+  SHM_PARAM_SM_RANKS,    /* SM_RANKS (HMPI)       participants */
+  SHM_PARAM_JOB,         /* PINHEAP_SHM_JOB       job id */
+  SHM_PARAM_FALLBACK,    /* PINHEAP_SHM_FALLBACK  bool: exhaustion -> private heap */
+  SHM_PARAM_TIMEOUT,     /* PINHEAP_SHM_TIMEOUT   start-up timeout, ms */
+  SHM_PARAM_COUNT
+} shm_param_id_t;
+
+#define SHM_TIMEOUT_DEFAULT_MS 10000
+
+typedef struct shm_params_s {
+  param_value_t v[SHM_PARAM_COUNT];
+  size_t bytes[SHM_PARAM_COUNT];    /* SIZE and MIB kinds: the parsed byte count */
+} shm_params_t;
+
+/** What the shared heap runs with: the parameters, then the launcher's
+ *  variables, then the defaults.  Each *_from names where a value came from
+ *  (a variable's name, "process group", "default"). */
+typedef struct shm_conf_s {
+  int on;                           /* a valid size was given */
+  size_t size;
+  const char *size_from;
+  unsigned ranks;                   /* 0: not known (up to PARAM_RANKS_MAX join) */
+  const char *ranks_from;
+  char job[PARAM_JOB_MAX + 1];      /* [A-Za-z0-9._-]: a launcher's other characters become '_' */
+  const char *job_from;
+  int fallback;
+  unsigned timeout_ms;
+} shm_conf_t;
+
+/** Evaluates the shared heap's parameters from envp (warns like
+ *  params_eval for each unparsable value).  Never allocates. */
+void shm_params_eval(char *const *envp, shm_params_t *out_p);
+/** @return the descriptor of id, or NULL if out of range. */
+const param_desc_t *shm_param_desc_get(shm_param_id_t id);
+/** The parameters of envp plus the launcher's defaults.  Never allocates. */
+void shm_conf_eval(char *const *envp, shm_conf_t *out_p);
 
 #endif /* PINHEAP_PARAMS_H */

@@ -4,6 +4,7 @@ set(PINHEAP_ALLOCATOR_SOURCES
   allocator/os.c
   allocator/owner.c
   allocator/source.c
+  allocator/shm.c
   allocator/init.c
   allocator/arena.c
   allocator/bins.c

@@ -3,17 +3,21 @@
  *
  * Prints the build settings (prefixes, version, parameter names), every
  * input of the leave-pinned decision with its value and source, the driver
- * probe (every path checked), the decision and why, the support level and
- * mallinfo2 -- as text, or as JSON with --json.  Main entry point: main().
+ * probe (every path checked), the decision and why, the support level, the
+ * shared-memory heap (its parameters, where each setting came from, and
+ * this process's place in it) and mallinfo2 -- as text, or as JSON with
+ * --json.  Main entry point: main().
  * Runs in main(), so stdio is fine here (unlike config/ and hooks/).
  *
  * Usage: pinheap-info [--json] [--probe-root DIR] [--preloaded] [--help]
  * Exit status: 0, or 2 for a usage error.
  */
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pinheap.h"
 
@@ -52,6 +56,10 @@ typedef struct info_s {
   int level;
   char level_names[32];
   const char *support_text;
+  /* the shared-memory heap */
+  shm_params_t shm_params;
+  shm_conf_t shm;
+  char shm_object[128];
 } info_t;
 
 static void level_names_make(int level, char *buf, size_t len)
@@ -130,7 +138,46 @@ static void info_gather(const info_opts_t *opts, info_t *info_p)
   info_p->level = PINHEAP_NAME(support_level)();
   level_names_make(info_p->level, info_p->level_names, sizeof(info_p->level_names));
   info_p->support_text = PINHEAP_NAME(support_text)();
-  info_p->mi = info_mallinfo();
+  info_p->mi = info_mallinfo();               /* starts the shared heap if set */
+
+  /* The shared heap's parameters: their warnings were said at start-up. */
+  fflush(stderr);
+  int saved = dup(2), null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (saved >= 0 && null_fd >= 0)
+    dup2(null_fd, 2);
+  shm_params_eval(environ, &info_p->shm_params);
+  shm_conf_eval(environ, &info_p->shm);
+  if (saved >= 0 && null_fd >= 0)
+    dup2(saved, 2);
+  if (saved >= 0)
+    close(saved);
+  if (null_fd >= 0)
+    close(null_fd);
+  snprintf(info_p->shm_object, sizeof(info_p->shm_object), "/pinheap-%u-%s", (unsigned)geteuid(),
+           info_p->shm.job);
+}
+
+/* How a shared-heap parameter was set, in words (raw value or default). */
+static void shm_param_text(const info_t *info, shm_param_id_t id, char *buf, size_t len)
+{
+  const param_desc_t *desc = shm_param_desc_get(id);
+  const param_value_t *pv = &info->shm_params.v[id];
+
+  switch (pv->source) {
+  case PARAM_SOURCE_DEFAULT:
+    if (desc->default_value != 0)
+      snprintf(buf, len, "%d (default)", desc->default_value);
+    else
+      snprintf(buf, len, "not set");
+    break;
+  case PARAM_SOURCE_ENV:
+    snprintf(buf, len, "\"%s\"%s", pv->raw, pv->raw_truncated ? "..." : "");
+    break;
+  case PARAM_SOURCE_INVALID:
+    snprintf(buf, len, "\"%s%s\" is invalid, expected %s; ignored", pv->raw,
+             pv->raw_truncated ? "..." : "", desc->expected);
+    break;
+  }
 }
 
 /* ---- text --------------------------------------------------------------- */
@@ -225,6 +272,30 @@ static void text_print(const info_opts_t *opts, const info_t *info)
     printf("  %-20s %-10s %-9s %s\n", ii.symbol, install_method_name(ii.method),
            ii.method == PINHEAP_INSTALL_NONE ? "-" : ii.verified ? "yes" : "no", slots);
   }
+
+  const shm_conf_t *sc = &info->shm;
+  printf("\nshared-memory heap: %s\n", sc->on ? "on" : "off (no PINHEAP_SHM_SIZE or SM_SIZE)");
+  for (int id = 0; id < SHM_PARAM_COUNT; id++) {
+    char how[160];
+    shm_param_text(info, (shm_param_id_t)id, how, sizeof(how));
+    printf("  %-28s ", shm_param_desc_get((shm_param_id_t)id)->name);
+    for (const char *c = how; *c != '\0'; c++)
+      putchar((unsigned char)*c >= 0x20 && (unsigned char)*c < 0x7f ? *c : '?');
+    putchar('\n');
+  }
+  printf("  => size %zu (%s), participants ", sc->size, sc->size_from);
+  if (sc->ranks != 0)
+    printf("%u (%s)", sc->ranks, sc->ranks_from);
+  else
+    printf("not known (up to %d)", PARAM_RANKS_MAX);
+  printf(", job %s (%s)\n", sc->job, sc->job_from);
+  printf("  object %s, fallback %s, start-up timeout %u ms\n", info->shm_object,
+         sc->fallback ? "on" : "off", sc->timeout_ms);
+  if (shm_index() >= 0)
+    printf("  this process: index %d, region %p (%zu bytes)\n", shm_index(),
+           shm_base(), shm_size());
+  else
+    printf("  this process: not on the shared heap\n");
 
   printf("\nmallinfo2 (pinheap's heap in this process):\n");
   printf("  arena     %zu\n", info->mi.arena);
@@ -364,6 +435,32 @@ static void json_print(const info_opts_t *opts, const info_t *info)
   puts("    ]");
   puts("  },");
 
+  const shm_conf_t *sc = &info->shm;
+  puts("  \"shm\": {");
+  printf("    \"on\": %s,\n", sc->on ? "true" : "false");
+  printf("    \"size\": %zu,\n", sc->size);
+  json_field("    ", "size_from", sc->size_from, 0);
+  printf("    \"ranks\": %u,\n", sc->ranks);
+  json_field("    ", "ranks_from", sc->ranks_from, 0);
+  json_field("    ", "job", sc->job, 0);
+  json_field("    ", "job_from", sc->job_from, 0);
+  json_field("    ", "object", info->shm_object, 0);
+  printf("    \"fallback\": %s,\n", sc->fallback ? "true" : "false");
+  printf("    \"timeout_ms\": %u,\n", sc->timeout_ms);
+  printf("    \"index\": %d,\n", shm_index());
+  printf("    \"base\": %lu,\n", (unsigned long)(uintptr_t)shm_base());
+  puts("    \"params\": {");
+  for (int id = 0; id < SHM_PARAM_COUNT; id++) {
+    char how[160];
+    shm_param_text(info, (shm_param_id_t)id, how, sizeof(how));
+    printf("      ");
+    json_string(shm_param_desc_get((shm_param_id_t)id)->name);
+    printf(": ");
+    json_string(how);
+    puts(id + 1 < SHM_PARAM_COUNT ? "," : "");
+  }
+  puts("    }");
+  puts("  },");
   puts("  \"mallinfo2\": {");
   printf("    \"arena\": %zu,\n", info->mi.arena);
   printf("    \"ordblks\": %zu,\n", info->mi.ordblks);

@@ -30,8 +30,8 @@ add_custom_command(OUTPUT ${_shmb_out}/shm_bench
 add_custom_target(shm_bench ALL DEPENDS ${_shmb_out}/shm_bench)
 
 # shm_bench_smoke: every method moves and checks messages up to 64 KiB;
-# the heap method must find its buffer in the shared heap (it says SKIP
-# when this build has no shared heap yet).  Timings are not checked.
+# the heap method must find its buffer in the shared heap.  Timings are not
+# checked.
 add_test(NAME shm_bench_smoke
   COMMAND ${Python3_EXECUTABLE} ${_shmb}/run.py ${_shmb_out} --max 64K --bytes 4M --runs 5
           --out ${_shmb_out}/smoke --check)

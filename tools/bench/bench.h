@@ -51,6 +51,8 @@ typedef struct bench_args {
 typedef struct bench_result {
   uint64_t ops;           /* allocator calls, all threads */
   uint64_t check;         /* workload-defined checksum of verified data */
+  char extra[1024];       /* JSON members a workload adds to its line ("" = none),
+                           * printed as "extra":{...} */
 } bench_result_t;
 
 /** One worker thread of bench_threads_run(). */
@@ -91,6 +93,10 @@ uint64_t bench_share(uint64_t total, int id, int nthreads);
  *  with shared attached), waits for all, and sums their ops and check. */
 void bench_threads_run(const bench_args_t *args, bench_thread_fn_t *fn, void *shared,
                        bench_result_t *result_p);
+/** From now on bench_threads_run() gives its threads stacks of its own
+ *  (1 MiB each, mmap'd and munmap'd by the runner): the regcache workload's
+ *  seccomp observer needs it, see bench_util.c. */
+void bench_threads_own_stacks(int on);
 
 /** Writes tag into the first and last 8 bytes of [p, p+size) (size >= 16)
  *  and checks that p is 16-byte aligned. */
@@ -107,6 +113,25 @@ uint64_t bench_rss_peak_kb(void);
 /** Resident set size now, in KiB, read from /proc/self/statm without
  *  allocating; 0 if unknown. */
 uint64_t bench_rss_now_kb(void);
+
+/* ---- release_spy.c: what the regcache workload learns of releases ------------ */
+
+/** A range that left the process or lost its physical pages. */
+typedef struct bench_release {
+  uintptr_t address;
+  size_t length;
+} bench_release_t;
+
+/** Starts observing releases (once per process; later calls return the
+ *  same): pinheap's release listener when a pinheap shim is loaded, else a
+ *  seccomp trap on munmap/mremap/brk/madvise/mmap MAP_FIXED.  @return the
+ *  observer's name, "pinheap_listener" or "seccomp". */
+const char *release_spy_start(void);
+/** Moves up to max pending releases into out; *overflowed_p is set when
+ *  some were lost since the last drain (the ring was full).  @return count. */
+size_t release_spy_drain(bench_release_t *out, size_t max, int *overflowed_p);
+/** Releases noted since the start, and their bytes. */
+void release_spy_totals(uint64_t *events_p, uint64_t *bytes_p);
 
 /* ---- random numbers (xorshift64*, one state per thread) --------------------- */
 
@@ -143,5 +168,10 @@ bench_workload_fn_t realloc_run;          /* wl_realloc.c */
 bench_workload_fn_t large_run;            /* wl_large.c */
 bench_workload_fn_t fixed_run;            /* wl_fixed.c */
 bench_workload_fn_t frag_run;             /* wl_frag.c */
+bench_workload_fn_t tree_run;             /* wl_tree.c */
+bench_workload_fn_t largechurn_run;       /* wl_largechurn.c */
+bench_workload_fn_t larson_run;           /* wl_larson.c */
+bench_workload_fn_t live_run;             /* wl_live.c */
+bench_workload_fn_t regcache_run;         /* wl_regcache.c */
 
 #endif /* PINHEAP_BENCH_H */

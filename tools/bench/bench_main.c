@@ -2,7 +2,7 @@
  * bench_main.c -- pinheap-bench, the benchmark workload program.  Main
  * entry point: main().
  *
- *   pinheap-bench WORKLOAD SCALE THREADS [--expect-malloc SUBSTRING]
+ *   pinheap-bench WORKLOAD SCALE THREADS [--expect-malloc SUBSTRING] [--glibc-fallback]
  *   pinheap-bench all SCALE THREADS [--expect-malloc SUBSTRING]
  *   pinheap-bench list
  *
@@ -30,6 +30,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,13 +55,19 @@ static const workload_desc_t workload_table[] = {
   {"large", large_run, "large blocks of 256 KiB - 64 MiB, touched every 64 KiB"},
   {"fixed", fixed_run, "fixed-size (32 B) malloc/free loop, one pair and batches of 16"},
   {"frag", frag_run, "fragmentation: small blocks thinned out, then medium blocks; reports peak RSS"},
+  {"tree", tree_run, "binary trees of 32 B nodes built, checked, torn down; depth 16 at scale 1"},
+  {"largechurn", largechurn_run, "8 live blocks of 256 KiB - 64 MiB replaced at random, every page written"},
+  {"larson", larson_run, "Larson server: slots replaced, blocks handed to other threads, short-lived threads"},
+  {"live", live_run, "live heap of small objects: SCALE x 64 MiB of 16-128 B built, churned, freed"},
+  /* Last: it installs its release observer (seccomp on peers) for the rest of the process. */
+  {"regcache", regcache_run, "registration cache: message buffers 4 KiB-64 MiB malloc'd, registered, written, freed"},
 };
 #define WORKLOAD_COUNT (sizeof(workload_table) / sizeof(workload_table[0]))
 
 static void usage_print(FILE *out)
 {
   fprintf(out,
-          "usage: pinheap-bench WORKLOAD SCALE THREADS [--expect-malloc SUBSTRING]\n"
+          "usage: pinheap-bench WORKLOAD SCALE THREADS [--expect-malloc SUBSTRING] [--glibc-fallback]\n"
           "       pinheap-bench all SCALE THREADS [--expect-malloc SUBSTRING]\n"
           "       pinheap-bench list\n"
           "  WORKLOAD  one of the names printed by 'pinheap-bench list'\n"
@@ -68,6 +75,8 @@ static void usage_print(FILE *out)
           "  THREADS   worker threads, an integer 1..%d (prodcons: producer/consumer pairs)\n"
           "  --expect-malloc SUBSTRING  fail unless the file defining malloc contains SUBSTRING\n"
           "                             (and, for a pinheap shim, unless pinheap is enabled)\n"
+          "  --glibc-fallback           glibc only: mallopt(M_TRIM_THRESHOLD, -1) and\n"
+          "                             mallopt(M_MMAP_MAX, 0) first (the old leave-pinned fallback)\n"
           "Prints one JSON line per workload run.\n",
           BENCH_THREADS_MAX);
 }
@@ -121,6 +130,7 @@ static int threads_parse(const char *s)
 typedef struct malloc_origin {
   char lib[4096];         /* file defining the malloc this process calls */
   int pinheap_enabled;    /* -1: no pinheap_enabled() in the process */
+  int glibc_fallback;     /* --glibc-fallback took: mallopt(M_TRIM_THRESHOLD, -1), M_MMAP_MAX 0 */
 } malloc_origin_t;
 
 static void malloc_origin_get(malloc_origin_t *origin_p)
@@ -166,7 +176,8 @@ static double clock_now(void)
 static void workload_run(const workload_desc_t *w, const bench_args_t *args,
                          const malloc_origin_t *origin)
 {
-  bench_result_t result = {0, 0};
+  bench_result_t result;
+  memset(&result, 0, sizeof(result));
   bench_workload_set(w->name);
   double t0 = clock_now();
   w->run(args, &result);
@@ -185,9 +196,13 @@ static void workload_run(const workload_desc_t *w, const bench_args_t *args,
          (unsigned long long)rss_end, (unsigned long long)result.check);
   json_string_print(origin->lib);
   if (origin->pinheap_enabled < 0)
-    printf(",\"pinheap_enabled\":null}\n");
+    printf(",\"pinheap_enabled\":null");
   else
-    printf(",\"pinheap_enabled\":%d}\n", origin->pinheap_enabled);
+    printf(",\"pinheap_enabled\":%d", origin->pinheap_enabled);
+  printf(",\"glibc_fallback\":%s", origin->glibc_fallback ? "true" : "false");
+  if (result.extra[0] != '\0')
+    printf(",\"extra\":{%s}", result.extra);
+  printf("}\n");
   fflush(stdout);
 }
 
@@ -196,11 +211,14 @@ int main(int argc, char **argv)
   const char *positional[3];
   int npositional = 0;
   const char *expect = NULL;
+  int glibc_fallback = 0;
 
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage_print(stdout);
       return 0;
+    } else if (strcmp(argv[i], "--glibc-fallback") == 0) {
+      glibc_fallback = 1;
     } else if (strcmp(argv[i], "--expect-malloc") == 0) {
       if (i + 1 >= argc)
         usage_fail("--expect-malloc needs a SUBSTRING argument");
@@ -253,6 +271,23 @@ int main(int argc, char **argv)
             "forwards every call to glibc (see the shim's decision: %sdecision_text())\n",
             origin.lib, PINHEAP_PREFIX_STRING, PINHEAP_PREFIX_STRING);
     return BENCH_EXIT_VERIFY;
+  }
+
+  origin.glibc_fallback = 0;
+  if (glibc_fallback) {
+    /* The old leave-pinned fallback: glibc never trims its heap and never
+     * maps a block of its own, so no memory ever goes back to the OS. */
+    if (strstr(origin.lib, "libc.so") == NULL) {
+      fprintf(stderr, "pinheap-bench: --glibc-fallback needs glibc's malloc, but malloc "
+                      "resolves to '%s'\n", origin.lib);
+      return BENCH_EXIT_USAGE;
+    }
+    if (mallopt(M_TRIM_THRESHOLD, -1) != 1 || mallopt(M_MMAP_MAX, 0) != 1) {
+      fprintf(stderr, "pinheap-bench: --glibc-fallback: mallopt(M_TRIM_THRESHOLD, -1) or "
+                      "mallopt(M_MMAP_MAX, 0) failed\n");
+      return BENCH_EXIT_VERIFY;
+    }
+    origin.glibc_fallback = 1;
   }
 
   for (size_t i = 0; i < WORKLOAD_COUNT; i++) {

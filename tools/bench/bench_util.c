@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static const char *bench_workload_name = "?";
@@ -107,6 +108,14 @@ typedef struct thread_slot {
 } thread_slot_t;
 
 static thread_slot_t thread_slots[BENCH_THREADS_MAX];
+static int threads_own_stacks;
+
+#define BENCH_OWN_STACK_SIZE ((size_t)1 << 20)
+
+void bench_threads_own_stacks(int on)
+{
+  threads_own_stacks = on;
+}
 
 static void *thread_slot_main(void *arg)
 {
@@ -134,15 +143,37 @@ void bench_threads_run(const bench_args_t *args, bench_thread_fn_t *fn, void *sh
     slot->thread.shared = shared;
     slot->thread.rng = rng_seed((uint64_t)i, name_hash);
   }
+  void *stacks[BENCH_THREADS_MAX];
   for (int i = 0; i < n; i++) {
-    int rc = pthread_create(&tids[i], NULL, thread_slot_main, &thread_slots[i]);
+    pthread_attr_t attr, *attr_p = NULL;
+    if (threads_own_stacks) {
+      /* Our own stacks: glibc leaves them alone when a thread exits (it
+       * madvises its own with every signal blocked, which a seccomp trap
+       * cannot survive); munmap'd here after the join. */
+      stacks[i] = mmap(NULL, BENCH_OWN_STACK_SIZE, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+      if (stacks[i] == MAP_FAILED)
+        bench_fail("mmap of a %zu-byte stack for thread %d failed: %s", BENCH_OWN_STACK_SIZE, i,
+                   strerror(errno));
+      pthread_attr_init(&attr);
+      int rc = pthread_attr_setstack(&attr, stacks[i], BENCH_OWN_STACK_SIZE);
+      if (rc != 0)
+        bench_fail("pthread_attr_setstack(%p, %zu) failed: %s", stacks[i], BENCH_OWN_STACK_SIZE,
+                   strerror(rc));
+      attr_p = &attr;
+    }
+    int rc = pthread_create(&tids[i], attr_p, thread_slot_main, &thread_slots[i]);
     if (rc != 0)
       bench_fail("pthread_create for thread %d of %d failed: %s", i, n, strerror(rc));
+    if (attr_p != NULL)
+      pthread_attr_destroy(attr_p);
   }
   for (int i = 0; i < n; i++) {
     int rc = pthread_join(tids[i], NULL);
     if (rc != 0)
       bench_fail("pthread_join for thread %d failed: %s", i, strerror(rc));
+    if (threads_own_stacks)
+      munmap(stacks[i], BENCH_OWN_STACK_SIZE);
   }
   result_p->ops = 0;
   result_p->check = 0;

@@ -10,7 +10,11 @@
  * and exit cost cancel out and what is left is the cost of one pair on the
  * fast path, call and dispatch included.  Prints one JSON line naming the
  * file that defines malloc (as pinheap-bench does), so a failed LD_PRELOAD
- * shows.  Everything except the loop is the same for every N.
+ * shows, and, when a pinheap shim is loaded, pinheap_enabled(): under
+ * valgrind pinheap leaves malloc to glibc unless PINHEAP_MODE=on (the
+ * runner sets it), and a count of glibc's pairs under pinheap's name is
+ * refused (exit 2) when --expect-malloc is given.  Everything except the
+ * loop is the same for every N.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -18,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "pinheap_config.h"   /* PINHEAP_PREFIX_STRING, PINHEAP_ENV_MODE */
 
 int main(int argc, char **argv)
 {
@@ -56,6 +62,20 @@ int main(int argc, char **argv)
     return 2;
   }
 
+  int enabled = -1;               /* -1: no pinheap in the process */
+  void *enabled_sym = dlsym(RTLD_DEFAULT, PINHEAP_PREFIX_STRING "enabled");
+  if (enabled_sym != NULL) {
+    int (*enabled_fn)(void);
+    memcpy(&enabled_fn, &enabled_sym, sizeof(enabled_fn));
+    enabled = enabled_fn();
+    if (expect != NULL && enabled == 0) {
+      fprintf(stderr, "pinheap-bench-pair: the pinheap shim '%s' is loaded but %senabled() is 0: "
+                      "its malloc forwards to glibc (under valgrind set %s=on)\n", lib,
+              PINHEAP_PREFIX_STRING, PINHEAP_ENV_MODE);
+      return 2;
+    }
+  }
+
   void *volatile sink;
   for (long long i = 0; i < n; i++) {
     void *p = malloc(32);
@@ -67,6 +87,9 @@ int main(int argc, char **argv)
     free(p);
   }
   (void)sink;
-  printf("{\"pairs\":%lld,\"malloc_lib\":\"%s\"}\n", n, lib);
+  if (enabled < 0)
+    printf("{\"pairs\":%lld,\"malloc_lib\":\"%s\",\"pinheap_enabled\":null}\n", n, lib);
+  else
+    printf("{\"pairs\":%lld,\"malloc_lib\":\"%s\",\"pinheap_enabled\":%d}\n", n, lib, enabled);
   return 0;
 }

@@ -41,7 +41,14 @@ PEER_SONAMES = [
     ("mimalloc", "libmimalloc.so.2"),
 ]
 PEERS = [name for name, _ in PEER_SONAMES]
-ALL_ALLOCATORS = PEERS + ["pinheap"]
+# glibc with the old leave-pinned fallback (pinheap-bench --glibc-fallback:
+# mallopt(M_TRIM_THRESHOLD, -1), mallopt(M_MMAP_MAX, 0)); not a peer, run on
+# --fallback-workloads only (default regcache).
+FALLBACK = "glibc_fallback"
+ALL_ALLOCATORS = PEERS + ["pinheap", FALLBACK]
+# The extra figures of the regcache line reported in the regcache table.
+REGCACHE_FIELDS = ["hit_rate", "invalidations", "release_events", "released_mib",
+                   "registrations", "registered_mib", "reg_seconds"]
 PINHEAP_SHIM = "libpinheap-preload.so"
 
 
@@ -104,6 +111,9 @@ def args_parse(argv):
     p.add_argument("--pairs", default=None,
                    help="callgrind: N, the smaller pair count (default 200000)")
     p.add_argument("--timeout", default="300", help="seconds allowed per run (default 300)")
+    p.add_argument("--fallback-workloads", default="regcache",
+                   help="workloads also run on %s, glibc with the old leave-pinned fallback "
+                        "(default regcache; 'none' for none)" % FALLBACK)
     p.add_argument("--no-callgrind", action="store_true", help="skip the callgrind measurement")
     p.add_argument("--no-chart", action="store_true", help="skip the gnuplot chart")
     a = p.parse_args(argv)
@@ -124,6 +134,8 @@ def args_parse(argv):
     a.timeout = int_in_range("--timeout", a.timeout, 1, 86400)
     a.threads = [int_in_range("--threads", t, 1, 256) for t in list_parse("--threads", a.threads)]
     a.workloads = list_parse("--workloads", a.workloads)
+    a.fallback_workloads = ([] if a.fallback_workloads == "none"
+                            else list_parse("--fallback-workloads", a.fallback_workloads))
     if a.allocators is not None:
         a.allocators = list_parse("--allocators", a.allocators)
         for name in a.allocators:
@@ -206,6 +218,8 @@ def allocators_find(a):
             if a.allocators:
                 raise UsageError("--allocators: " + msg)
             notes.append(msg)
+    if FALLBACK in wanted and (a.allocators or "glibc" in wanted):
+        found.append((FALLBACK, None))
     if not found:
         raise UsageError("--allocators: none of the requested allocators is available")
     return found, notes
@@ -234,6 +248,8 @@ def origin_check(name, path, result):
         return "%s run got malloc from '%s', not from %s (preload failed?)" % (name, lib, path)
     if name == "pinheap" and result.get("pinheap_enabled") == 0:
         return "pinheap shim loaded but pinheap_enabled() is 0: it forwarded to glibc"
+    if (name == FALLBACK) != bool(result.get("glibc_fallback")):
+        return "%s run reports glibc_fallback %s" % (name, result.get("glibc_fallback"))
     return None
 
 
@@ -250,6 +266,8 @@ def bench_run(a, name, path, workload, threads):
     """One run: (result dict, None) or (None, error text)."""
     cmd = [a.bench, workload, repr(a.scale), str(threads),
            "--expect-malloc", expect_token(name, path)]
+    if name == FALLBACK:
+        cmd.append("--glibc-fallback")
     try:
         proc = subprocess.run(cmd, env=env_for(path), capture_output=True, text=True,
                               timeout=a.timeout)
@@ -277,7 +295,12 @@ def callgrind_ir(a, name, path, pairs):
         out_file = os.path.join(tmp, "callgrind.out")
         cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out_file,
                a.pair, str(pairs), "--expect-malloc", expect_token(name, path)]
-        proc = subprocess.run(cmd, env=env_for(path), capture_output=True, text=True,
+        env = env_for(path)
+        if name == "pinheap":
+            # Under valgrind pinheap leaves malloc to glibc unless told (a memory
+            # checker must keep it); callgrind replaces nothing, so pinheap is on.
+            env["PINHEAP_MODE"] = "on"
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                               timeout=max(a.timeout, 600))
         if proc.returncode != 0:
             raise RuntimeError("exit status %d: %s\n%s" % (
@@ -309,6 +332,8 @@ def callgrind_measure(a, allocators, notes):
     n = a.pairs   # the program prints n once; its cost per digit is noise next to n pairs
     results = {}
     for name, path in allocators:
+        if name == FALLBACK:       # the pair probe has no fallback mode; glibc's count stands
+            continue
         try:
             ir1 = callgrind_ir(a, name, path, n)
             ir2 = callgrind_ir(a, name, path, 2 * n)
@@ -354,6 +379,12 @@ def summarize(allocs, workloads, threads, runs):
                     "median_rss_end_kb": statistics.median(r["rss_end_kb"] for r in rs),
                     "runs": len(rs),
                 }
+                extras = [r.get("extra") or {} for r in rs]
+                if w == "regcache" and all(extras):
+                    row[name]["regcache"] = {
+                        k: statistics.median(e[k] for e in extras) for k in REGCACHE_FIELDS
+                        if all(k in e for e in extras)}
+                    row[name]["regcache"]["observer"] = extras[0].get("observer")
             peers = [(row[p]["median_seconds"], p) for p in PEERS if row.get(p)]
             peers_rss = [(row[p]["median_peak_rss_kb"], p) for p in PEERS if row.get(p)]
             best_t = min(peers) if peers else (None, None)
@@ -369,11 +400,17 @@ def summarize(allocs, workloads, threads, runs):
                 s["rss_vs_best_peer"] = ratio(s["median_peak_rss_kb"], best_m[0])
             rows[(w, t)] = {"allocators": row, "best_peer_time": best_t[1],
                             "best_peer_rss": best_m[1]}
+    keys = ("time_vs_glibc", "time_vs_best_peer", "rss_vs_glibc", "rss_vs_best_peer")
     geo = {}
     for name in allocs:
-        cells = [r["allocators"][name] for r in rows.values() if r["allocators"].get(name)]
-        geo[name] = {k: geomean([c[k] for c in cells])
-                     for k in ("time_vs_glibc", "time_vs_best_peer", "rss_vs_glibc", "rss_vs_best_peer")}
+        # The fallback runs on a few workloads only: no geometric mean.
+        cells = [r["allocators"][name] for r in rows.values()
+                 if r["allocators"].get(name) and name != FALLBACK]
+        geo[name] = {k: geomean([c[k] for c in cells]) for k in keys}
+        for t in threads:
+            cells_t = [r["allocators"][name] for (w, tt), r in rows.items()
+                       if tt == t and r["allocators"].get(name) and name != FALLBACK]
+            geo[name]["threads_%d" % t] = {k: geomean([c[k] for c in cells_t]) for k in keys}
     return rows, geo
 
 
@@ -410,6 +447,36 @@ def table_markdown(a, allocs, rows, geo, callgrind, meta, notes, failures):
         cells = ["%s / %s" % (fmt_ratio(geo[n][rkey + "_vs_glibc"]),
                               fmt_ratio(geo[n][rkey + "_vs_best_peer"])) for n in allocs]
         lines.append("| **geometric mean** | | %s | |" % " | ".join(cells))
+        if len(a.threads) > 1:
+            for t in a.threads:
+                g = {n: geo[n].get("threads_%d" % t, {}) for n in allocs}
+                cells = ["%s / %s" % (fmt_ratio(g[n].get(rkey + "_vs_glibc")),
+                                      fmt_ratio(g[n].get(rkey + "_vs_best_peer"))) for n in allocs]
+                lines.append("| geometric mean | %d | %s | |" % (t, " | ".join(cells)))
+        lines.append("")
+    regcache_rows = [((w, t), row) for (w, t), row in rows.items() if w == "regcache"]
+    if regcache_rows:
+        lines.append("**Registration cache** (`regcache`, medians: time s, peak RSS MiB, hit rate, "
+                     "invalidations, release events seen / MiB released, registrations / MiB "
+                     "registered, simulated registration s; observer)")
+        lines.append("")
+        lines.append("| allocator | threads | time | peak RSS | hit rate | invalidations | releases / MiB "
+                     "| registrations / MiB | reg s | observer |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        for (w, t), row in regcache_rows:
+            for name in allocs:
+                s = row["allocators"].get(name)
+                if s is None:
+                    if (name, w, t) in failures:
+                        lines.append("| %s | %d | FAIL | | | | | | | |" % (name, t))
+                    continue
+                rc = s.get("regcache", {})
+                lines.append("| %s | %d | %.3f | %.1f | %.3f | %d | %d / %.0f | %d / %.0f | %.3f | %s |" % (
+                    name, t, s["median_seconds"], s["median_peak_rss_kb"] / 1024.0,
+                    rc.get("hit_rate", float("nan")), rc.get("invalidations", -1),
+                    rc.get("release_events", -1), rc.get("released_mib", float("nan")),
+                    rc.get("registrations", -1), rc.get("registered_mib", float("nan")),
+                    rc.get("reg_seconds", float("nan")), rc.get("observer", "?")))
         lines.append("")
     if callgrind:
         lines.append("**Fast path** (callgrind: instructions per malloc(32)+free pair, "
@@ -490,7 +557,7 @@ def chart_write(a, allocs, rows, notes):
     if gnuplot is None:
         notes.append("chart skipped: gnuplot not installed (apt-get install gnuplot-nox)")
         return
-    others = [n for n in allocs if n != "glibc"]
+    others = [n for n in allocs if n not in ("glibc", FALLBACK)]
     if "glibc" not in allocs or not others:
         notes.append("chart skipped: it plots ratios to glibc, so it needs glibc and another allocator")
         return
@@ -567,7 +634,9 @@ def main(argv):
 
     started = time.monotonic()
     names = [n for n, _ in allocators]
-    total = a.runs * len(a.workloads) * len(a.threads) * len(allocators)
+    def wanted(name, w):
+        return name != FALLBACK or w in a.fallback_workloads
+    total = a.runs * len(a.threads) * sum(1 for w in a.workloads for n, _ in allocators if wanted(n, w))
     note("%d runs: %d x %s x threads %s x %s, scale %g" % (
         total, a.runs, ",".join(a.workloads), ",".join(map(str, a.threads)), ",".join(names), a.scale))
     runs, runs_log, failures = {}, [], {}
@@ -576,6 +645,8 @@ def main(argv):
         for w in a.workloads:
             for t in a.threads:
                 for name, path in allocators:     # interleaved: A B C D E, A B C D E, ...
+                    if not wanted(name, w):
+                        continue
                     done += 1
                     if (name, w, t) in failures:
                         continue

@@ -43,8 +43,8 @@ function(bench_smoke_allocator label expect)
   string(REGEX MATCHALL "(^|\n)[a-z_]+" names "${listing}")
   list(TRANSFORM names STRIP)
   list(LENGTH names nworkloads)
-  if(nworkloads LESS 9)
-    bench_fail_test("`${BENCH} list` names ${nworkloads} workloads, expected at least 9:\n${listing}")
+  if(nworkloads LESS 12)
+    bench_fail_test("`${BENCH} list` names ${nworkloads} workloads, expected at least 12:\n${listing}")
   endif()
 
   foreach(threads 1 2)
@@ -62,13 +62,28 @@ function(bench_smoke_allocator label expect)
       set(enabled null)
     endif()
     foreach(name ${names})
-      if(NOT out MATCHES "\"workload\":\"${name}\",\"threads\":${threads},[^\n]*\"malloc_lib\":\"[^\"]*${expect}[^\"]*\",\"pinheap_enabled\":${enabled}}")
+      if(NOT out MATCHES "\"workload\":\"${name}\",\"threads\":${threads},[^\n]*\"malloc_lib\":\"[^\"]*${expect}[^\"]*\",\"pinheap_enabled\":${enabled}[,}]")
         bench_fail_test("${label}: no result line for workload '${name}' at ${threads} threads "
                         "served by a malloc from '${expect}' with pinheap_enabled ${enabled} (a "
                         "pinheap shim that forwards every call to glibc shows 0; see "
                         "`LD_PRELOAD=${PRELOAD} pinheap-info`) in:\n${out}")
       endif()
     endforeach()
+    # regcache learns of releases through pinheap's listener under pinheap and
+    # through its seccomp trap elsewhere; on glibc (which munmaps its large
+    # buffers) the trap must have seen releases and invalidated entries.
+    if(label STREQUAL "pinheap")
+      set(observer pinheap_listener)
+      set(seen "[0-9]+")
+    else()
+      set(observer seccomp)
+      set(seen "[1-9][0-9]*")
+    endif()
+    if(NOT out MATCHES "\"workload\":\"regcache\"[^\n]*\"observer\":\"${observer}\",\"lookups\":[1-9][0-9]*,\"hits\":[0-9]+,\"hit_rate\":[0-9.]+,\"invalidations\":${seen},[^\n]*\"release_events\":${seen},")
+      bench_fail_test("${label}: the regcache line at ${threads} threads does not show observer "
+                      "'${observer}' with lookups, and invalidations and release events matching "
+                      "'${seen}':\n${out}")
+    endif()
     message(STATUS "${label}: ${nworkloads} workloads at ${threads} thread(s): ok")
   endforeach()
 
@@ -82,6 +97,15 @@ endfunction()
 
 function(bench_mode_smoke)
   bench_smoke_allocator(glibc "libc.so" --unset=LD_PRELOAD)
+  # glibc with the old leave-pinned fallback: nothing trimmed, no mmap'd
+  # blocks in the main thread's arena.
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD ${BENCH} regcache 0.01 1 --glibc-fallback
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "\"glibc_fallback\":true,\"extra\":{\"observer\":\"seccomp\"")
+    bench_fail_test("`pinheap-bench regcache 0.01 1 --glibc-fallback` exited with '${rc}' or "
+                    "printed no fallback line\nstdout: ${out}\nstderr: ${err}")
+  endif()
   if(PRELOAD)
     if(NOT EXISTS "${PRELOAD}")
       bench_fail_test("the preload shim '${PRELOAD}' does not exist; build the pinheap-preload target")
@@ -92,6 +116,25 @@ function(bench_mode_smoke)
       --unset=PINHEAP_MODE --unset=OMPI_MCA_mpi_leave_pinned
       --unset=OMPI_MCA_mpi_leave_pinned_pipeline --unset=OMPI_MCA_memory_ptmalloc2_disable
       --unset=FAKEROOTKEY --unset=FAKED_MODE --unset=SANDBOX_ON)
+    # Under valgrind pinheap leaves malloc to glibc unless PINHEAP_MODE=on: the
+    # pair probe must refuse to count glibc's pairs under pinheap's name, and
+    # count pinheap's when told (run.py's callgrind figure depends on both).
+    find_program(VALGRIND valgrind)
+    if(VALGRIND)
+      bench_expect(2 "[a-z_]*enabled[(][)] is 0: its malloc forwards to glibc"
+        ${CMAKE_COMMAND} -E env "LD_PRELOAD=${PRELOAD}" --unset=PINHEAP_MODE
+          ${VALGRIND} -q --tool=none ${PAIR} 100 --expect-malloc ${shim_name})
+      execute_process(
+        COMMAND ${CMAKE_COMMAND} -E env "LD_PRELOAD=${PRELOAD}" PINHEAP_MODE=on
+          ${VALGRIND} -q --tool=none ${PAIR} 100 --expect-malloc ${shim_name}
+        RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+      if(NOT rc EQUAL 0 OR NOT out MATCHES "\"pinheap_enabled\":1}")
+        bench_fail_test("pair probe under valgrind with PINHEAP_MODE=on: exit '${rc}', "
+                        "expected 0 and pinheap_enabled 1\nstdout: ${out}\nstderr: ${err}")
+      endif()
+    else()
+      message(STATUS "valgrind not installed: the pair probe's valgrind check was not run")
+    endif()
   else()
     # Said as a skip (ctest SKIP_REGULAR_EXPRESSION), never passed quietly.
     message(STATUS "SKIP: no pinheap preload shim in this build: the workloads ran on glibc only, "
@@ -162,6 +205,44 @@ function(bench_mode_runner)
       bench_fail_test("${OUT}/runs.csv: a glibc run did not run on glibc's malloc: ${row}")
     endif()
   endforeach()
+
+  # The regcache table, with glibc's old leave-pinned fallback beside glibc.
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD
+      ${PYTHON} ${RUNNER} ${common} --runs 1 --scale 0.01 --allocators glibc,glibc_fallback
+      --workloads regcache --threads 1 --no-chart --no-callgrind
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    bench_fail_test("run.py regcache run exited with '${rc}'\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  file(READ ${OUT}/table.md table)
+  foreach(want "\n[|] glibc [|] 1 [|] [0-9.]+ [|] [0-9.]+ [|] 0?[.][0-9]+ [|] [0-9]+ [|] [1-9][0-9]* / "
+               "\n[|] glibc_fallback [|] 1 [|] [0-9.]+ [|] [0-9.]+ [|] 0?[.][0-9]+ [|] [0-9]+ [|] [0-9]+ / [0-9]+ [|] [1-9][0-9]* / [0-9]+ [|] [0-9.]+ [|] seccomp [|]")
+    if(NOT table MATCHES "${want}")
+      bench_fail_test("${OUT}/table.md has no regcache row matching '${want}':\n${table}")
+    endif()
+  endforeach()
+
+  # scaling.py: both sweeps, tiny, on glibc: tables and slopes written.
+  file(REMOVE_RECURSE ${OUT}/scaling)
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD
+      ${PYTHON} ${SCALING} --bench ${BENCH} --out ${OUT}/scaling --runs 1 --max-live-mib 4 --fit-from-mib 1
+      --threads 1,3 --thread-workloads live --thread-scale 0.01 --allocators glibc --no-chart
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT EXISTS ${OUT}/scaling/scaling.md)
+    bench_fail_test("scaling.py tiny run exited with '${rc}'\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  file(READ ${OUT}/scaling/scaling.md scaling)
+  foreach(want "\n[|] 1 [|] [0-9.]+ / [0-9.]+ [|]" "\n[|] 4 [|] [0-9.]+ / [0-9.]+ [|]"
+               "\n[|] 3 [|] [0-9.]+ / [0-9.]+ [|]"
+               "fit on 1,4 MiB[)] [|] -?[0-9.]+ / -?[0-9.]+ [|]" "slope time / RSS[*][*] [|] -?[0-9.]+ / -?[0-9.]+ [|]" "above --max-live-mib 4")
+    if(NOT scaling MATCHES "${want}")
+      bench_fail_test("${OUT}/scaling/scaling.md lacks '${want}':\n${scaling}")
+    endif()
+  endforeach()
+  bench_expect(2 "--max-live-mib: '0' is out of range" ${PYTHON} ${SCALING} --bench ${BENCH} --max-live-mib 0)
+  bench_expect(2 "--sweeps: unknown sweep 'bogus'" ${PYTHON} ${SCALING} --bench ${BENCH} --sweeps bogus)
 endfunction()
 
 # bench_verify_case(<fault> <workload> <scale> <threads> <stderr regex>)
@@ -183,22 +264,35 @@ function(bench_mode_verify)
 
   # Two owners of one block: caught by marks, tags and batch checks.
   set(handed_twice "(overwritten or handed out twice|blocks of one batch overlap)")
-  foreach(w churn prodcons smallobj fixed frag large)
+  foreach(w churn prodcons smallobj fixed frag large tree larson)
     bench_verify_case(overlap ${w} 0.05 1 "${handed_twice}")
   endforeach()
-  foreach(w churn prodcons)
+  foreach(w churn prodcons tree larson live)
     bench_verify_case(overlap ${w} 0.05 2 "${handed_twice}")
   endforeach()
+  bench_verify_case(overlap live 0.05 1 "${handed_twice}")
+  bench_verify_case(overlap regcache 0.05 1 "${handed_twice}")
+  # Two threads: whether an alias falls on a block it fits depends on the
+  # interleaving, so enough messages that some always do (~30 chances).
+  bench_verify_case(overlap regcache 0.3 2 "${handed_twice}")
+  bench_verify_case(overlap largechurn 0.5 1 "${handed_twice}")
   # realloc that drops the contents.
   bench_verify_case(nocopy realloc 0.05 1 "realloc lost data")
   bench_verify_case(nocopy realloc 0.05 2 "realloc lost data")
   # malloc returning NULL: a clear message from every workload, never a crash.
-  foreach(w churn prodcons falseshare_active falseshare_passive smallobj fixed frag)
+  foreach(w churn prodcons falseshare_active falseshare_passive smallobj fixed frag tree larson)
     bench_verify_case(null ${w} 0.05 2 "alloc\\(.*\\) returned NULL")
   endforeach()
   foreach(w realloc large)
     bench_verify_case(null ${w} 0.5 1 "alloc\\(.*\\) returned NULL")
   endforeach()
+  bench_verify_case(null live 0.05 2 "alloc\\(.*\\) returned NULL")
+  bench_verify_case(null regcache 0.2 2 "alloc\\(.*\\) returned NULL")
+  # The fallback is glibc's: refused on any other malloc.
+  bench_expect(64 "--glibc-fallback needs glibc's malloc, but malloc resolves to '[^']*bench-broken-malloc"
+    ${CMAKE_COMMAND} -E env --unset=BENCH_BROKEN LD_PRELOAD=${BROKEN} ${BENCH} regcache 0.01 1 --glibc-fallback)
+  bench_expect(2 "BENCH_REGCACHE_OBSERVER='bogus'; expected 'auto' or 'seccomp'"
+    ${CMAKE_COMMAND} -E env BENCH_REGCACHE_OBSERVER=bogus ${BENCH} regcache 0.01 1)
 endfunction()
 
 if(MODE STREQUAL "smoke")

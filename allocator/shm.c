@@ -1,0 +1,849 @@
+/*
+ * shm.c -- the shared-memory heap: one region that every process of a job
+ * maps at the same address, so that malloc in one process returns memory
+ * that another can read, write and free in place.  Owns the region's
+ * start-up (create or join, checks, the address, the header), its slices,
+ * its arenas, the fallback to the private heap, the last process's unlink
+ * and the public shm_* queries.  Main entry point: shm_start(), called once
+ * by heap_default() inside the very first malloc.
+ *
+ * THIS CODE RUNS INSIDE THE VERY FIRST malloc: it never allocates.  Files
+ * are opened, read and mapped with plain system calls into fixed buffers.
+ *
+ * Start-up.  The object is "/pinheap-<uid>-<job id>" (in /dev/shm).  Every
+ * process tries to create it exclusively (mode 0600); the one that succeeds
+ * sizes it, chooses the address (a hole in /proc/self/maps, high but well
+ * below the mmap area, aligned to a root slot of the owner map: 4 GiB, and
+ * reserving whole slots), maps it with MAP_FIXED_NOREPLACE, writes the
+ * header and publishes "ready" with a release store.  The others open it,
+ * check with fstat that it is their user's with mode 0600, wait for ready
+ * (bounded: a creator that is too slow is named; one that died leaves a
+ * stale object), and map it at the agreed address, or name the mapping in
+ * the way.  A stale object (its creator died before ready, or every process
+ * recorded in it is gone) is marked dead by one compare-and-swap -- so one
+ * process only replaces it -- unlinked (if the name still names that very
+ * object) and created anew.
+ *
+ * Region layout: the header (below; the records of the processes), the
+ * owner index (a uint16_t per 64 KiB granule: the index + 1 of the process
+ * whose slice holds it), the owner map's leaves for the region's root slots
+ * (owner.c: owner_map_adopt), then the slices, taken in order by a
+ * compare-and-swap on the header's cursor, on demand.  An arena of the
+ * shared heap lives at the start of its first slice (as an mspace does), so
+ * its state -- bins, remote stack, cookie, lock -- is reachable from every
+ * process; a block freed by another process goes to its owner through the
+ * lock-free remote stack (small blocks, defer.c) or under the owner heap's
+ * lock (a spin lock in the region).
+ */
+#include "chunk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "params.h"
+#include "pinheap.h"
+
+extern char **environ;
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#define SHM_MAGIC    0x316d68737061656eULL   /* "neapshm1" */
+#define SHM_VERSION  1u
+#define SHM_MAX_PROCS PARAM_RANKS_MAX
+#define SHM_SLOT     ((uintptr_t)1 << (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS))  /* 4 GiB */
+#define SHM_LEAF_BYTES (sizeof(uintptr_t) << PH_OWNER_LEAF_BITS)
+/* Where the region goes: the highest hole below SHM_TOP (the mmap area
+ * grows down from near 0x7fff..., randomized over about a TiB: 16 TiB of
+ * room) and above SHM_FLOOR. */
+#define SHM_TOP      ((uintptr_t)0x700000000000ULL)
+#define SHM_FLOOR    ((uintptr_t)0x100000000000ULL)
+#define SHM_NAME_MAX 96
+
+enum { SHM_INIT = 0, SHM_READY = 1, SHM_DEAD = 2 };
+
+typedef struct shm_rec_s {
+  _Atomic int pid;           /* 0: left (or never joined) */
+  int joined;                /* 1 once the process took its index */
+} shm_rec_t;
+
+typedef struct shm_hdr_s {
+  uint64_t magic;
+  uint32_t version;
+  _Atomic uint32_t state;    /* SHM_INIT -> SHM_READY (release) -> SHM_DEAD */
+  _Atomic int creator_pid;   /* written first, before the object is sized for others */
+  uint32_t max_procs;        /* the participant count, or SHM_MAX_PROCS */
+  uint64_t size;
+  uint64_t base;
+  uint64_t span;             /* whole root slots reserved from base */
+  _Atomic uint32_t refcount; /* processes attached; the last one unlinks */
+  _Atomic uint32_t nprocs;   /* indexes handed out */
+  _Atomic uint64_t cursor;   /* offset of the first byte no slice holds */
+  uint64_t owners_off;       /* uint16_t per granule */
+  uint64_t leaves_off;       /* the owner map's leaves, one per root slot */
+  uint64_t data_off;         /* the first slice */
+  uint64_t free_key;         /* chunk_free_key of every process */
+  mem_source_t source;       /* what every heap of the region points at */
+  shm_rec_t recs[SHM_MAX_PROCS];
+} shm_hdr_t;
+
+/* This process's view (set once by shm_start, read-only after). */
+static shm_hdr_t *shm_hdr;
+static int shm_me = -1;
+static shm_conf_t shm_conf;
+static char shm_obj[SHM_NAME_MAX];          /* "/pinheap-<uid>-<job>" */
+static char shm_path[SHM_NAME_MAX + 16];    /* "/dev/shm" + shm_obj */
+static bool shm_left;                       /* the child of a fork: a private copy */
+static atomic_bool shm_full;                /* the region filled up, fallback on */
+static atomic_flag shm_full_said = ATOMIC_FLAG_INIT;
+static mstate_t *_Atomic shm_fb_heap;
+static ph_lock_t shm_fb_lock;
+
+/* ---- messages (no allocation: pieces written one by one) ----------------- */
+
+static void say(const char *s) { ph_write_str(2, s); }
+static void say_dec(uint64_t v)
+{
+  char b[24];
+  say(ph_fmt_dec(b, v));
+}
+static void say_hex(uintptr_t v)
+{
+  char b[24];
+  say(ph_fmt_hex(b, v));
+}
+static void say_oct(unsigned v)
+{
+  char b[8];
+  int n = 0;
+  char t[8];
+  do {
+    t[n++] = (char)('0' + (v & 7));
+    v >>= 3;
+  } while (v != 0 && n < 7);
+  int i = 0;
+  b[i++] = '0';
+  while (n > 0)
+    b[i++] = t[--n];
+  b[i] = '\0';
+  say(b);
+}
+static void say_begin(void)
+{
+  say("pinheap: shared heap ");
+  say(shm_obj);
+  say(": ");
+}
+
+/* Ends the start-up: with the fallback, the private heap (said); without,
+ * the process ends (exit status 1).  The message has been written up to
+ * its last sentence. */
+static mstate_t *shm_fail(void)
+{
+  if (shm_conf.fallback) {
+    say("; this process runs on its private heap instead (PINHEAP_SHM_FALLBACK)\n");
+    return NULL;
+  }
+  say("; the process ends (PINHEAP_SHM_FALLBACK=1 would run it on its private heap)\n");
+  _exit(1);
+}
+
+/* ---- small system helpers ------------------------------------------------ */
+
+static void *shm_sys_mmap(void *addr, size_t len, int prot, int flags, int fd)
+{
+  long r = syscall(SYS_mmap, addr, len, prot, flags, fd, 0L);
+  return r == -1 ? MAP_FAILED : (void *)r;
+}
+
+static void shm_sys_munmap(void *addr, size_t len) { syscall(SYS_munmap, addr, len); }
+
+static uint64_t shm_now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void shm_nap(void)
+{
+  struct timespec ts = { 0, 1000000 };     /* 1 ms */
+  nanosleep(&ts, NULL);
+}
+
+static bool pid_gone(int pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+
+static void str_cat(char *dst, size_t cap, const char *src)
+{
+  size_t n = strlen(dst);
+  while (*src != '\0' && n + 1 < cap)
+    dst[n++] = *src++;
+  dst[n] = '\0';
+}
+
+/* ---- /proc/self/maps, read into a fixed buffer --------------------------- */
+
+typedef struct maps_reader_s {
+  int fd;
+  char buf[4096];
+  size_t len, pos;
+  char line[512];
+} maps_reader_t;
+
+/* The next line (without its newline) into r->line.  @return false at the end. */
+static bool maps_next(maps_reader_t *r)
+{
+  size_t n = 0;
+  for (;;) {
+    if (r->pos == r->len) {
+      ssize_t got = read(r->fd, r->buf, sizeof(r->buf));
+      if (got <= 0) {
+        r->line[n] = '\0';
+        return n != 0;
+      }
+      r->len = (size_t)got;
+      r->pos = 0;
+    }
+    char c = r->buf[r->pos++];
+    if (c == '\n') {
+      r->line[n] = '\0';
+      return true;
+    }
+    if (n + 1 < sizeof(r->line))
+      r->line[n++] = c;
+  }
+}
+
+static uintptr_t hex_parse(const char **s)
+{
+  uintptr_t v = 0;
+  for (;; (*s)++) {
+    char c = **s;
+    if (c >= '0' && c <= '9')
+      v = v * 16 + (uintptr_t)(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v = v * 16 + (uintptr_t)(c - 'a' + 10);
+    else
+      return v;
+  }
+}
+
+/* The first mapping of this process overlapping [lo, hi): its range in
+ * *s_p, *e_p and its line in line (cap bytes).  @return whether there is one
+ * (false too if the maps cannot be read). */
+static bool maps_overlap(uintptr_t lo, uintptr_t hi, uintptr_t *s_p, uintptr_t *e_p, char *line,
+                         size_t cap)
+{
+  static maps_reader_t r;                   /* under heap_default's lock: one user */
+  bool found = false;
+
+  r.fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (r.fd < 0)
+    return false;
+  r.len = r.pos = 0;
+  while (maps_next(&r)) {
+    const char *p = r.line;
+    uintptr_t s = hex_parse(&p);
+    if (*p != '-')
+      continue;
+    p++;
+    uintptr_t e = hex_parse(&p);
+    if (s < hi && e > lo) {
+      *s_p = s;
+      *e_p = e;
+      if (line != NULL) {
+        line[0] = '\0';
+        str_cat(line, cap, r.line);
+      }
+      found = true;
+      break;
+    }
+  }
+  close(r.fd);
+  return found;
+}
+
+/* The highest span-sized, slot-aligned hole below SHM_TOP, or 0. */
+static uintptr_t shm_pick_address(size_t span)
+{
+  uintptr_t a = (SHM_TOP - span) & ~(SHM_SLOT - 1), s, e;
+
+  while (a >= SHM_FLOOR && a + span > a) {
+    if (!maps_overlap(a, a + span, &s, &e, NULL, 0))
+      return a;
+    if (s < span + SHM_FLOOR)
+      break;
+    a = (s - span) & ~(SHM_SLOT - 1);
+  }
+  return 0;
+}
+
+/* ---- the region's layout ------------------------------------------------- */
+
+static size_t shm_span(size_t size) { return align_up(size, SHM_SLOT); }
+
+/* Fills in the layout offsets of h for its size.  @return false if the
+ * region is too small to hold a first arena. */
+static bool shm_layout(shm_hdr_t *h)
+{
+  size_t page = os_page_size();
+  h->owners_off = align_up(sizeof(shm_hdr_t), page);
+  size_t owners = (h->size >> PH_GRANULE_SHIFT) * sizeof(uint16_t);
+  h->leaves_off = align_up(h->owners_off + owners, page);
+  h->data_off = align_up(h->leaves_off + (h->span / SHM_SLOT) * SHM_LEAF_BYTES, PH_GRANULE);
+  return h->data_off + 4 * PH_DEFAULT_SEGMENT <= h->size;
+}
+
+static uint16_t *shm_owners(void) { return (uint16_t *)((char *)shm_hdr + shm_hdr->owners_off); }
+
+/* ---- start-up ------------------------------------------------------------ */
+
+/* Maps the whole region at base (span reserved, size of it backed by fd),
+ * checked to land exactly there.  @return false, with the message begun
+ * (the mapping in the way named) if something is in the way. */
+static bool shm_map_at(int fd, uintptr_t base, size_t size, size_t span)
+{
+  void *want = (void *)base;
+  void *p = shm_sys_mmap(want, span, PROT_NONE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1);
+  if (p != want) {
+    if (p != MAP_FAILED)                     /* a kernel without MAP_FIXED_NOREPLACE */
+      shm_sys_munmap(p, span);
+    char line[256];
+    uintptr_t s, e;
+    say_begin();
+    say("cannot map the region at ");
+    say_hex(base);
+    say(" (");
+    say_dec(span);
+    say(" bytes of address space, as every process of the job must)");
+    if (maps_overlap(base, base + span, &s, &e, line, sizeof(line))) {
+      say(": this mapping is in the way: ");
+      say(line);
+    }
+    return false;
+  }
+  if (shm_sys_mmap(want, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd) != want) {
+    shm_sys_munmap(want, span);
+    say_begin();
+    say("mapping the shared object failed (errno ");
+    say_dec((uint64_t)errno);
+    say(")");
+    return false;
+  }
+  return true;
+}
+
+/* The creator: size, place and publish the region.  @return false with
+ * the message begun. */
+static bool shm_create(int fd)
+{
+  struct statfs sf;
+  size_t size = shm_conf.size, span = shm_span(size);
+
+  if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)size) != 0) {
+    say_begin();
+    say("cannot size the new object to ");
+    say_dec(size);
+    say(" bytes (errno ");
+    say_dec((uint64_t)errno);
+    say(")");
+    return false;
+  }
+  /* A page the file system cannot back would be a SIGBUS later: refuse now. */
+  if (fstatfs(fd, &sf) == 0 && (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize < size) {
+    say_begin();
+    say("/dev/shm has ");
+    say_dec((uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize);
+    say(" bytes free, fewer than the ");
+    say_dec(size);
+    say(" asked for (");
+    say(shm_conf.size_from);
+    say(")");
+    return false;
+  }
+  uintptr_t base = shm_pick_address(span);
+  if (base == 0) {
+    say_begin();
+    say("no hole of ");
+    say_dec(span);
+    say(" bytes of address space found below ");
+    say_hex(SHM_TOP);
+    return false;
+  }
+  if (!shm_map_at(fd, base, size, span))
+    return false;
+  shm_hdr_t *h = (shm_hdr_t *)base;
+  shm_hdr = h;
+  atomic_store_explicit(&h->creator_pid, (int)getpid(), memory_order_relaxed);
+  h->magic = SHM_MAGIC;
+  h->version = SHM_VERSION;
+  h->size = size;
+  h->base = base;
+  h->span = span;
+  h->max_procs = shm_conf.ranks != 0 ? shm_conf.ranks : SHM_MAX_PROCS;
+  if (!shm_layout(h)) {
+    say_begin();
+    say("the region of ");
+    say_dec(size);
+    say(" bytes is too small for its header and a first arena");
+    return false;
+  }
+  atomic_store_explicit(&h->cursor, h->data_off, memory_order_relaxed);
+  atomic_store_explicit(&h->refcount, 1, memory_order_relaxed);
+  h->free_key = chunk_free_key;
+  h->source = (mem_source_t){ .grows = true, .maps_huge = true, .releases = false,
+                              .in_owner_map = true, .shared = true };
+  /* The creator is process 0, recorded before "ready": a process that
+   * joins always finds a live process in the records. */
+  atomic_store_explicit(&h->recs[0].pid, (int)getpid(), memory_order_relaxed);
+  h->recs[0].joined = 1;
+  atomic_store_explicit(&h->nprocs, 1, memory_order_relaxed);
+  shm_me = 0;
+  /* Test hook: a creator that stalls before "ready" (test/test_shm.c). */
+  for (char **e = environ; e != NULL && *e != NULL; e++) {
+    if (strcmp(*e, "PINHEAP_SHM_TEST_STALL=1") == 0) {
+      for (;;)
+        pause();
+    }
+  }
+  atomic_store_explicit(&h->state, SHM_READY, memory_order_release);
+  return true;
+}
+
+/* Marks the object behind fd (header h) dead and unlinks its name, if this
+ * process wins the compare-and-swap from seen and the name still names
+ * that object.  Losers and winners alike then start over. */
+static void shm_replace(int fd, shm_hdr_t *h, uint32_t seen)
+{
+  struct stat by_fd, by_name;
+
+  if (!atomic_compare_exchange_strong(&h->state, &seen, SHM_DEAD))
+    return;
+  if (fstat(fd, &by_fd) == 0 && stat(shm_path, &by_name) == 0 && by_fd.st_ino == by_name.st_ino &&
+      by_fd.st_dev == by_name.st_dev)
+    unlink(shm_path);
+}
+
+/* Do all the processes recorded in h seem gone? */
+static bool shm_all_gone(const shm_hdr_t *h)
+{
+  uint32_t n = atomic_load_explicit(&((shm_hdr_t *)h)->nprocs, memory_order_acquire);
+  n = n > h->max_procs ? h->max_procs : n;
+  for (uint32_t i = 0; i < n; i++) {
+    int pid = atomic_load_explicit(&((shm_hdr_t *)h)->recs[i].pid, memory_order_relaxed);
+    if (pid != 0 && pid != (int)getpid() && !pid_gone(pid))   /* our own pid: before an exec */
+      return false;
+  }
+  return true;
+}
+
+enum { JOIN_OK, JOIN_RETRY, JOIN_FAIL };
+
+/* A process that did not create the object: check, wait, map.  @return
+ * JOIN_OK (shm_hdr set, referenced), JOIN_RETRY (the object went away or
+ * was stale: start over) or JOIN_FAIL (message begun). */
+static int shm_join(int fd, uint64_t deadline)
+{
+  struct stat st;
+  size_t hsize = align_up(sizeof(shm_hdr_t), os_page_size());
+
+  if (fstat(fd, &st) != 0) {
+    say_begin();
+    say("fstat failed");
+    return JOIN_FAIL;
+  }
+  if (st.st_uid != geteuid() || (st.st_mode & 07777) != 0600 || !S_ISREG(st.st_mode)) {
+    say_begin();
+    say("refused: it belongs to uid ");
+    say_dec(st.st_uid);
+    say(" with mode ");
+    say_oct((unsigned)(st.st_mode & 07777));
+    say(", expected uid ");
+    say_dec(geteuid());
+    say(" with mode 0600 (another user must not plant or read the heap; remove ");
+    say(shm_path);
+    say(" if it is not in use)");
+    return JOIN_FAIL;
+  }
+  while ((size_t)st.st_size < hsize) {        /* the creator has not sized it yet */
+    if (shm_now_ms() > deadline) {
+      say_begin();
+      say("the object was never sized by its creator within ");
+      say_dec(shm_conf.timeout_ms);
+      say(" ms (PINHEAP_SHM_TIMEOUT); remove ");
+      say(shm_path);
+      say(" if no process of the job is starting");
+      return JOIN_FAIL;
+    }
+    shm_nap();
+    if (fstat(fd, &st) != 0)
+      return JOIN_RETRY;
+  }
+  shm_hdr_t *h = shm_sys_mmap(NULL, hsize, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+  if (h == MAP_FAILED) {
+    say_begin();
+    say("cannot map its header");
+    return JOIN_FAIL;
+  }
+  int rc = JOIN_FAIL;
+  for (;;) {
+    uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
+    int creator = atomic_load_explicit(&h->creator_pid, memory_order_relaxed);
+    if (state == SHM_DEAD) {
+      rc = JOIN_RETRY;
+      goto out;
+    }
+    if (state == SHM_READY)
+      break;
+    if (pid_gone(creator)) {                  /* died before ready: stale */
+      shm_replace(fd, h, SHM_INIT);
+      rc = JOIN_RETRY;
+      goto out;
+    }
+    if (shm_now_ms() > deadline) {
+      say_begin();
+      say("its creator (pid ");
+      say_dec((uint64_t)(creator > 0 ? creator : 0));
+      say(") did not make it ready within ");
+      say_dec(shm_conf.timeout_ms);
+      say(" ms (PINHEAP_SHM_TIMEOUT)");
+      goto out;
+    }
+    shm_nap();
+  }
+  if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->size > (uint64_t)st.st_size ||
+      h->base % SHM_SLOT != 0 || h->span != shm_span(h->size)) {
+    say_begin();
+    say("its header is not a pinheap shared heap of this version");
+    goto out;
+  }
+  /* Take a reference, unless the last process is leaving (0): then the
+   * object is on its way out; stale if every recorded process is gone. */
+  uint32_t refs = atomic_load_explicit(&h->refcount, memory_order_acquire);
+  do {
+    if (refs == 0 || shm_all_gone(h)) {
+      if (shm_all_gone(h))
+        shm_replace(fd, h, SHM_READY);
+      else
+        shm_nap();
+      rc = JOIN_RETRY;
+      goto out;
+    }
+  } while (!atomic_compare_exchange_weak(&h->refcount, &refs, refs + 1));
+  if (!shm_map_at(fd, (uintptr_t)h->base, (size_t)h->size, (size_t)h->span)) {
+    atomic_fetch_sub(&h->refcount, 1);
+    goto out;
+  }
+  shm_hdr = (shm_hdr_t *)(uintptr_t)h->base;
+  rc = JOIN_OK;
+out:
+  shm_sys_munmap(h, hsize);
+  return rc;
+}
+
+/* Takes this process's index and its record.  @return false (message
+ * begun) when more processes joined than the participant count. */
+static bool shm_register(void)
+{
+  shm_hdr_t *h = shm_hdr;
+  uint32_t i = atomic_fetch_add(&h->nprocs, 1);
+
+  if (i >= h->max_procs) {
+    atomic_fetch_sub(&h->refcount, 1);
+    say_begin();
+    say("more than ");
+    say_dec(h->max_procs);
+    say(" processes joined it (the participant count, ");
+    say(shm_conf.ranks_from);
+    say(")");
+    return false;
+  }
+  atomic_store_explicit(&h->recs[i].pid, (int)getpid(), memory_order_relaxed);
+  h->recs[i].joined = 1;
+  shm_me = (int)i;
+  /* A record with our pid is this process before it called exec (a shell's
+   * exec, a launcher that execs the program): that image never left, so
+   * its reference goes now -- else the object outlives the job.  Its
+   * blocks stay taken (nothing can reach them any more). */
+  for (uint32_t j = 0; j < i && j < h->max_procs; j++) {
+    int pid = (int)getpid();
+    if (atomic_compare_exchange_strong(&h->recs[j].pid, &pid, 0))
+      atomic_fetch_sub(&h->refcount, 1);     /* ours is held: never the last */
+  }
+  return true;
+}
+
+/* The start-up failed after the region was mapped (nothing was handed
+ * out): leave it -- record, reference (the last one unlinks), mapping. */
+static void shm_abandon(bool referenced)
+{
+  shm_hdr_t *h = shm_hdr;
+
+  if (h == NULL)
+    return;
+  if (shm_me >= 0)
+    atomic_store_explicit(&h->recs[shm_me].pid, 0, memory_order_relaxed);
+  if (referenced && atomic_fetch_sub(&h->refcount, 1) == 1) {
+    atomic_store(&h->state, SHM_DEAD);
+    unlink(shm_path);
+  }
+  shm_sys_munmap(h, (size_t)h->span);
+  shm_hdr = NULL;
+  shm_me = -1;
+}
+
+mstate_t *shm_start(void)
+{
+  shm_conf_eval(environ, &shm_conf);
+  if (!shm_conf.on)
+    return NULL;
+  char num[24];
+  shm_obj[0] = '\0';
+  str_cat(shm_obj, sizeof(shm_obj), "/pinheap-");
+  str_cat(shm_obj, sizeof(shm_obj), ph_fmt_dec(num, (uint64_t)geteuid()));
+  str_cat(shm_obj, sizeof(shm_obj), "-");
+  str_cat(shm_obj, sizeof(shm_obj), shm_conf.job);
+  shm_path[0] = '\0';
+  str_cat(shm_path, sizeof(shm_path), "/dev/shm");
+  str_cat(shm_path, sizeof(shm_path), shm_obj);
+
+  uint64_t deadline = shm_now_ms() + shm_conf.timeout_ms;
+  bool created = false;
+  for (;;) {
+    int fd = open(shm_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      created = true;
+      if (!shm_create(fd)) {
+        shm_abandon(false);
+        unlink(shm_path);
+        close(fd);
+        return shm_fail();
+      }
+      close(fd);
+      break;
+    }
+    if (errno != EEXIST) {
+      say_begin();
+      say("cannot create ");
+      say(shm_path);
+      say(" (errno ");
+      say_dec((uint64_t)errno);
+      say(")");
+      return shm_fail();
+    }
+    fd = open(shm_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT && shm_now_ms() <= deadline)
+        continue;                            /* unlinked meanwhile: try to create it */
+      say_begin();
+      say("cannot open ");
+      say(shm_path);
+      say(" (errno ");
+      say_dec((uint64_t)errno);
+      say(errno == ELOOP ? ": a symbolic link)" : ")");
+      return shm_fail();
+    }
+    int rc = shm_join(fd, deadline);
+    close(fd);
+    if (rc == JOIN_OK)
+      break;
+    if (rc == JOIN_FAIL)
+      return shm_fail();
+    if (shm_now_ms() > deadline) {
+      say_begin();
+      say("the object kept going away or being replaced for ");
+      say_dec(shm_conf.timeout_ms);
+      say(" ms");
+      return shm_fail();
+    }
+  }
+
+  /* The free key is the region's, before any heap holds a waiting chunk. */
+  if (!created) {
+    if (chunk_free_key != shm_hdr->free_key && ms_any()) {
+      shm_abandon(true);
+      say_begin();
+      say("it must start before any other heap of pinheap (an mspace was created before the "
+          "first malloc)");
+      return shm_fail();
+    }
+    __atomic_store_n(&chunk_free_key, shm_hdr->free_key, __ATOMIC_RELAXED);
+    if (!shm_register()) {                     /* (it gave its reference back) */
+      shm_abandon(false);
+      return shm_fail();
+    }
+  }
+  shm_hdr_t *h = shm_hdr;
+  if (!owner_map_adopt(h, (size_t)h->span, (uintptr_t *)((char *)h + h->leaves_off),
+                       (size_t)h->size, PH_KIND_SHM)) {
+    shm_abandon(true);                         /* (the maps were left as they were) */
+    say_begin();
+    say("the owner map already describes part of its address range");
+    return shm_fail();
+  }
+  mstate_t *ms = shm_heap_create(PH_KIND_ARENA_TAG(0));
+  if (ms == NULL) {
+    /* the leaves stay adopted: the range stays reserved for them (unmapped
+     * below, it may serve nothing else of pinheap's) */
+    shm_left = true;
+    say_begin();
+    say("the region is full: no room for this process's first arena");
+    return shm_fail();
+  }
+  return ms;
+}
+
+/* ---- slices and arenas --------------------------------------------------- */
+
+bool shm_on(void) { return shm_me >= 0 && !shm_left; }
+
+bool shm_fallback_active(void) { return atomic_load_explicit(&shm_full, memory_order_relaxed); }
+
+void *shm_slice_take(size_t len)
+{
+  shm_hdr_t *h = shm_hdr;
+  if (shm_left)                                /* a forked child: private memory */
+    return os_map_aligned(NULL, len, PH_GRANULE);
+  uint64_t off = atomic_load_explicit(&h->cursor, memory_order_relaxed);
+
+  do {
+    if (off + len > h->size || off + len < off) {
+      if (shm_conf.fallback) {
+        atomic_store_explicit(&shm_full, true, memory_order_relaxed);
+        if (!atomic_flag_test_and_set(&shm_full_said)) {
+          say_begin();
+          say("the region (");
+          say_dec(h->size);
+          say(" bytes) is full: this process allocates from its private heap from now on "
+              "(PINHEAP_SHM_FALLBACK); those blocks cannot be used by other processes\n");
+        }
+      }
+      return NULL;
+    }
+  } while (!atomic_compare_exchange_weak_explicit(&h->cursor, &off, off + len, memory_order_relaxed,
+                                                  memory_order_relaxed));
+  uint16_t *owners = shm_owners();
+  for (uint64_t g = off >> PH_GRANULE_SHIFT; g < (off + len) >> PH_GRANULE_SHIFT; g++)
+    __atomic_store_n(&owners[g], (uint16_t)(shm_me + 1), __ATOMIC_RELEASE);
+  return (char *)h + off;
+}
+
+#define SHM_MS_OFF align_up(sizeof(seg_t), PH_ALIGN)
+#define SHM_MS_CHUNK_OFF \
+  (align_up(SHM_MS_OFF + sizeof(mstate_t) + PH_CHUNK_HDR, PH_ALIGN) - PH_CHUNK_HDR)
+
+mstate_t *shm_heap_create(unsigned kind)
+{
+  size_t len = align_up(PH_DEFAULT_SEGMENT + SHM_MS_CHUNK_OFF + PH_FENCE_SIZE + PH_MIN_CHUNK,
+                        PH_GRANULE);
+  char *p = shm_slice_take(len);
+
+  if (p == NULL)
+    return NULL;
+  mstate_t *ms = (mstate_t *)(p + SHM_MS_OFF);
+  if (!owner_map_set(p, len, (uintptr_t)p, kind))
+    return NULL;                               /* the slice stays taken */
+  ms_init(ms, &shm_hdr->source, PH_MS_LOCKED, kind);
+  seg_format(ms, p, len, SHM_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
+  ms->top_seg = (seg_t *)p;
+  ms->top = seg_first(ms->top_seg);
+  return ms;
+}
+
+mstate_t *shm_fallback_heap(void)
+{
+  mstate_t *ms = atomic_load_explicit(&shm_fb_heap, memory_order_acquire);
+
+  if (ms == NULL) {
+    ph_lock(&shm_fb_lock);
+    ms = atomic_load_explicit(&shm_fb_heap, memory_order_acquire);
+    if (ms == NULL) {
+      ms = ms_create(0, PH_MS_LOCKED, PH_KIND_ARENA);
+      atomic_store_explicit(&shm_fb_heap, ms, memory_order_release);
+    }
+    ph_unlock(&shm_fb_lock);
+  }
+  return ms;
+}
+
+/* ---- fork and exit ------------------------------------------------------- */
+
+void shm_fork_child(void)
+{
+  shm_hdr_t *h = shm_hdr;
+
+  if (h == NULL || shm_left)
+    return;
+  /* A private copy of the part in use, moved over the shared mapping at
+   * the same address: the child's blocks stay where they are, and what the
+   * child does no longer reaches the job's heap.  (The parent holds every
+   * lock of its heaps now, so its arenas are consistent in the copy.) */
+  size_t used = align_up((size_t)atomic_load(&h->cursor), os_page_size());
+  used = used > h->size ? (size_t)h->size : used;
+  void *copy = shm_sys_mmap(NULL, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+  if (copy == MAP_FAILED)
+    ph_fatal("fork", "no memory for the child's copy of the shared heap at", h);
+  memcpy(copy, h, used);
+  if (syscall(SYS_mremap, copy, used, used, MREMAP_MAYMOVE | MREMAP_FIXED, h) != (long)(uintptr_t)h)
+    ph_fatal("fork", "cannot move the child's copy of the shared heap to", h);
+  /* beyond the part in use: nothing of the job's, and no new slices */
+  if (h->size > used)
+    shm_sys_mmap((char *)h + used, (size_t)h->size - used, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1);
+  shm_left = true;                             /* new slices: private mappings */
+}
+
+/* The last process to leave unlinks the object. */
+__attribute__((destructor)) static void shm_leave(void)
+{
+  shm_hdr_t *h = shm_hdr;
+
+  if (h == NULL || shm_left || shm_me < 0)
+    return;
+  /* Blocks of other processes this thread freed go back to them now (a
+   * thread cache gathers them into bundles; the main thread's cache is not
+   * emptied at exit otherwise). */
+  tcache_flush_mine();
+  atomic_store_explicit(&h->recs[shm_me].pid, 0, memory_order_relaxed);
+  if (atomic_fetch_sub(&h->refcount, 1) == 1) {
+    uint32_t ready = SHM_READY;
+    if (atomic_compare_exchange_strong(&h->state, &ready, SHM_DEAD))
+      unlink(shm_path);
+  }
+}
+
+/* ---- the public queries -------------------------------------------------- */
+
+int shm_contains(const void *ptr)
+{
+  shm_hdr_t *h = shm_hdr;
+  return h != NULL && (uintptr_t)ptr - (uintptr_t)h < h->size;
+}
+
+int shm_owner(const void *ptr)
+{
+  shm_hdr_t *h = shm_hdr;
+  uintptr_t off = (uintptr_t)ptr - (uintptr_t)h;
+
+  if (h == NULL || off >= h->size || off < h->data_off)
+    return -1;
+  return (int)__atomic_load_n(&shm_owners()[off >> PH_GRANULE_SHIFT], __ATOMIC_ACQUIRE) - 1;
+}
+
+void *shm_base(void) { return shm_hdr; }
+
+size_t shm_size(void) { return shm_hdr != NULL ? (size_t)shm_hdr->size : 0; }
+
+int shm_index(void) { return shm_hdr != NULL ? shm_me : -1; }
+
+const char *shm_name(void) { return shm_hdr != NULL ? shm_obj : NULL; }

@@ -1,0 +1,431 @@
+/*
+ * shm_worker.c -- one process of the shared-heap tests (test/test_shm.c
+ * starts several with fork+exec).  It allocates with pinheap's malloc (the
+ * prefixed API, PINHEAP_NAME(malloc)), so the shared heap starts inside its
+ * first call when PINHEAP_SHM_SIZE is set.  Modes (argv[1]):
+ *
+ *   info            prints "index base size name" and allocates one block
+ *   hold            starts the heap, prints "ready", waits to be killed
+ *   ring PREV NEXT  the exchange: PREV and NEXT are socket descriptors to
+ *                   the neighbours of a ring; this process sends its blocks
+ *                   to NEXT, checks and rewrites PREV's blocks in place,
+ *                   frees them, and checks its own usage returns to its
+ *                   baseline once NEXT freed its blocks
+ *   exhaust SIZE    mallocs SIZE-byte blocks until NULL (ENOMEM expected) or,
+ *                   with the fallback, until past the region; prints counts
+ *   double_free     frees one shared block twice (must end with SIGABRT)
+ *   foreign         frees a pointer inside the region that malloc never
+ *                   returned (must end with SIGABRT)
+ *   squat ADDR      maps a page at ADDR first, then does what info does
+ *   exec MODE       starts the heap, then execs this program in MODE (the
+ *                   same process joins again after the exec)
+ *   produce FD      allocates blocks of many sizes and streams their
+ *                   addresses to FD while the other side frees them; at the
+ *                   end its usage is back to its baseline
+ *   consume FD      checks and frees every block it receives from FD
+ *   threads         four threads allocate, free and hand blocks to each
+ *                   other: every block in this process's part of the region
+ *   fork            a forked child writes over, frees and allocates blocks
+ *                   of the parent's: none of it reaches the region (the
+ *                   child has a private copy); prints "forked ok", then as
+ *                   hold
+ *
+ * hold ends with exit(0) on SIGTERM, so that it leaves the heap properly.
+ *
+ * Exit status 0 when every check passed; otherwise one "FAIL ..." line.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pinheap.h"
+
+#define NBLOCKS 48
+
+static const size_t block_sizes[] = { 24, 100, 1000, 2000, 5000, 70000, 300000, 1500000 };
+
+typedef struct msg_s {
+  int index;
+  int n;
+  void *ptr[NBLOCKS];
+  size_t size[NBLOCKS];
+} msg_t;
+
+static int fail(const char *what, long a, long b)
+{
+  printf("FAIL %s (%ld, %ld)\n", what, a, b);
+  fflush(stdout);
+  exit(2);
+}
+
+static void io_all(int fd, void *buf, size_t len, int out)
+{
+  char *p = buf;
+  while (len > 0) {
+    ssize_t n = out ? write(fd, p, len) : read(fd, p, len);
+    if (n <= 0)
+      fail(out ? "write to a neighbour" : "read from a neighbour", (long)n, errno);
+    p += n;
+    len -= (size_t)n;
+  }
+}
+
+static unsigned char pattern(int index, int i) { return (unsigned char)(index * 37 + i * 11 + 1); }
+
+static size_t in_use(void)
+{
+  return PINHEAP_NAME(mallinfo2)().uordblks;
+}
+
+static void on_term(int sig)
+{
+  (void)sig;
+  exit(0);                                    /* the heap is left by the destructor */
+}
+
+static int ring(int prev, int next)
+{
+  msg_t mine, theirs;
+  char token = 0;
+  void *warm = PINHEAP_NAME(malloc)(16);         /* starts the heap */
+  PINHEAP_NAME(free)(warm);
+  int me = PINHEAP_NAME(shm_index)();
+  size_t baseline = in_use();
+  if (me < 0)
+    fail("not on the shared heap", me, 0);
+  mine.index = me;
+  mine.n = NBLOCKS;
+  for (int i = 0; i < NBLOCKS; i++) {
+    size_t sz = block_sizes[i % (sizeof(block_sizes) / sizeof(block_sizes[0]))] + (size_t)i;
+    unsigned char *p = PINHEAP_NAME(malloc)(sz);
+    if (p == NULL)
+      fail("malloc", (long)sz, errno);
+    if (!PINHEAP_NAME(shm_contains)(p) || PINHEAP_NAME(shm_owner)(p) != me)
+      fail("a block outside this process's part of the region", PINHEAP_NAME(shm_owner)(p), me);
+    memset(p, pattern(me, i), sz);
+    mine.ptr[i] = p;
+    mine.size[i] = sz;
+  }
+  io_all(next, &mine, sizeof(mine), 1);
+  io_all(prev, &theirs, sizeof(theirs), 0);
+  /* the neighbour's blocks, read and rewritten in place */
+  for (int i = 0; i < theirs.n; i++) {
+    unsigned char *p = theirs.ptr[i];
+    if (PINHEAP_NAME(shm_owner)(p) != theirs.index)
+      fail("shm_owner of a neighbour's block", PINHEAP_NAME(shm_owner)(p), theirs.index);
+    for (size_t j = 0; j < theirs.size[i]; j++) {
+      if (p[j] != pattern(theirs.index, i))
+        fail("a neighbour's block does not hold its pattern", i, (long)j);
+    }
+    memset(p, pattern(theirs.index, i) ^ 0xff, theirs.size[i]);
+  }
+  io_all(prev, &token, 1, 1);
+  io_all(next, &token, 1, 0);
+  for (int i = 0; i < NBLOCKS; i++) {
+    unsigned char *p = mine.ptr[i];
+    for (size_t j = 0; j < mine.size[i]; j++) {
+      if (p[j] != (unsigned char)(pattern(me, i) ^ 0xff))
+        fail("the neighbour's writes are not seen in place", i, (long)j);
+    }
+  }
+  if (in_use() <= baseline)
+    fail("usage did not grow with the blocks", (long)in_use(), (long)baseline);
+  /* checked: NEXT may free them now; PREV's may be freed once PREV checked */
+  io_all(next, &token, 1, 1);
+  io_all(prev, &token, 1, 0);
+  /* the neighbour's blocks go back to their owner from here; the
+   * statistics call hands this thread's gathered remote frees over */
+  for (int i = 0; i < theirs.n; i++)
+    PINHEAP_NAME(free)(theirs.ptr[i]);
+  (void)in_use();
+  io_all(prev, &token, 1, 1);
+  io_all(next, &token, 1, 0);
+  /* Every block of this process was freed by the neighbour: reclaimed
+   * (the statistics take the remote stack in first). */
+  size_t now = in_use();
+  if (now != baseline)
+    fail("the blocks freed by the neighbour were not reclaimed (in use, baseline)", (long)now,
+         (long)baseline);
+  if (PINHEAP_NAME(malloc_check)() != 0)
+    fail("malloc_check", 1, 0);
+  printf("ok %d\n", me);
+  return 0;
+}
+
+#define STREAM_BLOCKS 40000
+#define STREAM_BATCH 64
+#define STREAM_WINDOW 16          /* batches between acknowledgements */
+
+typedef struct stream_msg_s {
+  int n;                       /* 0: the end */
+  void *ptr[STREAM_BATCH];
+  size_t size[STREAM_BATCH];
+} stream_msg_t;
+
+static size_t stream_size(unsigned *seed)
+{
+  *seed = *seed * 1103515245u + 12345u;
+  unsigned r = (*seed >> 8) % 1000;
+  return r < 900 ? 16 + r % 900 : r < 990 ? 1000 + (size_t)r * 50 : 200000 + (size_t)r * 100;
+}
+
+/* Blocks stream to the consumer, which frees them while this process goes
+ * on allocating: the remote stack is pushed and taken in concurrently. */
+static int produce(int fd)
+{
+  void *warm = PINHEAP_NAME(malloc)(16);
+  PINHEAP_NAME(free)(warm);
+  size_t baseline = in_use();
+  unsigned seed = 7;
+  stream_msg_t m;
+  char ack;
+  void *own[16] = { NULL };
+  long batches = 0;
+
+  m.n = 0;
+  for (int i = 0; i < STREAM_BLOCKS; i++) {
+    size_t sz = stream_size(&seed);
+    unsigned char *p = PINHEAP_NAME(malloc)(sz);
+    if (p == NULL)
+      fail("malloc", (long)sz, errno);
+    if (PINHEAP_NAME(shm_owner)(p) != PINHEAP_NAME(shm_index)())
+      fail("a block outside this process's part", PINHEAP_NAME(shm_owner)(p), i);
+    p[0] = (unsigned char)i;
+    p[sz - 1] = (unsigned char)(i >> 3);
+    if (i % 7 == 0) {                      /* some stay here for a while */
+      PINHEAP_NAME(free)(own[i % 16]);
+      own[i % 16] = p;
+      continue;
+    }
+    m.ptr[m.n] = p;
+    m.size[m.n] = sz;
+    if (++m.n == STREAM_BATCH) {
+      io_all(fd, &m, sizeof(m), 1);
+      m.n = 0;
+      if (++batches % STREAM_WINDOW == 0)
+        io_all(fd, &ack, 1, 0);            /* at most two windows in flight */
+    }
+  }
+  if (m.n > 0)
+    io_all(fd, &m, sizeof(m), 1);
+  for (int i = 0; i < 16; i++)
+    PINHEAP_NAME(free)(own[i]);
+  m.n = 0;
+  io_all(fd, &m, sizeof(m), 1);
+  io_all(fd, &ack, 1, 0);                  /* every block freed over there */
+  size_t now = in_use();
+  if (now != baseline)
+    fail("the streamed blocks were not reclaimed (in use, baseline)", (long)now, (long)baseline);
+  if (PINHEAP_NAME(malloc_check)() != 0)
+    fail("malloc_check", 1, 0);
+  printf("produced ok\n");
+  return 0;
+}
+
+static int consume(int fd)
+{
+  stream_msg_t m;
+  long blocks = 0, batches = 0;
+  char ack = 1;
+
+  for (;;) {
+    io_all(fd, &m, sizeof(m), 0);
+    if (m.n == 0)
+      break;
+    if (m.n == STREAM_BATCH && ++batches % STREAM_WINDOW == 0)
+      io_all(fd, &ack, 1, 1);
+    for (int i = 0; i < m.n; i++) {
+      unsigned char *p = m.ptr[i];
+      if (!PINHEAP_NAME(shm_contains)(p) || PINHEAP_NAME(shm_owner)(p) == PINHEAP_NAME(shm_index)())
+        fail("a streamed block is not the producer's", (long)blocks, PINHEAP_NAME(shm_owner)(p));
+      p[m.size[i] / 2] = 0x77;             /* written in place */
+      PINHEAP_NAME(free)(p);
+      blocks++;
+    }
+  }
+  /* the blocks gathered in this thread's cache go back to their owner */
+  (void)in_use();
+  io_all(fd, &ack, 1, 1);
+  printf("consumed %ld ok\n", blocks);
+  return 0;
+}
+
+#define THREADS 4
+#define THREAD_BLOCKS 1000        /* about 7 MiB a thread */
+
+static void *thread_slots[THREADS][THREAD_BLOCKS];
+static pthread_barrier_t thread_barrier;
+
+/* Allocates its blocks, then frees its neighbour's (another arena's). */
+static void *thread_run(void *arg)
+{
+  int t = (int)(intptr_t)arg;
+  unsigned seed = (unsigned)t + 1;
+  for (int i = 0; i < THREAD_BLOCKS; i++) {
+    size_t sz = stream_size(&seed);
+    unsigned char *p = PINHEAP_NAME(malloc)(sz);
+    if (p == NULL)
+      fail("malloc in a thread", (long)sz, errno);
+    if (PINHEAP_NAME(shm_owner)(p) != PINHEAP_NAME(shm_index)())
+      fail("a thread's block outside this process's part", t, i);
+    memset(p, t, sz < 64 ? sz : 64);
+    thread_slots[t][i] = p;
+  }
+  pthread_barrier_wait(&thread_barrier);
+  int n = (t + 1) % THREADS;
+  for (int i = 0; i < THREAD_BLOCKS; i++) {
+    unsigned char *p = thread_slots[n][i];
+    if (p[0] != (unsigned char)n)
+      fail("a neighbour thread's block changed", n, i);
+    PINHEAP_NAME(free)(p);
+  }
+  return NULL;
+}
+
+static int threads_run(void)
+{
+  pthread_t th[THREADS];
+  void *warm = PINHEAP_NAME(malloc)(16);
+  PINHEAP_NAME(free)(warm);
+  size_t baseline = in_use();
+  pthread_barrier_init(&thread_barrier, NULL, THREADS);
+  for (int t = 0; t < THREADS; t++)
+    if (pthread_create(&th[t], NULL, thread_run, (void *)(intptr_t)t) != 0)
+      fail("pthread_create", t, 0);
+  for (int t = 0; t < THREADS; t++)
+    pthread_join(th[t], NULL);
+  size_t now = in_use();
+  if (now != baseline)
+    fail("the threads' blocks were not reclaimed (in use, baseline)", (long)now, (long)baseline);
+  if (PINHEAP_NAME(malloc_check)() != 0)
+    fail("malloc_check", 1, 0);
+  printf("threads ok\n");
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc < 2)
+    return 64;
+  if (strcmp(argv[1], "squat") == 0 && argc == 3) {
+    void *want = (void *)strtoul(argv[2], NULL, 0);
+    if ((void *)syscall(SYS_mmap, want, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+                        0L) != want)
+      fail("mmap at the address to squat", errno, 0);
+    argv[1] = "info";
+  }
+  if (strcmp(argv[1], "exec") == 0 && argc == 3) {
+    void *p = PINHEAP_NAME(malloc)(1000);
+    printf("before exec %d\n", PINHEAP_NAME(shm_index)());
+    PINHEAP_NAME(free)(p);
+    execl("/proc/self/exe", argv[0], argv[2], (char *)NULL);
+    fail("exec", errno, 0);
+  }
+  if (strcmp(argv[1], "fork") == 0) {
+    unsigned char *b = PINHEAP_NAME(malloc)(5000);
+    unsigned char *big = PINHEAP_NAME(malloc)(300000);
+    if (b == NULL || big == NULL || !PINHEAP_NAME(shm_contains)(b))
+      fail("a block in the region", errno, 0);
+    memset(b, 0x3c, 5000);
+    memset(big, 0x3d, 300000);
+    pid_t pid = fork();
+    if (pid == 0) {
+      memset(b, 0xaa, 5000);
+      memset(big, 0xab, 300000);
+      PINHEAP_NAME(free)(b);
+      PINHEAP_NAME(free)(big);
+      for (int i = 0; i < 200; i++)
+        memset(PINHEAP_NAME(malloc)(4000), 0xac, 4000);     /* kept: the copy's part */
+      _exit(PINHEAP_NAME(malloc_check)() == 0 ? 0 : 9);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      fail("the child (status)", st, 0);
+    for (int i = 0; i < 5000; i++) {
+      if (b[i] != 0x3c)
+        fail("the child's writes reached the parent's block", i, b[i]);
+    }
+    for (int i = 0; i < 300000; i++) {
+      if (big[i] != 0x3d)
+        fail("the child's writes reached the parent's large block", i, big[i]);
+    }
+    /* the blocks are still the parent's: freed and allocated again */
+    PINHEAP_NAME(free)(b);
+    PINHEAP_NAME(free)(big);
+    if (PINHEAP_NAME(malloc_check)() != 0)
+      fail("malloc_check after the child", 1, 0);
+    printf("forked ok\n");
+    argv[1] = "hold";
+  }
+  if (strcmp(argv[1], "hold") == 0)
+    signal(SIGTERM, on_term);
+  if (strcmp(argv[1], "info") == 0 || strcmp(argv[1], "hold") == 0) {
+    void *p = PINHEAP_NAME(malloc)(1000);
+    if (p == NULL)
+      fail("malloc", 1000, errno);
+    printf("%d %p %zu %s %d\n", PINHEAP_NAME(shm_index)(), PINHEAP_NAME(shm_base)(),
+           PINHEAP_NAME(shm_size)(), PINHEAP_NAME(shm_name)() ? PINHEAP_NAME(shm_name)() : "-",
+           PINHEAP_NAME(shm_contains)(p));
+    if (argv[1][0] == 'h') {
+      printf("ready\n");
+      for (;;)
+        pause();
+    }
+    PINHEAP_NAME(free)(p);
+    return 0;
+  }
+  if (strcmp(argv[1], "threads") == 0)
+    return threads_run();
+  if (strcmp(argv[1], "produce") == 0 && argc == 3)
+    return produce(atoi(argv[2]));
+  if (strcmp(argv[1], "consume") == 0 && argc == 3) {
+    void *warm = PINHEAP_NAME(malloc)(16);  /* joins the heap first */
+    PINHEAP_NAME(free)(warm);
+    return consume(atoi(argv[2]));
+  }
+  if (strcmp(argv[1], "ring") == 0 && argc == 4)
+    return ring(atoi(argv[2]), atoi(argv[3]));
+  if (strcmp(argv[1], "exhaust") == 0 && argc == 3) {
+    size_t sz = strtoul(argv[2], NULL, 0);
+    size_t in = 0, out = 0, n = 0;
+    for (;;) {
+      errno = 0;
+      void *p = PINHEAP_NAME(malloc)(sz);
+      if (p == NULL) {
+        printf("null errno=%d in=%zu out=%zu\n", errno, in, out);
+        return errno == ENOMEM ? 0 : 3;
+      }
+      memset(p, 0x5a, sz);
+      if (PINHEAP_NAME(shm_contains)(p))
+        in++;
+      else
+        out++;
+      if (++n > 4 * PINHEAP_NAME(shm_size)() / sz + 16 || out >= 64) {
+        printf("kept going in=%zu out=%zu\n", in, out);
+        return 0;
+      }
+    }
+  }
+  if (strcmp(argv[1], "double_free") == 0) {
+    void *p = PINHEAP_NAME(malloc)(200);
+    PINHEAP_NAME(free)(p);
+    PINHEAP_NAME(free)(p);
+    return 5;
+  }
+  if (strcmp(argv[1], "foreign") == 0) {
+    char *p = PINHEAP_NAME(malloc)(5000);
+    PINHEAP_NAME(free)(p + 48);
+    return 5;
+  }
+  return 64;
+}
