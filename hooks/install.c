@@ -524,13 +524,29 @@ void install_run(void)
                                        "against them)" : "");
     text_add(buf);
   }
-  if (code_foreign > 0 || code_failed > 0) {
+  /* left alone: the names, then the first one's account (pinheap-info
+   * shows each) */
+  for (int kind = PINHEAP_CODE_FOREIGN; kind <= PINHEAP_CODE_FAILED; kind++) {
+    if ((kind == PINHEAP_CODE_FOREIGN ? code_foreign : code_failed) == 0)
+      continue;
+    const char *first = NULL;
+    text_add(kind == PINHEAP_CODE_FOREIGN ? "libc's code left alone, already patched by someone "
+                                            "else:"
+                                          : "libc's code not patched:");
     for (unsigned i = 0; i < n; i++)
-      if (install_code_alias[i] == i && install_code[i].text[0] != '\0' &&
-          (install_syms[i].code == PINHEAP_CODE_FOREIGN || install_syms[i].code == PINHEAP_CODE_FAILED)) {
-        text_add(install_code[i].text);
-        text_add(". ");
+      if (replace_symbols[i].event != 0 && install_syms[i].code == kind &&
+          (install_code[i].entry == NULL || install_code_alias[i] == i)) {
+        text_add(" ");
+        text_add(replace_symbols[i].name);
+        if (first == NULL)
+          first = install_code[i].text;
       }
+    for (unsigned i = 0; first == NULL && i < n; i++)
+      if (install_syms[i].code == kind)
+        first = install_code[i].text;
+    text_add(" (");
+    text_add(first != NULL ? first : "");
+    text_add("). ");
   }
   if (!code && patch && params->v[PARAM_CODE_PATCH].value == 0)
     text_add("PINHEAP_CODE_PATCH=0: libc's code is left alone, so glibc's internal calls are "
