@@ -392,21 +392,16 @@ void install_run(void)
   /* (b') code patching of libc's own entry points */
   int code_done = 0, code_foreign = 0, code_failed = 0, code_threads = 0;
   if (code) {
-    patch_site_t *uniq[INSTALL_MAX];
-    unsigned nu = 0;
     code_threads = patch_threads_running();
-    for (unsigned i = 0; i < n; i++) {
-      if (install_code[i].entry == NULL)
-        continue;
+    patch_apply(install_code, n, code_threads ? PATCH_THREADS : 0);
+    for (unsigned i = 0; i < n; i++) {   /* the first site of each function speaks for it */
       install_code_alias[i] = (unsigned char)i;
-      for (unsigned j = 0; j < i; j++)
-        if (install_code[j].entry == install_code[i].entry && install_code_alias[j] == j)
+      for (unsigned j = 0; install_code[i].entry != NULL && j < i; j++)
+        if (install_code[j].entry == install_code[i].entry) {
           install_code_alias[i] = (unsigned char)j;
-      if (install_code_alias[i] == i)
-        uniq[nu++] = &install_code[i];
+          break;
+        }
     }
-    for (unsigned u = 0; u < nu; u++)
-      patch_apply(uniq[u], 1, code_threads ? PATCH_THREADS : 0);
     for (unsigned i = 0; i < n; i++) {
       if (replace_symbols[i].event == 0)
         continue;

@@ -310,10 +310,47 @@ static void *patch_tramp_slot(const void *entry, void *target)
 /*  finding, applying, undoing                                              */
 /* ======================================================================= */
 
+/* The executable segments of libc.so.6 (dladdr would cost a linear walk
+ * of libc's symbol table per lookup). */
+typedef struct patch_libc_s {
+  uintptr_t lo[4], hi[4];
+  int n;
+} patch_libc_t;
+
+static int patch_libc_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  patch_libc_t *l = arg;
+  const char *name = info->dlpi_name, *base = name != NULL ? strrchr(name, '/') : NULL;
+  (void)size;
+  base = base != NULL ? base + 1 : name;
+  if (base == NULL || strncmp(base, "libc.so", 7) != 0)
+    return 0;
+  for (int i = 0; i < info->dlpi_phnum && l->n < 4; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+      l->lo[l->n] = info->dlpi_addr + ph->p_vaddr;
+      l->hi[l->n] = l->lo[l->n] + ph->p_memsz;
+      l->n++;
+    }
+  }
+  return 1;
+}
+
+static int patch_in_libc(const patch_libc_t *l, const void *addr)
+{
+  for (int i = 0; i < l->n; i++)
+    if ((uintptr_t)addr >= l->lo[i] && (uintptr_t)addr < l->hi[i])
+      return 1;
+  return 0;
+}
+
 int patch_find(patch_site_t *sites, size_t n)
 {
   void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);   /* ld.so's, not malloc */
+  patch_libc_t range = { { 0 }, { 0 }, 0 };
   Dl_info info;
+
+  dl_iterate_phdr(patch_libc_cb, &range);
 
   for (size_t i = 0; i < n; i++) {
     patch_site_t *s = &sites[i];
@@ -327,7 +364,9 @@ int patch_find(patch_site_t *sites, size_t n)
     }
     /* relocation patching (or another pinheap's) may have pointed libc's
      * symbol table at a replacement: only libc's own code is patched */
-    if (dladdr(e, &info) == 0 || info.dli_fname == NULL || strstr(info.dli_fname, "libc.so") == NULL) {
+    if (!patch_in_libc(&range, e)) {
+      if (dladdr(e, &info) == 0)
+        info.dli_fname = NULL;
       s->state = PATCH_FAILED;
       snprintf(s->text, sizeof(s->text),
                "libc's symbol table entry for %s points outside libc, at %p in %s: left alone",
@@ -342,8 +381,21 @@ int patch_find(patch_site_t *sites, size_t n)
   return 0;
 }
 
+#if defined(__has_include)
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#define PATCH_HAVE_SINGLE_THREADED 1
+#endif
+#endif
+
 int patch_threads_running(void)
 {
+#ifdef PATCH_HAVE_SINGLE_THREADED
+  /* glibc 2.32+: true until the first pthread_create, never true again --
+   * one load, where /proc/self/status costs 20-40 us the first time */
+  if (__libc_single_threaded)
+    return 0;
+#endif
   char buf[4096];
   int saved = errno;
   int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
@@ -368,17 +420,82 @@ int patch_threads_running(void)
   return !(t[0] == '1' && (t[1] < '0' || t[1] > '9'));
 }
 
+/* The writes of one patch_apply: one lifting of protection over the span
+ * of every entry when they lie in one segment (libc's text: 4 pages for
+ * the eight functions), else one per entry. */
+#define PATCH_BATCH 64
+typedef struct patch_write_s {
+  patch_site_t *site;
+  uint64_t val;
+  int prot;
+  uintptr_t seg;
+} patch_write_t;
+
+static void patch_write_fail(patch_site_t *s, int err)
+{
+  s->state = PATCH_FAILED;
+  snprintf(s->text, sizeof(s->text),
+           "%s was not patched: mprotect of libc's text refused (errno %d)", s->name, err);
+}
+
+static void patch_write_all(patch_write_t *w, size_t k)
+{
+  size_t page = os_page_size();
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  int one = k > 0;
+
+  for (size_t i = 0; i < k; i++) {
+    uintptr_t e = (uintptr_t)w[i].site->entry;
+    lo = e < lo ? e : lo;
+    hi = e + 8 > hi ? e + 8 : hi;
+    one &= w[i].seg == w[0].seg && w[i].prot == w[0].prot;
+  }
+  lo &= ~(uintptr_t)(page - 1);
+  hi = (hi + page - 1) & ~(uintptr_t)(page - 1);
+  if (one && hi - lo <= 64 * page &&
+      mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) == 0) {
+    for (size_t i = 0; i < k; i++) {
+      __atomic_store_n((uint64_t *)w[i].site->entry, w[i].val, __ATOMIC_SEQ_CST);
+      w[i].site->state = PATCH_DONE;
+      w[i].site->text[0] = '\0';
+    }
+    if (mprotect((void *)lo, hi - lo, w[0].prot) != 0)
+      ph_warn("pinheap could not give libc's text its protection back after code patching", NULL);
+    return;
+  }
+  for (size_t i = 0; i < k; i++) {
+    int err = patch_store(w[i].site->entry, w[i].val, w[i].prot);
+    if (err != 0) {
+      patch_write_fail(w[i].site, err);
+      continue;
+    }
+    w[i].site->state = PATCH_DONE;
+    w[i].site->text[0] = '\0';
+  }
+}
+
+/* An earlier site of the same call for the same function, or NULL. */
+static const patch_site_t *patch_alias_of(const patch_site_t *sites, size_t i)
+{
+  if (sites[i].entry == NULL)
+    return NULL;
+  for (size_t j = 0; j < i; j++)
+    if (sites[j].entry == sites[i].entry)
+      return &sites[j];
+  return NULL;
+}
+
 int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
 {
   int done = 0, wrote = 0;
+  patch_write_t w[PATCH_BATCH];
+  size_t k = 0;
 
   ph_lock(&patch_lock);
   for (size_t i = 0; i < n; i++) {
     patch_site_t *s = &sites[i];
-    if (s->state == PATCH_DONE) {
-      done++;
+    if (s->state == PATCH_DONE || patch_alias_of(sites, i) != NULL)
       continue;
-    }
     if (s->entry == NULL || ((uintptr_t)s->entry & 7) != 0) {
       if (s->entry != NULL) {
         s->state = PATCH_FAILED;
@@ -431,19 +548,29 @@ int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
     int32_t rel = (int32_t)d;
     c[0] = 0xe9;
     memcpy(c + 1, &rel, 4);
-    uint64_t val;
-    memcpy(&val, c, 8);
-    int err = patch_store(s->entry, val, prot);
-    if (err != 0) {
-      s->state = PATCH_FAILED;
-      snprintf(s->text, sizeof(s->text),
-               "%s was not patched: mprotect of libc's text refused (errno %d)", s->name, err);
-      continue;
+    if (k == PATCH_BATCH) {
+      patch_write_all(w, k);
+      wrote += (int)k;
+      k = 0;
     }
-    s->state = PATCH_DONE;
-    s->text[0] = '\0';
-    done++;
-    wrote++;
+    w[k].site = s;
+    memcpy(&w[k].val, c, 8);
+    w[k].prot = prot;
+    w[k].seg = seg.lo;
+    k++;
+  }
+  patch_write_all(w, k);
+  wrote += (int)k;
+  for (size_t i = 0; i < n; i++) {
+    const patch_site_t *a = patch_alias_of(sites, i);
+    if (a != NULL) {           /* the same function under another name (mmap64) */
+      sites[i].state = a->state;
+      sites[i].via = a->via;
+      memcpy(sites[i].orig, a->orig, sizeof(a->orig));
+      memcpy(sites[i].text, a->text, sizeof(a->text));
+    }
+    if (sites[i].state == PATCH_DONE)
+      done++;
   }
   if (wrote > 0 && (flags & PATCH_THREADS))
     patch_sync_cores();
@@ -460,6 +587,11 @@ int patch_undo(patch_site_t *sites, size_t n, unsigned flags)
     patch_site_t *s = &sites[i];
     if (s->state != PATCH_DONE)
       continue;
+    const patch_site_t *a = patch_alias_of(sites, i);
+    if (a != NULL) {
+      s->state = a->state;     /* undone (or not) with it */
+      continue;
+    }
     const char *kind;
     const void *to = patch_jump_target(s->entry, &kind);
     if (to != (s->via != NULL ? s->via : s->target) || ((unsigned char *)s->entry)[0] != 0xe9)

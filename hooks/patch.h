@@ -53,7 +53,9 @@ typedef struct patch_site_s {
 PH_HIDDEN int patch_find(patch_site_t *sites, size_t n);
 
 /** Patches every found site (PATCH_NONE or undone) whose entry looks like
- *  glibc's own code.  flags: PATCH_THREADS or 0.
+ *  glibc's own code, with one lifting of protection for all of them when
+ *  they share a segment.  A site whose entry an earlier site of the same
+ *  call has (mmap64 is mmap) shares its outcome.  flags: PATCH_THREADS or 0.
  *  @return how many sites are patched after the call; -ENOSYS off x86-64. */
 PH_HIDDEN int patch_apply(patch_site_t *sites, size_t n, unsigned flags);
 
@@ -63,7 +65,8 @@ PH_HIDDEN int patch_apply(patch_site_t *sites, size_t n, unsigned flags);
  *  @return how many were undone; -ENOSYS off x86-64. */
 PH_HIDDEN int patch_undo(patch_site_t *sites, size_t n, unsigned flags);
 
-/** Whether other threads than the caller exist (/proc/self/status). */
+/** Whether other threads than the caller may exist: glibc's
+ *  __libc_single_threaded, then /proc/self/status. */
 PH_HIDDEN int patch_threads_running(void);
 
 /** Describes what code at entry jumps to, into buf ("" when it does not
