@@ -65,6 +65,11 @@ static const param_desc_t param_descs[PARAM_COUNT] = {
   [PARAM_LATE_MALLOC] = {
     "PINHEAP_LATE_MALLOC", "PINHEAP_LATE_MALLOC",
     PARAM_KIND_BOOL, 0, EXPECT_BOOL },
+  /* 0: no code patching of libc's entry points (hooks/patch.c); glibc's
+   * own internal munmap/madvise/brk stay unseen. */
+  [PARAM_CODE_PATCH] = {
+    "PINHEAP_CODE_PATCH", "PINHEAP_CODE_PATCH",
+    PARAM_KIND_BOOL, 1, EXPECT_BOOL },
 };
 
 /* The process's table: 0 not parsed, 1 being parsed, 2 ready (read-only). */

@@ -47,6 +47,7 @@ typedef enum param_id_e {
   PARAM_ARENA_MAX,              /* PINHEAP_ARENA_MAX                  count    */
   PARAM_PATCH,                  /* PINHEAP_PATCH                      bool     */
   PARAM_LATE_MALLOC,            /* PINHEAP_LATE_MALLOC                bool     */
+  PARAM_CODE_PATCH,             /* PINHEAP_CODE_PATCH                 bool     */
   PARAM_COUNT
 } param_id_t;
 

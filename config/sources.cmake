@@ -21,6 +21,8 @@ set(PINHEAP_ALLOCATOR_SOURCES
 # hooks/ and config/: parameters, the decision matrix, the driver probe.
 set(PINHEAP_HOOKS_SOURCES)
 include(${CMAKE_CURRENT_LIST_DIR}/hooks_sources.cmake)
+# code patching of libc's entry points (hooks/patch.c), used by install.c
+list(APPEND PINHEAP_HOOKS_SOURCES hooks/patch.c)
 set(PINHEAP_CORE_SOURCES ${PINHEAP_ALLOCATOR_SOURCES} ${PINHEAP_HOOKS_SOURCES})
 
 # The replacement layer: the dispatch, release listeners, self-test, and the

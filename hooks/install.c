@@ -17,6 +17,15 @@
  *      later is bound to pinheap by ld.so itself, before its constructors
  *      run (a constructor freeing what libc allocated for it must reach
  *      the same allocator); the dlopen wrapper patches such objects too;
+ *  (b') code patching (hooks/patch.c, x86-64): libc's own mmap, munmap,
+ *      ... start with a jump to pinheap's entry point, so glibc's internal
+ *      calls (free of a large block, malloc_trim, an arena shrinking) fire
+ *      the events too.  Before main no thread exists; a late load patches
+ *      only entries that are safe against running threads (patch.h).  An
+ *      entry someone else patched (UCX's libucm, Open MPI's patcher,
+ *      another pinheap) is left alone and reported.  Once code is patched,
+ *      an object that could be dlclose'd (loaded by dlopen) is pinned
+ *      (RTLD_NODELETE): libc's entries must never jump into unmapped code;
  *  (c) every installed symbol is called the way the process calls it (the
  *      resolved function, or a patched slot's value).  A memory call must
  *      fire its event: the call is made with arguments no program uses,
@@ -31,10 +40,12 @@
  * freed through pointers captured before (a free stored in a table) to the
  * wrong allocator, so that takes PINHEAP_LATE_MALLOC=1.  Nothing at all is
  * patched with PINHEAP_PATCH=0 or under a memory checker (valgrind, a
- * sanitizer), whose own malloc must stay in charge.
+ * sanitizer), whose own malloc must stay in charge.  PINHEAP_CODE_PATCH=0
+ * leaves libc's code alone (step b') and keeps the rest.
  */
 #include "dispatch.h"
 #include "events.h"
+#include "patch.h"
 #include "reloc.h"
 
 #include <dlfcn.h>
@@ -64,6 +75,7 @@ typedef struct install_sym_s {
   int method;                  /* PINHEAP_INSTALL_* */
   int verified;
   unsigned objects, slots;
+  int code;                    /* PINHEAP_CODE_* */
 } install_sym_t;
 
 /* Written by install_run() under install_lock before install_state is
@@ -75,6 +87,11 @@ static install_sym_t install_syms[INSTALL_MAX];
 static reloc_entry_t install_table[INSTALL_MAX];
 static unsigned install_n;
 static int install_is_late = -1;       /* -1: unknown */
+/* Code patching, per memory symbol (same index as replace_symbols);
+ * install_code_alias[i]: the index of the site patched for the same libc
+ * function (mmap64 is mmap), or i. */
+static patch_site_t install_code[INSTALL_MAX];
+static unsigned char install_code_alias[INSTALL_MAX];
 static char install_text_buf[1024];
 int install_trim_blocked;
 
@@ -260,6 +277,21 @@ static int install_verify_malloc(void)
   return ok;
 }
 
+/* Code jumps into this object now: it must never be unmapped.  If it can
+ * be (it was dlopen'ed), it is made no-delete, as RTLD_NODELETE would have. */
+static void install_pin_self(void)
+{
+  Dl_info info;
+  if (dladdr((void *)&install_run, &info) == 0 || info.dli_fname == NULL)
+    return;
+  void *h = dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_NODELETE | RTLD_LAZY);
+  if (h != NULL)
+    dlclose(h);             /* the reference just taken; NODELETE stays */
+  else
+    ph_warn("pinheap patched libc's code but could not pin its own object (", info.dli_fname,
+            "): a dlclose of it would leave libc jumping into unmapped code", NULL);
+}
+
 static void text_add(const char *s)
 {
   size_t have = strlen(install_text_buf);
@@ -308,6 +340,19 @@ void install_run(void)
     }
   }
 
+  /* libc's definitions, looked up before (b) rewrites libc's symbol table */
+  int code = patch && params->v[PARAM_CODE_PATCH].value != 0;
+  for (unsigned i = 0; i < n; i++) {
+    install_syms[i].code = PINHEAP_CODE_NONE;
+    install_code[i].text[0] = '\0';
+    if (!code || replace_symbols[i].event == 0)
+      continue;
+    install_code[i].name = replace_symbols[i].name;
+    install_code[i].target = replace_symbols[i].entry;
+  }
+  if (code && patch_find(install_code, n) != 0)
+    code = 0;                  /* not x86-64 */
+
   /* (b) relocation patching where interposition did not take */
   unsigned k = 0;
   int rc = 0;
@@ -344,6 +389,42 @@ void install_run(void)
       install_syms[i].slots = install_table[j].slots;
     }
   }
+  /* (b') code patching of libc's own entry points */
+  int code_done = 0, code_foreign = 0, code_failed = 0, code_threads = 0;
+  if (code) {
+    code_threads = patch_threads_running();
+    patch_apply(install_code, n, code_threads ? PATCH_THREADS : 0);
+    for (unsigned i = 0; i < n; i++) {   /* the first site of each function speaks for it */
+      install_code_alias[i] = (unsigned char)i;
+      for (unsigned j = 0; install_code[i].entry != NULL && j < i; j++)
+        if (install_code[j].entry == install_code[i].entry) {
+          install_code_alias[i] = (unsigned char)j;
+          break;
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+      if (replace_symbols[i].event == 0)
+        continue;
+      const patch_site_t *ps = &install_code[install_code_alias[i]];
+      if (install_code[i].entry == NULL)
+        ps = &install_code[i];
+      install_syms[i].code = ps->state;
+      if (ps->state == PATCH_DONE) {
+        /* the method names how the process's own calls arrive: code
+         * patching is it only where nothing else is (no slot calls it) */
+        if (install_syms[i].method == PINHEAP_INSTALL_NONE ||
+            (install_syms[i].method == PINHEAP_INSTALL_RELOC && install_syms[i].slots == 0))
+          install_syms[i].method = PINHEAP_INSTALL_CODE;
+        code_done += install_code_alias[i] == i;
+      } else if (ps->state == PATCH_FOREIGN) {
+        code_foreign++;
+      } else if (ps->state == PATCH_FAILED) {
+        code_failed++;
+      }
+    }
+    if (code_done > 0 && at_start != 1)
+      install_pin_self();
+  }
   __atomic_store_n(&install_patched, 1, __ATOMIC_RELEASE);  /* install_resolved reads slots */
 
   /* (c) verification by calls */
@@ -355,6 +436,20 @@ void install_run(void)
     install_sym_t *st = &install_syms[i];
     if (s->event == 0 || st->method == PINHEAP_INSTALL_NONE)
       continue;
+    /* code patched: glibc's own function must fire the event */
+    int code_ok = st->code != PINHEAP_CODE_PATCHED ||
+                  (probing && install_probe_call(s->event, install_code[install_code_alias[i]].entry));
+    if (st->method == PINHEAP_INSTALL_CODE) {
+      void *fn = install_resolved(s->name);   /* and what the process resolves */
+      st->verified = code_ok && fn != NULL && install_probe_call(s->event, fn);
+      missed += !st->verified;
+      continue;
+    }
+    if (!code_ok) {
+      st->verified = 0;
+      missed++;
+      continue;
+    }
     if (st->method == PINHEAP_INSTALL_RELOC && st->slots == 0) {
       uncalled++;              /* no object calls it (yet): nothing to call through */
       continue;
@@ -416,6 +511,41 @@ void install_run(void)
       text_add(buf);
     }
   }
+  if (code_done > 0) {
+    snprintf(buf, sizeof(buf),
+             "%d of libc's memory functions start with a jump to pinheap (code patching), so "
+             "glibc's own calls of them are seen%s. ",
+             code_done, code_threads ? " (patched while other threads ran: only entries safe "
+                                       "against them)" : "");
+    text_add(buf);
+  }
+  /* left alone: the names, then the first one's account (pinheap-info
+   * shows each) */
+  for (int kind = PINHEAP_CODE_FOREIGN; kind <= PINHEAP_CODE_FAILED; kind++) {
+    if ((kind == PINHEAP_CODE_FOREIGN ? code_foreign : code_failed) == 0)
+      continue;
+    const char *first = NULL;
+    text_add(kind == PINHEAP_CODE_FOREIGN ? "libc's code left alone, already patched by someone "
+                                            "else:"
+                                          : "libc's code not patched:");
+    for (unsigned i = 0; i < n; i++)
+      if (replace_symbols[i].event != 0 && install_syms[i].code == kind &&
+          (install_code[i].entry == NULL || install_code_alias[i] == i)) {
+        text_add(" ");
+        text_add(replace_symbols[i].name);
+        if (first == NULL)
+          first = install_code[i].text;
+      }
+    for (unsigned i = 0; first == NULL && i < n; i++)
+      if (install_syms[i].code == kind)
+        first = install_code[i].text;
+    text_add(" (");
+    text_add(first != NULL ? first : "");
+    text_add("). ");
+  }
+  if (!code && patch && params->v[PARAM_CODE_PATCH].value == 0)
+    text_add("PINHEAP_CODE_PATCH=0: libc's code is left alone, so glibc's internal calls are "
+             "not seen. ");
   if (enabled && !want_malloc && install_is_late)
     text_add("malloc stays glibc's: replacing it in a library loaded this late would hand "
              "blocks freed through pointers captured before to the wrong allocator "
@@ -519,6 +649,9 @@ int PINHEAP_NAME(install_info)(unsigned i, pinheap_install_info_t *out_p)
   out_p->verified = install_syms[i].verified;
   out_p->objects = install_syms[i].objects;
   out_p->slots = install_syms[i].slots;
+  out_p->code = install_syms[i].code;
+  out_p->code_text = install_code[i].entry != NULL ? install_code[install_code_alias[i]].text
+                                                   : install_code[i].text;
   return 0;
 }
 

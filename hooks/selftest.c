@@ -157,6 +157,74 @@ fail_free:
   return 0;
 }
 
+/* Every function glibc's malloc releases memory with starts with a jump to
+ * pinheap (code patching): glibc's own frees and trims fire the events. */
+static int selftest_glibc_patched(void)
+{
+  static const char *const releasers[] = { "mmap", "munmap", "mremap", "madvise", "brk", "sbrk" };
+  pinheap_install_info_t ii = { 0 };
+  unsigned found = 0;
+  for (unsigned i = 0; PINHEAP_NAME(install_info)(i, &ii) == 0; i++)
+    for (unsigned k = 0; k < sizeof(releasers) / sizeof(releasers[0]); k++)
+      if (strcmp(ii.symbol, releasers[k]) == 0) {
+        if (ii.code != PINHEAP_CODE_PATCHED || !ii.verified)
+          return 0;
+        found++;
+      }
+  return found == sizeof(releasers) / sizeof(releasers[0]);
+}
+
+/* pinheap disabled, glibc's malloc in use, its release functions code
+ * patched: glibc's free of a block above its mmap threshold and its
+ * malloc_trim must fire the listener, for real. */
+static int selftest_glibc(selftest_watch_t *w, char *why, size_t whylen)
+{
+  void *(*p_malloc)(size_t) = (void *(*)(size_t))install_resolved("malloc");
+  void (*p_free)(void *) = (void (*)(void *))install_resolved("free");
+  int (*p_trim)(size_t) = (int (*)(size_t))install_resolved("malloc_trim");
+  size_t page = os_page_size();
+  /* above glibc's largest dynamic mmap threshold (32 MiB): always mapped,
+   * and freeing it does not move the threshold */
+  size_t big = (size_t)40 << 20, piece = (size_t)64 << 10;
+  enum { PIECES = 16 };
+  void *blocks[PIECES];
+
+  if (p_malloc == NULL || p_free == NULL || p_trim == NULL) {
+    snprintf(why, whylen, "glibc's malloc, free or malloc_trim not found. ");
+    return 0;
+  }
+  void *p = p_malloc(big);
+  if (p == NULL || !WATCH(w, p, big, p_free(p))) {
+    snprintf(why, whylen, "glibc's free of a %zu MiB block did not reach the release listeners "
+             "although libc's munmap is code-patched. ", big >> 20);
+    return 0;
+  }
+  /* pieces of the heap below every mmap threshold; every other one freed,
+   * so each freed piece lies between two in use: free cannot give it back,
+   * only malloc_trim can (it advises away the pages inside free chunks) */
+  for (int i = 0; i < PIECES; i++)
+    blocks[i] = p_malloc(piece);
+  int ok = 1;
+  for (int i = 0; i < PIECES; i++)
+    ok &= blocks[i] != NULL;
+  char *inside = NULL;
+  for (int i = 2; ok && i < PIECES - 1; i += 2) {
+    p_free(blocks[i]);
+    blocks[i] = NULL;
+  }
+  if (ok)
+    inside = (char *)(((uintptr_t)blocks[PIECES / 2 - 1] + piece + page - 1) & ~(uintptr_t)(page - 1)) + page;
+  ok = ok && WATCH(w, inside, page, p_trim(0));
+  for (int i = 0; i < PIECES; i++)
+    p_free(blocks[i]);
+  if (!ok) {
+    snprintf(why, whylen, "glibc's malloc_trim after freeing heap blocks did not reach the release "
+             "listeners although libc's madvise is code-patched. ");
+    return 0;
+  }
+  return 1;
+}
+
 int PINHEAP_NAME(open)(void)
 {
   selftest_watch_t w = { NULL, 0, 0 };
@@ -200,9 +268,21 @@ int PINHEAP_NAME(open)(void)
     text_add(tool);
     text_add("'s malloc is in use, and its releases are not seen: FREE and CHUNK support "
              "missing. ");
+  } else if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED &&
+             selftest_glibc_patched()) {
+    if (selftest_glibc(&w, why, sizeof(why))) {
+      level |= PINHEAP_SUPPORT_FREE | PINHEAP_SUPPORT_CHUNK;
+      text_add("pinheap is disabled, so glibc's malloc is in use; libc's memory functions are "
+               "code-patched, so glibc's own frees and trims are seen (tested: free of a block "
+               "above its mmap threshold, malloc_trim). ");
+    } else {
+      text_add(why);
+      text_add("FREE and CHUNK support missing. ");
+    }
   } else if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED) {
     text_add("pinheap is disabled, so glibc's malloc is in use; glibc's frees and trims call the "
-             "kernel directly and are invisible: FREE and CHUNK support missing. ");
+             "kernel directly and are invisible (libc's code is not patched: see the "
+             "installation text): FREE and CHUNK support missing. ");
   } else if (selftest_allocator(&w, why, sizeof(why))) {
     level |= PINHEAP_SUPPORT_FREE | PINHEAP_SUPPORT_CHUNK;
   } else {
@@ -224,7 +304,8 @@ int PINHEAP_NAME(open)(void)
   if (selftest_fallback)
     text_add("Fallback in force: glibc told never to return memory (M_TRIM_THRESHOLD=-1, "
              "M_MMAP_MAX=0, malloc_trim a no-op). ");
-  if (selftest_text[0] == '\0') {
+  if (selftest_text[0] == '\0' ||
+      level == (PINHEAP_SUPPORT_FREE | PINHEAP_SUPPORT_CHUNK | PINHEAP_SUPPORT_MUNMAP)) {
     text_add("every release is visible. ");
     text_add(PINHEAP_NAME(install_text)());
   }

@@ -93,6 +93,7 @@ static const struct {
   { PARAM_ARENA_MAX, "PINHEAP_ARENA_MAX", "PINHEAP_ARENA_MAX", "1" },
   { PARAM_PATCH, "PINHEAP_PATCH", "PINHEAP_PATCH", "1" },
   { PARAM_LATE_MALLOC, "PINHEAP_LATE_MALLOC", "PINHEAP_LATE_MALLOC", "1" },
+  { PARAM_CODE_PATCH, "PINHEAP_CODE_PATCH", "PINHEAP_CODE_PATCH", "1" },
 };
 
 Test(params, descriptor_names_follow_the_build_settings)

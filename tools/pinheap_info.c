@@ -198,6 +198,17 @@ static const char *install_method_name(int method)
   switch (method) {
   case PINHEAP_INSTALL_INTERPOSE: return "interpose";
   case PINHEAP_INSTALL_RELOC: return "reloc";
+  case PINHEAP_INSTALL_CODE: return "code";
+  default: return "none";
+  }
+}
+
+static const char *install_code_name(int code)
+{
+  switch (code) {
+  case PINHEAP_CODE_PATCHED: return "patched";
+  case PINHEAP_CODE_FOREIGN: return "foreign";
+  case PINHEAP_CODE_FAILED: return "failed";
   default: return "none";
   }
 }
@@ -263,14 +274,19 @@ static void text_print(const info_opts_t *opts, const info_t *info)
   printf("  %s\n", info->support_text);
 
   printf("\ninstallation: %s\n", PINHEAP_NAME(install_text)());
-  printf("  %-20s %-10s %-9s %s\n", "symbol", "method", "verified", "patched slots (objects)");
+  printf("  %-20s %-10s %-9s %-24s %s\n", "symbol", "method", "verified", "patched slots (objects)",
+         "libc's code");
   pinheap_install_info_t ii;
   for (unsigned i = 0; PINHEAP_NAME(install_info)(i, &ii) == 0; i++) {
     char slots[48] = "-";
     if (ii.method == PINHEAP_INSTALL_RELOC)
       snprintf(slots, sizeof(slots), "%u (%u)", ii.slots, ii.objects);
-    printf("  %-20s %-10s %-9s %s\n", ii.symbol, install_method_name(ii.method),
-           ii.method == PINHEAP_INSTALL_NONE ? "-" : ii.verified ? "yes" : "no", slots);
+    printf("  %-20s %-10s %-9s %-24s %s\n", ii.symbol, install_method_name(ii.method),
+           ii.method == PINHEAP_INSTALL_NONE ? "-" : ii.verified ? "yes" : "no", slots,
+           ii.event == 0 ? "-" : install_code_name(ii.code));
+    if (ii.code_text != NULL && ii.code_text[0] != '\0' &&
+        (ii.code == PINHEAP_CODE_FOREIGN || ii.code == PINHEAP_CODE_FAILED))
+      printf("    %s\n", ii.code_text);
   }
 
   const shm_conf_t *sc = &info->shm;
@@ -428,9 +444,11 @@ static void json_print(const info_opts_t *opts, const info_t *info)
   for (unsigned i = 0; PINHEAP_NAME(install_info)(i, &ii) == 0; i++) {
     pinheap_install_info_t next;
     printf("      {\"symbol\": \"%s\", \"event\": %d, \"method\": \"%s\", \"verified\": %s, "
-           "\"slots\": %u, \"objects\": %u}%s\n", ii.symbol, ii.event,
-           install_method_name(ii.method), ii.verified ? "true" : "false", ii.slots, ii.objects,
-           PINHEAP_NAME(install_info)(i + 1, &next) == 0 ? "," : "");
+           "\"slots\": %u, \"objects\": %u, \"code\": \"%s\", \"code_text\": ", ii.symbol,
+           ii.event, install_method_name(ii.method), ii.verified ? "true" : "false", ii.slots,
+           ii.objects, install_code_name(ii.code));
+    json_string(ii.code_text != NULL ? ii.code_text : "");
+    printf("}%s\n", PINHEAP_NAME(install_info)(i + 1, &next) == 0 ? "," : "");
   }
   puts("    ]");
   puts("  },");

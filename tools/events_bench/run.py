@@ -6,13 +6,17 @@ usage: run.py BUILD_DIR [--runs N] [--iterations N] [--no-callgrind] [--json FIL
 Start-up.  events_startup is a trivial program whose core library
 (libeventscore.so, libpinheap.a whole) is a dependency of a dependency, so
 pinheap is behind libc in symbol lookup and installation patches relocations
-before main.  Four configurations run interleaved, N times each:
+before main.  Six configurations run interleaved, N times each:
 the decision disabled or enabled (OMPI_MCA_mpi_leave_pinned=1: the malloc
-family is patched too), each with PINHEAP_PATCH=1 and =0.  Reported:
+family is patched too), each with PINHEAP_PATCH=1 (code patching of libc's
+eight memory functions included), PINHEAP_PATCH=1 PINHEAP_CODE_PATCH=0, and
+PINHEAP_PATCH=0.  Reported:
   - the installation time pinheap measures itself (its support text says
     "Installation took N us"), median;
   - the wall time of the whole process (fork, exec, ld.so, constructors,
     exit), median, and the difference PATCH=1 minus PATCH=0;
+  - what code patching adds: installation time and wall time with
+    PINHEAP_CODE_PATCH=1 minus =0 (paired per run), and instructions;
   - when valgrind is installed: the instructions the process executes under
     callgrind (PINHEAP_MODE=on, since pinheap stands aside under valgrind
     otherwise), PATCH=1 minus PATCH=0 -- stable where the clock is not;
@@ -21,8 +25,9 @@ family is patched too), each with PINHEAP_PATCH=1 and =0.  Reported:
 
 Event cost.  events_munmap_cost times map+unmap pairs through pinheap's
 munmap with no handler, one VM_UNMAPPED handler and one MUNMAP handler,
-against the bare system call (medians of 9 interleaved rounds), and, under
-callgrind, counts the instructions each adds per call.
+against the bare system call (medians of 9 interleaved rounds), and glibc's
+own munmap -- code-patched to jump to pinheap -- with one VM_UNMAPPED
+handler, and, under callgrind, counts the instructions each adds per call.
 """
 import argparse
 import json
@@ -42,12 +47,13 @@ def die(msg):
     sys.exit(2)
 
 
-def env_for(enabled, patch, extra=None):
+def env_for(enabled, patch, extra=None, code=1):
     env = dict(os.environ)
     for k in list(env):
         if k.startswith(("PINHEAP_", "OMPI_MCA_mpi_leave_pinned")) or k == "LD_PRELOAD":
             del env[k]
     env["PINHEAP_PATCH"] = "1" if patch else "0"
+    env["PINHEAP_CODE_PATCH"] = "1" if code else "0"
     if enabled:
         env["OMPI_MCA_mpi_leave_pinned"] = "1"
     if extra:
@@ -70,7 +76,9 @@ def run_once(prog, env):
 
 
 def callgrind_ir(argv, env):
-    p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] + argv,
+    # --smc-check=all: code patching rewrites libc's text after it is mapped
+    p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                        "--smc-check=all"] + argv,
                        env=env, capture_output=True, text=True)
     m = re.search(r"Collected : (\d+)", p.stderr)
     if p.returncode != 0 or m is None:
@@ -82,46 +90,58 @@ def startup(bdir, runs, use_cg):
     prog = os.path.join(bdir, "tools", "events_bench", "events_startup")
     if not os.access(prog, os.X_OK):
         die("no %s: build the project first (cmake --build %s)" % (prog, bdir))
-    configs = [(e, p) for e in (0, 1) for p in (1, 0)]
+    # (decision enabled, PINHEAP_PATCH, PINHEAP_CODE_PATCH)
+    configs = [(e, p, c) for e in (0, 1) for (p, c) in ((1, 1), (1, 0), (0, 1))]
     inst = {c: [] for c in configs}
     wall = {c: [] for c in configs}
     texts = {}
     ucs = []
     have_ucs = os.path.exists(LIBUCS)
+    def env_of(c, extra=None):
+        return env_for(c[0], c[1], extra, code=c[2])
     for c in configs:                     # warm the page cache
-        run_once(prog, env_for(*c))
+        run_once(prog, env_of(c))
     for r in range(runs):
-        order = configs[r % 4:] + configs[:r % 4]
+        k = r % len(configs)
+        order = configs[k:] + configs[:k]
         for c in order:
-            us, w, out = run_once(prog, env_for(*c))
+            us, w, out = run_once(prog, env_of(c))
             inst[c].append(us)
             wall[c].append(w)
             texts[c] = out.strip()
         if have_ucs:
-            _, w, _ = run_once(prog, env_for(0, 0, {"LD_PRELOAD": LIBUCS}))
+            _, w, _ = run_once(prog, env_of((0, 0, 1), {"LD_PRELOAD": LIBUCS}))
             ucs.append(w)
     res = {"runs": runs, "configs": []}
     for e in (0, 1):
+        on, nocode, off = (e, 1, 1), (e, 1, 0), (e, 0, 1)
         row = {"decision": "enabled" if e else "disabled",
-               "install_us_median": statistics.median(inst[(e, 1)]),
-               "install_us_patch0_median": statistics.median(inst[(e, 0)]),
-               "wall_us_patch1": statistics.median(wall[(e, 1)]),
-               "wall_us_patch0": statistics.median(wall[(e, 0)]),
+               "install_us_median": statistics.median(inst[on]),
+               "install_us_nocode_median": statistics.median(inst[nocode]),
+               "install_us_patch0_median": statistics.median(inst[off]),
+               "code_install_added_us": statistics.median(
+                   [a - b for a, b in zip(inst[on], inst[nocode])]),
+               "wall_us_patch1": statistics.median(wall[on]),
+               "wall_us_nocode": statistics.median(wall[nocode]),
+               "wall_us_patch0": statistics.median(wall[off]),
                "wall_added_us": statistics.median(
-                   [a - b for a, b in zip(wall[(e, 1)], wall[(e, 0)])]),
-               "text": texts[(e, 1)]}
+                   [a - b for a, b in zip(wall[on], wall[off])]),
+               "code_wall_added_us": statistics.median(
+                   [a - b for a, b in zip(wall[on], wall[nocode])]),
+               "text": texts[on]}
         if use_cg and e:
-            env1 = env_for(e, 1, {"PINHEAP_MODE": "on"})
-            env0 = env_for(e, 0, {"PINHEAP_MODE": "on"})
-            i1 = callgrind_ir([prog], env1)
-            i0 = callgrind_ir([prog], env0)
+            i1 = callgrind_ir([prog], env_of(on, {"PINHEAP_MODE": "on"}))
+            inc = callgrind_ir([prog], env_of(nocode, {"PINHEAP_MODE": "on"}))
+            i0 = callgrind_ir([prog], env_of(off, {"PINHEAP_MODE": "on"}))
             row["instructions_patch1"] = i1
+            row["instructions_nocode"] = inc
             row["instructions_patch0"] = i0
             row["instructions_added"] = i1 - i0
+            row["code_instructions_added"] = i1 - inc
         res["configs"].append(row)
     if have_ucs:
         res["libucs_wall_added_us"] = statistics.median(
-            [a - b for a, b in zip(ucs, wall[(0, 0)])])
+            [a - b for a, b in zip(ucs, wall[(0, 0, 1)])])
     return res
 
 
@@ -133,12 +153,17 @@ def munmap_cost(bdir, iterations, use_cg):
     res = json.loads(p.stdout)
     if use_cg:
         per = {}
-        for cfg in ("raw", "none", "vm_unmapped", "munmap"):
-            a = callgrind_ir([prog, "--only", cfg, "1000"], env_for(0, 1))
-            b = callgrind_ir([prog, "--only", cfg, "3000"], env_for(0, 1))
+        cfgs = ("raw", "none", "vm_unmapped", "munmap")
+        if res.get("patched_added_ns") is not None:
+            cfgs += ("patched",)
+        for cfg in cfgs:
+            # under valgrind pinheap patches libc's code only when forced
+            env = env_for(0, 1, {"PINHEAP_MODE": "on"} if cfg == "patched" else None)
+            a = callgrind_ir([prog, "--only", cfg, "1000"], env)
+            b = callgrind_ir([prog, "--only", cfg, "3000"], env)
             per[cfg] = (b - a) / 2000.0
         res["instructions_per_pair"] = per
-        res["instructions_added"] = {k: per[k] - per["raw"] for k in ("none", "vm_unmapped", "munmap")}
+        res["instructions_added"] = {k: per[k] - per["raw"] for k in cfgs if k != "raw"}
     return res
 
 
@@ -163,17 +188,22 @@ def main():
 
     print("Start-up of a trivial program, core library behind libc "
           "(medians of %d interleaved runs per configuration)" % s["runs"])
-    print("%-9s %12s %12s %12s %14s" % ("decision", "install us", "wall +us", "wall us",
-                                         "instr added" if use_cg else ""))
+    print("%-9s %12s %12s %12s %14s %12s %12s %14s" % (
+        "decision", "install us", "wall +us", "wall us", "instr added" if use_cg else "",
+        "code inst+us", "code wall+us", "code instr+" if use_cg else ""))
     for r in s["configs"]:
-        print("%-9s %12.0f %12.0f %12.0f %14s" % (
+        print("%-9s %12.0f %12.0f %12.0f %14s %12.0f %12.0f %14s" % (
             r["decision"], r["install_us_median"], r["wall_added_us"], r["wall_us_patch1"],
-            "{:,}".format(r["instructions_added"]) if "instructions_added" in r else ""))
+            "{:,}".format(r["instructions_added"]) if "instructions_added" in r else "",
+            r["code_install_added_us"], r["code_wall_added_us"],
+            "{:,}".format(r["code_instructions_added"]) if "code_instructions_added" in r else ""))
     if "libucs_wall_added_us" in s:
         print("reference: loading UCX's libucs into the same program adds %.0f us of wall time"
               % s["libucs_wall_added_us"])
     print("  install us: pinheap's own clock around installation (PATCH=1);")
     print("  wall +us: process wall time PINHEAP_PATCH=1 minus PINHEAP_PATCH=0, paired per run;")
+    print("  code ...: what code patching of libc's eight memory functions adds (PINHEAP_CODE_PATCH"
+          "=1 minus =0,\n  paired per run): installation time, wall time, instructions;")
     if use_cg:
         print("  instr added: the same difference in instructions under callgrind, with "
               "PINHEAP_MODE=on\n  (under valgrind pinheap patches only when forced, which also "
@@ -182,9 +212,14 @@ def main():
     print("munmap of one page, added to a bare system call (map+unmap pair %.0f ns, "
           "medians of %d rounds)" % (m["raw_pair_ns"], m["rounds"]))
     print("%-22s %10s %14s" % ("handlers", "ns added", "instr added" if use_cg else ""))
-    for k, label in (("none", "none"), ("vm_unmapped", "one VM_UNMAPPED"), ("munmap", "one MUNMAP")):
+    for k, label in (("none", "none"), ("vm_unmapped", "one VM_UNMAPPED"), ("munmap", "one MUNMAP"),
+                     ("patched", "glibc's, one VM_UNM.")):
+        if m.get(k + "_added_ns") is None:
+            print("%-22s %10s   (glibc's munmap is not code-patched)" % (label, "-"))
+            continue
         print("%-22s %10.1f %14s" % (label, m[k + "_added_ns"],
                                      "%.0f" % m["instructions_added"][k] if use_cg else ""))
+    print("  glibc's: a call of glibc's own munmap, which code patching made jump to pinheap")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"startup": s, "munmap": m}, f, indent=1)

@@ -1,0 +1,450 @@
+/*
+ * test_patch.c -- code patching of libc's entry points (hooks/patch.c,
+ * hooks/install.c step b'), one scenario per run (argv[1]), each line
+ * "PASS ...", "FAIL ..." or "SKIP ..."; exit 1 on any FAIL, 77 when the
+ * scenario cannot run here (not x86-64).  Driven by test/patch_tests.cmake:
+ *   events    every memory call, through glibc's own function and through
+ *             the program's PLT, fires its event; libc's entries jump
+ *   glibc     pinheap disabled: glibc's free of a block above its mmap
+ *             threshold and its malloc_trim fire VM_UNMAPPED; the
+ *             self-test reports FREE|CHUNK|MUNMAP
+ *   nopatch   PINHEAP_CODE_PATCH=0: libc's code untouched, and glibc's own
+ *             free of a large block is not seen (what the patching buys)
+ *   stress    threads call munmap and madvise through libc while the main
+ *             thread patches and unpatches them many times
+ *   foreign   an entry someone else patched is left alone and described;
+ *             pinheap's own jump is not patched twice
+ *   taken     libc's shmdt rewritten by the fixture's constructor before
+ *             pinheap's: installation leaves it and says whose jump it is
+ * The program links libpinheap.a with its symbols exported (they
+ * interpose), and libpatch_fix.so.
+ */
+#define PINHEAP_NO_CLASSIC_RENAME 1  /* malloc and free here are the process's */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "patch.h"
+#include "pinheap.h"
+
+int patchfix_a(void);
+int patchfix_b(void);
+int patchfix_foreign(void);
+int patchfix_shmdt(const void *addr);
+int patchfix_mimic_foreign(void *fn, void *to);
+extern int patchfix_shmdt_calls;
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                          \
+  do {                                                                                            \
+    if (cond) {                                                                                   \
+      printf("PASS ");                                                                            \
+    } else {                                                                                      \
+      printf("FAIL ");                                                                            \
+      failures++;                                                                                 \
+    }                                                                                             \
+    printf(__VA_ARGS__);                                                                          \
+    printf("\n");                                                                                 \
+    fflush(stdout);                                                                               \
+  } while (0)
+
+static void *libc_fn(const char *name)
+{
+  void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+  void *fn = libc != NULL ? dlsym(libc, name) : NULL;
+  if (libc != NULL)
+    dlclose(libc);
+  return fn;
+}
+
+static const pinheap_install_info_t *info_of(const char *name)
+{
+  static pinheap_install_info_t ii;
+  for (unsigned i = 0; PINHEAP_NAME(install_info)(i, &ii) == 0; i++)
+    if (strcmp(ii.symbol, name) == 0)
+      return &ii;
+  return NULL;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static int seen[32];      /* per call-event bit */
+
+static int count_handler(int type, pinheap_event_t *ev, void *arg)
+{
+  (void)ev, (void)arg;
+  for (int b = 0; b < 32; b++)
+    if (type == (1 << b))
+      __atomic_fetch_add(&seen[b], 1, __ATOMIC_RELAXED);
+  return PINHEAP_EVENT_PASS;
+}
+
+static int seen_of(int type)
+{
+  for (int b = 0; b < 32; b++)
+    if (type == (1 << b))
+      return __atomic_load_n(&seen[b], __ATOMIC_RELAXED);
+  return -1;
+}
+
+static const char *const mem_names[] = { "mmap", "munmap", "mremap", "madvise",
+                                         "shmat", "shmdt", "brk", "sbrk" };
+static const int mem_events[] = { PINHEAP_EVENT_MMAP, PINHEAP_EVENT_MUNMAP, PINHEAP_EVENT_MREMAP,
+                                  PINHEAP_EVENT_MADVISE, PINHEAP_EVENT_SHMAT, PINHEAP_EVENT_SHMDT,
+                                  PINHEAP_EVENT_BRK, PINHEAP_EVENT_SBRK };
+
+/* Calls memory call k through fn (glibc's own or the PLT's), for real.
+ * @return 1 if it worked, 0 if it failed, -1 to skip (shm refused). */
+static int call_one(int k, void *fn)
+{
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  void *p;
+  switch (k) {
+  case 0:
+    p = ((void *(*)(void *, size_t, int, int, int, off_t))fn)(NULL, page, PROT_READ | PROT_WRITE,
+                                                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return 0;
+    syscall(SYS_munmap, p, page);
+    return 1;
+  case 1:
+    p = (void *)syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+    return ((int (*)(void *, size_t))fn)(p, page) == 0;
+  case 2: {
+    p = (void *)syscall(SYS_mmap, NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+    void *q = ((void *(*)(void *, size_t, size_t, int, ...))fn)(p, 2 * page, page, 0);
+    syscall(SYS_munmap, p, 2 * page);
+    return q == p;
+  }
+  case 3: {
+    p = (void *)syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+    int r = ((int (*)(void *, size_t, int))fn)(p, page, MADV_DONTNEED);
+    syscall(SYS_munmap, p, page);
+    return r == 0;
+  }
+  case 4:
+  case 5: {
+    int id = shmget(IPC_PRIVATE, page, IPC_CREAT | 0600);
+    if (id < 0)
+      return -1;
+    void *at = k == 4 ? ((void *(*)(int, const void *, int))fn)(id, NULL, 0) : shmat(id, NULL, 0);
+    int ok = at != (void *)-1;
+    if (ok)
+      ok = (k == 5 ? ((int (*)(const void *))fn)(at) : shmdt(at)) == 0;
+    shmctl(id, IPC_RMID, NULL);
+    return ok;
+  }
+  case 6: {
+    void *cur = sbrk(0);
+    return ((int (*)(void *))fn)(cur) == 0 && sbrk(0) == cur;
+  }
+  case 7: {
+    void *cur = (void *)syscall(SYS_brk, 0);
+    return ((void *(*)(intptr_t))fn)(0) == cur;
+  }
+  default:
+    return 0;
+  }
+}
+
+static void *plt_of(int k)
+{
+  /* the program's own calls: taking the address gives the PLT/GOT value */
+  void *const plt[] = { (void *)mmap, (void *)munmap, (void *)mremap, (void *)madvise,
+                        (void *)shmat, (void *)shmdt, (void *)brk, (void *)sbrk };
+  return plt[k];
+}
+
+static void scenario_events(void)
+{
+  CHECK(PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_CALLS, 0, count_handler, NULL) == 0,
+        "a call-event handler is set");
+  for (int k = 0; k < 8; k++) {
+    const pinheap_install_info_t *ii = info_of(mem_names[k]);
+    void *fn = libc_fn(mem_names[k]);
+    CHECK(ii != NULL && ii->code == PINHEAP_CODE_PATCHED && ii->verified,
+          "%s: libc's code patched and verified at installation (code %d: %s)", mem_names[k],
+          ii != NULL ? ii->code : -1, ii != NULL && ii->code_text ? ii->code_text : "");
+    CHECK(fn != NULL && *(unsigned char *)fn == 0xe9, "%s: glibc's entry starts with a jmp",
+          mem_names[k]);
+    if (fn == NULL)
+      continue;
+    for (int via = 0; via < 2; via++) {
+      void *f = via == 0 ? fn : plt_of(k);
+      int before = seen_of(mem_events[k]);
+      int r = call_one(k, f);
+      if (r < 0) {
+        printf("SKIP %s: shmget refused here\n", mem_names[k]);
+        break;
+      }
+      CHECK(r == 1 && seen_of(mem_events[k]) > before,
+            "%s through %s: works (%d) and fires its event (%d -> %d)", mem_names[k],
+            via == 0 ? "glibc's own function" : "the program's PLT", r, before,
+            seen_of(mem_events[k]));
+    }
+  }
+  PINHEAP_NAME(unset_event_handler)(PINHEAP_EVENT_CALLS, count_handler, NULL);
+}
+
+/* ---- glibc's malloc, pinheap disabled ------------------------------------ */
+
+static const char *watch_lo;
+static size_t watch_len;
+static int watch_hits;
+
+static void release_listener(void *addr, size_t len, int from_alloc, void *ctx)
+{
+  (void)from_alloc, (void)ctx;
+  const char *lo = __atomic_load_n(&watch_lo, __ATOMIC_RELAXED);
+  if (lo != NULL && (char *)addr <= lo && (char *)addr + len >= lo + watch_len)
+    __atomic_fetch_add(&watch_hits, 1, __ATOMIC_RELAXED);
+}
+
+static void watch(const void *lo, size_t len)
+{
+  watch_len = len;
+  watch_hits = 0;
+  __atomic_store_n(&watch_lo, (const char *)lo, __ATOMIC_SEQ_CST);
+}
+
+/* glibc's free of a 40 MiB block and its malloc_trim: @return hits of each */
+static void glibc_releases(int *free_hits, int *trim_hits)
+{
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), big = (size_t)40 << 20, piece = (size_t)64 << 10;
+  void *blocks[16];
+
+  PINHEAP_NAME(register_release)(release_listener, NULL);
+  void *p = malloc(big);
+  watch(p, big);
+  free(p);
+  *free_hits = watch_hits;
+  for (int i = 0; i < 16; i++)
+    blocks[i] = malloc(piece);
+  for (int i = 2; i < 15; i += 2) {
+    free(blocks[i]);
+    blocks[i] = NULL;
+  }
+  char *inside = (char *)(((uintptr_t)blocks[7] + piece + page - 1) & ~(uintptr_t)(page - 1)) + page;
+  watch(inside, page);
+  malloc_trim(0);
+  *trim_hits = watch_hits;
+  watch(NULL, 0);
+  for (int i = 0; i < 16; i++)
+    free(blocks[i]);
+  PINHEAP_NAME(unregister_release)(release_listener, NULL);
+}
+
+static void scenario_glibc(void)
+{
+  int f, t;
+  CHECK(!PINHEAP_NAME(enabled)(), "pinheap is disabled: glibc's malloc serves");
+  glibc_releases(&f, &t);
+  CHECK(f > 0, "glibc's free of a 40 MiB block fires VM_UNMAPPED (%d)", f);
+  CHECK(t > 0, "glibc's malloc_trim fires VM_UNMAPPED for the pages it gives back (%d)", t);
+  PINHEAP_NAME(open)();
+  int level = PINHEAP_NAME(support_level)();
+  CHECK(level == (PINHEAP_SUPPORT_FREE | PINHEAP_SUPPORT_CHUNK | PINHEAP_SUPPORT_MUNMAP),
+        "support level FREE|CHUNK|MUNMAP with pinheap disabled (%d): %s", level,
+        PINHEAP_NAME(support_text)());
+  CHECK(strstr(PINHEAP_NAME(support_text)(), "code-patched") != NULL &&
+            strstr(PINHEAP_NAME(support_text)(), "Fallback") == NULL,
+        "the support text says how, and no mallopt fallback is in force");
+}
+
+static void scenario_nopatch(void)
+{
+  int f, t, none = 1;
+  for (int k = 0; k < 8; k++) {
+    const pinheap_install_info_t *ii = info_of(mem_names[k]);
+    none &= ii != NULL && ii->code == PINHEAP_CODE_NONE;
+    unsigned char *fn = libc_fn(mem_names[k]);
+    none &= fn != NULL && fn[0] != 0xe9;
+  }
+  CHECK(none, "PINHEAP_CODE_PATCH=0: no libc function patched, none starts with a jmp");
+  CHECK(strstr(PINHEAP_NAME(install_text)(), "PINHEAP_CODE_PATCH=0") != NULL,
+        "the installation text says so: %s", PINHEAP_NAME(install_text)());
+  if (!PINHEAP_NAME(enabled)()) {
+    glibc_releases(&f, &t);
+    CHECK(f == 0 && t == 0, "without it glibc's own free and malloc_trim are unseen (%d, %d)", f, t);
+    PINHEAP_NAME(open)();
+    CHECK(!(PINHEAP_NAME(support_level)() & PINHEAP_SUPPORT_FREE),
+          "and the support level has no FREE: %s", PINHEAP_NAME(support_text)());
+  }
+}
+
+/* ---- stress: patch and unpatch while threads call ------------------------ */
+
+static int stress_stop;
+static long stress_calls, stress_bad, stress_diverted;
+static int (*libc_munmap)(void *, size_t);
+static int (*libc_madvise)(void *, size_t, int);
+
+static int my_munmap(void *addr, size_t len)
+{
+  __atomic_fetch_add(&stress_diverted, 1, __ATOMIC_RELAXED);
+  return (int)syscall(SYS_munmap, addr, len);
+}
+
+static int my_madvise(void *addr, size_t len, int advice)
+{
+  __atomic_fetch_add(&stress_diverted, 1, __ATOMIC_RELAXED);
+  return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+static void *stress_thread(void *arg)
+{
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  char *keep = (char *)syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+  (void)arg;
+  while (!__atomic_load_n(&stress_stop, __ATOMIC_RELAXED)) {
+    void *p = (void *)syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+    long bad = 0;
+    bad += libc_munmap(p, page) != 0;
+    keep[0] = 1;
+    bad += libc_madvise(keep, page, MADV_DONTNEED) != 0;
+    bad += keep[0] != 0;                      /* DONTNEED really happened */
+    errno = 0;
+    bad += libc_munmap((char *)keep + 1, page) != -1 || errno != EINVAL;
+    __atomic_fetch_add(&stress_bad, bad, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&stress_calls, 3, __ATOMIC_RELAXED);
+  }
+  syscall(SYS_munmap, keep, page);
+  return NULL;
+}
+
+static void scenario_stress(int rounds)
+{
+  patch_site_t sites[3];
+  pthread_t th[3];
+  int applied_ok = 1, undone_ok = 1;
+
+  memset(sites, 0, sizeof(sites));
+  sites[0].name = "munmap";
+  sites[0].target = (void *)my_munmap;
+  sites[1].name = "madvise";
+  sites[1].target = (void *)my_madvise;
+  sites[2].name = "mmap";
+  sites[2].target = (void *)my_munmap;  /* never called: mmap is refused below */
+  libc_munmap = (int (*)(void *, size_t))libc_fn("munmap");
+  libc_madvise = (int (*)(void *, size_t, int))libc_fn("madvise");
+  CHECK(patch_find(sites, 3) == 0 && sites[0].entry == (void *)libc_munmap &&
+            sites[1].entry == (void *)libc_madvise,
+        "patch_find finds glibc's munmap and madvise");
+  for (int i = 0; i < 3; i++)
+    pthread_create(&th[i], NULL, stress_thread, NULL);
+  while (__atomic_load_n(&stress_calls, __ATOMIC_RELAXED) < 100)
+    sched_yield();
+  CHECK(patch_threads_running(), "other threads are seen running");
+  for (int r = 0; r < rounds; r++) {
+    applied_ok &= patch_apply(sites, 2, PATCH_THREADS) == 2;
+    for (volatile int spin = 0; spin < 2000; spin++)
+      ;
+    undone_ok &= patch_undo(sites, 2, PATCH_THREADS) == 2;
+  }
+  int mmap_refused = patch_apply(&sites[2], 1, PATCH_THREADS) == 0 && sites[2].state == PATCH_FAILED;
+  __atomic_store_n(&stress_stop, 1, __ATOMIC_RELAXED);
+  for (int i = 0; i < 3; i++)
+    pthread_join(th[i], NULL);
+  CHECK(applied_ok && undone_ok, "%d rounds of patch and unpatch each did both functions", rounds);
+  CHECK(stress_bad == 0, "%ld calls from 3 threads, every result right (%ld wrong)", stress_calls,
+        stress_bad);
+  CHECK(stress_diverted > 0, "some of them went through the patched entries (%ld)", stress_diverted);
+  CHECK(((unsigned char *)libc_munmap)[0] == 0xb8 && ((unsigned char *)libc_madvise)[0] == 0xb8,
+        "glibc's munmap and madvise are back to their own code");
+  CHECK(mmap_refused && strstr(sites[2].text, "other threads") != NULL,
+        "mmap (its first instruction is shorter than the jump) is not patched while threads "
+        "run: %s", sites[2].text);
+  CHECK(libc_munmap(NULL, 0) == -1, "glibc's munmap still works after it all");
+}
+
+/* ---- foreign patches ----------------------------------------------------- */
+
+static int fortytwo(void)
+{
+  return 42;
+}
+
+static void scenario_foreign(void)
+{
+  patch_site_t a, a2, b;
+  memset(&a, 0, sizeof(a));
+  memset(&a2, 0, sizeof(a2));
+  memset(&b, 0, sizeof(b));
+  a.name = a2.name = "patchfix_a";
+  b.name = "patchfix_b";
+  a.target = a2.target = b.target = (void *)fortytwo;
+  a.entry = a2.entry = (void *)patchfix_a;
+  b.entry = (void *)patchfix_b;
+
+  CHECK(patchfix_a() == 7 && patch_apply(&a, 1, 0) == 1 && a.state == PATCH_DONE &&
+            patchfix_a() == 42,
+        "a function laid out as glibc's is patched: it now returns 42%s",
+        a.via != NULL ? " (through a trampoline page near it)" : "");
+  CHECK(patch_apply(&a2, 1, 0) == 0 && a2.state == PATCH_FOREIGN && patchfix_a() == 42,
+        "patched again by another site (as another pinheap would): left alone, %s", a2.text);
+  CHECK(patch_undo(&a, 1, 0) == 1 && patchfix_a() == 7, "undone: it returns 7 again");
+
+  unsigned char before[16];
+  CHECK(patchfix_mimic_foreign((void *)patchfix_b, (void *)patchfix_foreign) == 0 &&
+            patchfix_b() == 99,
+        "the fixture rewrites patchfix_b as UCX or Open MPI would (movabs + jmp *%%r11)");
+  memcpy(before, (void *)patchfix_b, sizeof(before));
+  CHECK(patch_apply(&b, 1, 0) == 0 && b.state == PATCH_FOREIGN &&
+            memcmp(before, (void *)patchfix_b, sizeof(before)) == 0 && patchfix_b() == 99,
+        "an entry patched by someone else is left alone, byte for byte");
+  CHECK(strstr(b.text, "movabs") != NULL && strstr(b.text, "libpatch_fix") != NULL,
+        "and the text says what it jumps to: %s", b.text);
+}
+
+static void scenario_taken(void)
+{
+  const pinheap_install_info_t *ii = info_of("shmdt");
+  CHECK(ii != NULL && ii->code == PINHEAP_CODE_FOREIGN && ii->code_text != NULL &&
+            strstr(ii->code_text, "libpatch_fix") != NULL,
+        "libc's shmdt, rewritten before pinheap started, is left alone and named: %s",
+        ii != NULL && ii->code_text ? ii->code_text : "(none)");
+  ii = info_of("munmap");
+  CHECK(ii != NULL && ii->code == PINHEAP_CODE_PATCHED, "the others are patched all the same");
+  CHECK(strstr(PINHEAP_NAME(install_text)(), "already patched by someone else") != NULL,
+        "the installation text says so: %s", PINHEAP_NAME(install_text)());
+  int before = patchfix_shmdt_calls;
+  int (*libc_shmdt)(const void *) = (int (*)(const void *))libc_fn("shmdt");
+  CHECK(libc_shmdt != NULL && libc_shmdt((void *)0x1000) == -1 && patchfix_shmdt_calls > before,
+        "glibc's shmdt still goes to the other patcher");
+}
+
+int main(int argc, char **argv)
+{
+  const char *s = argc > 1 ? argv[1] : "";
+#if !defined(__x86_64__)
+  printf("SKIP %s: code patching is implemented for x86-64 only\n", s);
+  return 77;
+#endif
+  if (strcmp(s, "events") == 0)
+    scenario_events();
+  else if (strcmp(s, "glibc") == 0)
+    scenario_glibc();
+  else if (strcmp(s, "nopatch") == 0)
+    scenario_nopatch();
+  else if (strcmp(s, "stress") == 0)
+    scenario_stress(argc > 2 ? atoi(argv[2]) : 20000);
+  else if (strcmp(s, "foreign") == 0)
+    scenario_foreign();
+  else if (strcmp(s, "taken") == 0)
+    scenario_taken();
+  else {
+    fprintf(stderr, "usage: test_patch events|glibc|nopatch|stress [rounds]|foreign|taken\n");
+    return 2;
+  }
+  printf("%s: %d failure%s\n", s, failures, failures == 1 ? "" : "s");
+  return failures != 0;
+}
