@@ -199,6 +199,7 @@
 #define install_trim_blocked    PINHEAP_NAME(install_trim_blocked)
 #define install_tool            PINHEAP_NAME(install_tool)
 #define install_calls_seen      PINHEAP_NAME(install_calls_seen)
+#define install_glibc_releases_patched PINHEAP_NAME(install_glibc_releases_patched)
 #define install_malloc_served_enabled PINHEAP_NAME(install_malloc_served_enabled)
 #define ucx_feed_attach         PINHEAP_NAME(ucx_feed_attach)
 #define ucx_feed_describe       PINHEAP_NAME(ucx_feed_describe)

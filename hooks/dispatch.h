@@ -128,6 +128,10 @@ PH_HIDDEN const char *install_tool(void);
  *  reaches pinheap: installed and verified, or patched where no object
  *  calls it yet. */
 PH_HIDDEN int install_calls_seen(void);
+/** 1 when every function glibc's malloc releases memory with (mmap,
+ *  munmap, mremap, madvise, brk, sbrk) starts with pinheap's jump (code
+ *  patching) and was verified: glibc's own frees and trims fire events. */
+PH_HIDDEN int install_glibc_releases_patched(void);
 /** 1 when pinheap is enabled and its allocator serves malloc and free (its
  *  releases are events; glibc's malloc, whose are not, is out of use). */
 PH_HIDDEN int install_malloc_served_enabled(void);

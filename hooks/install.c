@@ -599,6 +599,21 @@ int install_calls_seen(void)
   return 1;
 }
 
+int install_glibc_releases_patched(void)
+{
+  static const char *const releasers[] = { "mmap", "munmap", "mremap", "madvise", "brk", "sbrk" };
+  pinheap_install_info_t ii = { 0 };
+  unsigned found = 0;
+  for (unsigned i = 0; PINHEAP_NAME(install_info)(i, &ii) == 0; i++)
+    for (unsigned k = 0; k < sizeof(releasers) / sizeof(releasers[0]); k++)
+      if (strcmp(ii.symbol, releasers[k]) == 0) {
+        if (ii.code != PINHEAP_CODE_PATCHED || !ii.verified)
+          return 0;
+        found++;
+      }
+  return found == sizeof(releasers) / sizeof(releasers[0]);
+}
+
 int install_malloc_served_enabled(void)
 {
   return __atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_ENABLED &&

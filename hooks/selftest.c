@@ -157,23 +157,6 @@ fail_free:
   return 0;
 }
 
-/* Every function glibc's malloc releases memory with starts with a jump to
- * pinheap (code patching): glibc's own frees and trims fire the events. */
-static int selftest_glibc_patched(void)
-{
-  static const char *const releasers[] = { "mmap", "munmap", "mremap", "madvise", "brk", "sbrk" };
-  pinheap_install_info_t ii = { 0 };
-  unsigned found = 0;
-  for (unsigned i = 0; PINHEAP_NAME(install_info)(i, &ii) == 0; i++)
-    for (unsigned k = 0; k < sizeof(releasers) / sizeof(releasers[0]); k++)
-      if (strcmp(ii.symbol, releasers[k]) == 0) {
-        if (ii.code != PINHEAP_CODE_PATCHED || !ii.verified)
-          return 0;
-        found++;
-      }
-  return found == sizeof(releasers) / sizeof(releasers[0]);
-}
-
 /* pinheap disabled, glibc's malloc in use, its release functions code
  * patched: glibc's free of a block above its mmap threshold and its
  * malloc_trim must fire the listener, for real. */
@@ -269,7 +252,7 @@ int PINHEAP_NAME(open)(void)
     text_add("'s malloc is in use, and its releases are not seen: FREE and CHUNK support "
              "missing. ");
   } else if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED &&
-             selftest_glibc_patched()) {
+             install_glibc_releases_patched()) {
     if (selftest_glibc(&w, why, sizeof(why))) {
       level |= PINHEAP_SUPPORT_FREE | PINHEAP_SUPPORT_CHUNK;
       text_add("pinheap is disabled, so glibc's malloc is in use; libc's memory functions are "

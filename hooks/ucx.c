@@ -15,9 +15,10 @@
  * ucm_set_event_handler.
  *
  * Two ways, chosen once:
- *  - external: pinheap sees every release of the process (every memory call
- *    installed and verified, and malloc served by pinheap) and no entry of
- *    pinheap's or libc's for a memory call was rewritten by UCX.  pinheap declares VM_MAPPED and VM_UNMAPPED
+ *  - external: pinheap sees every call of the program to a memory call
+ *    (installed and verified, no entry of pinheap's rewritten by UCX) and
+ *    glibc's own releases are seen (pinheap serves malloc, or libc's entries
+ *    jump to pinheap by code patching, or to UCX's hooks).  pinheap declares VM_MAPPED and VM_UNMAPPED
  *    external events of libucm and feeds it all of its events: a UCX
  *    handler set after that installs no hook of its own, so nothing is
  *    hooked twice and UCX's test of its own hooks cannot fail against
@@ -175,10 +176,15 @@ static int ucx_entries_taken(void)
     if (ucx_entry_taken(events_symbols[i].entry, self.dli_fbase))
       taken |= UCX_TAKEN_SELF;
   for (unsigned i = 0; i < replace_symbols_count; i++) {
+    pinheap_install_info_t ii = { 0 };
     if (replace_symbols[i].event == 0)
       continue;
     if (ucx_entry_taken(replace_symbols[i].self, self.dli_fbase))
       taken |= UCX_TAKEN_SELF;
+    /* libc's entry: not when the jump is pinheap's own (code patching,
+     * perhaps through a trampoline page in anonymous memory) */
+    if (PINHEAP_NAME(install_info)(i, &ii) == 0 && ii.code == PINHEAP_CODE_PATCHED)
+      continue;
     if (libc != NULL && ucx_entry_taken(dlsym(libc, replace_symbols[i].name), self.dli_fbase))
       taken |= UCX_TAKEN_LIBC;
   }
@@ -245,11 +251,12 @@ void ucx_feed_attach(void)
     return;
   }
   /* external: pinheap sees every call the program makes, and glibc's
-   * internal releases are seen by someone (pinheap's malloc is in use, or
-   * UCX hooked libc's entries) */
+   * internal releases are seen by someone (pinheap's malloc is in use,
+   * pinheap code-patched libc's entries, or UCX hooked them) */
   int taken = ucx_entries_taken();
   int complete = !(taken & UCX_TAKEN_SELF) && install_calls_seen() &&
-                 (install_malloc_served_enabled() || (taken & UCX_TAKEN_LIBC));
+                 (install_malloc_served_enabled() || install_glibc_releases_patched() ||
+                  (taken & UCX_TAKEN_LIBC));
   ph_lock(&ucx_lock);
   if (ucx_mode != UCX_NOT_FOUND) {
     ph_unlock(&ucx_lock);
