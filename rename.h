@@ -74,6 +74,7 @@
 #define os_open                 PINHEAP_NAME(os_open)
 #define os_release              PINHEAP_NAME(os_release)
 #define os_decommit             PINHEAP_NAME(os_decommit)
+#define os_release_shared       PINHEAP_NAME(os_release_shared)
 #define os_remap                PINHEAP_NAME(os_remap)
 #define os_set_release_listener PINHEAP_NAME(os_set_release_listener)
 #define os_set_map_listener     PINHEAP_NAME(os_set_map_listener)

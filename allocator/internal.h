@@ -102,6 +102,13 @@ PH_HIDDEN void   os_release(void *addr, size_t len);
 /** Drops the physical backing of [addr, addr+len) (MADV_DONTNEED; the range
  *  stays mapped and reads back as zeros): listener first. */
 PH_HIDDEN void   os_decommit(void *addr, size_t len);
+/** The shared heap (shm.c): drops the pages of [addr, addr+len), free space
+ *  of the region (a MAP_SHARED tmpfs object), from the object itself
+ *  (MADV_REMOVE; MADV_DONTNEED would leave them there): listener first.
+ *  The range stays mapped, reads back as zeros, and is filled again on use,
+ *  in every process that maps the region.  A kernel that refuses it is
+ *  named once; the pages then stay. */
+PH_HIDDEN void   os_release_shared(void *addr, size_t len);
 /** Resizes the mapping at addr in place (never moves).  Shrinking releases
  *  the tail, listener first.  @return 0 on success, -1 if it cannot. */
 PH_HIDDEN int    os_remap(void *addr, size_t oldlen, size_t newlen);
@@ -274,7 +281,9 @@ PH_HIDDEN bool ms_grow_in_place(mstate_t *ms, size_t want);
 /** Adds at least nb bytes of top.  Locked; the lock is dropped around the
  *  mmap. */
 PH_HIDDEN bool ms_grow(mstate_t *ms, size_t nb);
-/** Gives the top's tail beyond pad back (after unlocking: *rel). */
+/** Gives the top's tail beyond pad back (after unlocking: *rel).  The
+ *  shared heap gives its pages back in place, the lock dropped meanwhile
+ *  (*rel stays empty; so for the two below). */
 PH_HIDDEN void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel);
 /** The top grew past the trim threshold: trim now or after the decay. */
 PH_HIDDEN void ms_trim_decay(mstate_t *ms, release_t *rel);

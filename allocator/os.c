@@ -2,7 +2,9 @@
  * os.c -- the OS layer: the only code in pinheap that calls mmap, munmap,
  * madvise or mremap, and the one place every release is reported.
  *
- * Memory comes from anonymous private mappings only (brk belongs to glibc).
+ * Memory comes from anonymous private mappings only (brk belongs to glibc);
+ * the shared heap's region is mapped by shm.c, and os_release_shared()
+ * gives back the pages of its free space.
  * No mapping carries MAP_NORESERVE: memory is charged to the commit limit
  * when it is made writable, so a request the kernel would not back (4 TiB
  * on a 24 GiB machine, or past the limit under strict overcommit) is
@@ -230,6 +232,29 @@ void os_decommit(void *addr, size_t len)
     ph_warn("madvise(MADV_DONTNEED) failed on a pinheap range; memory stays committed", NULL);
   atomic_fetch_add_explicit(&os_decommit_calls, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_released_bytes, len, memory_order_relaxed);
+  errno = saved;
+}
+
+static atomic_flag os_remove_said = ATOMIC_FLAG_INIT;
+
+void os_release_shared(void *addr, size_t len)
+{
+  int saved = errno;
+
+  os_notify(addr, len);
+  /* MADV_DONTNEED would only drop this process's page table entries: the
+   * pages stay in the object.  MADV_REMOVE punches them out of it. */
+  if (os_sys(madvise)(addr, len, MADV_REMOVE) != 0) {
+    if (!atomic_flag_test_and_set(&os_remove_said)) {
+      char num[24];
+      ph_warn("madvise(MADV_REMOVE) failed on the shared heap's region (errno ",
+              ph_fmt_dec(num, (uint64_t)errno),
+              "); its free pages stay in the shared object from now on", NULL);
+    }
+  } else {
+    atomic_fetch_add_explicit(&os_decommit_calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&os_released_bytes, len, memory_order_relaxed);
+  }
   errno = saved;
 }
 

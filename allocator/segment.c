@@ -1,8 +1,10 @@
 /*
  * segment.c -- a heap's segments: laying one out, growing the heap (a new
  * segment, or in place into a segment's reserve), trimming the top with its
- * decay, and wholly free (idle) segments given back after the decay.
- * Main entry point: ms_grow().
+ * decay, and wholly free (idle) segments given back after the decay.  In
+ * the shared heap, whose segments are slices of the region that stay their
+ * process's, the same free space is given back in place instead (below:
+ * "the shared heap").  Main entry point: ms_grow().
  */
 #include "chunk.h"
 
@@ -150,6 +152,167 @@ fail:
   return false;
 }
 
+/* ---- the shared heap: free pages given back in place --------------------- */
+/*
+ * A segment of the shared heap is a slice of the region, and a slice stays
+ * its process's: nothing is unmapped and no segment leaves its heap.  Where
+ * the private heap unmaps free space (the top's tail, an idle segment) or
+ * decommits it (malloc_trim), the shared heap gives back the whole pages
+ * inside the free chunk (os_release_shared: the listener, then the pages
+ * leave the shared object; in a forked child, whose copy of the region is
+ * private memory, os_decommit).  Meanwhile the chunk is borrowed -- marked
+ * in use and out of its bin, or taken away as the top -- so that no thread
+ * and no process allocates from it while the lock is dropped around the
+ * release; then it is put back, known decommitted.  Only free chunks are
+ * borrowed, and the page of a chunk's header stays: the pages of a live
+ * block are never released.
+ */
+
+static void shared_release(void *addr, size_t len)
+{
+  if (shm_on())
+    os_release_shared(addr, len);
+  else
+    os_decommit(addr, len);             /* a forked child: a private copy */
+}
+
+/* The whole pages of the chunk c past its header and keep bytes more. */
+static bool shared_pages(const chunk_t *c, size_t keep, uintptr_t *lo_p, uintptr_t *hi_p)
+{
+  size_t page = os_page_size();
+
+  *lo_p = align_up((uintptr_t)c + sizeof(chunk_t) + keep, page);
+  *hi_p = align_down((uintptr_t)c + chunk_size(c), page);
+  return *hi_p > *lo_p;
+}
+
+/* Borrows the free chunk c (out of any bin): in use until put back. */
+static void shared_borrow(mstate_t *ms, chunk_t *c, chunk_t **list_p)
+{
+  chunk_set_inuse(ms, c, chunk_size(c));
+  c->fd = *list_p;
+  *list_p = c;
+}
+
+/* Gives back the pages of the borrowed chunks (a list through fd) and of
+ * the borrowed top (NULL: none; past tkeep bytes; it was the top of tseg),
+ * then puts them back.  Called and returns locked; the lock is dropped
+ * around the releases (and a chunk that gained a free neighbour meanwhile
+ * is freed again, which may drop it too). */
+static void shared_give_back(mstate_t *ms, chunk_t *list, chunk_t *top, seg_t *tseg, size_t tkeep)
+{
+  uintptr_t lo, hi;
+
+  ms_unlock(ms);
+  if (top != NULL && shared_pages(top, tkeep, &lo, &hi))
+    shared_release((void *)lo, hi - lo);
+  for (chunk_t *c = list; c != NULL; c = c->fd)
+    if (shared_pages(c, 0, &lo, &hi))
+      shared_release((void *)lo, hi - lo);
+  ms_lock(ms);
+
+  if (top != NULL) {
+    size_t ts = chunk_size(top);
+    if (ms->top == NULL && ms->top_seg == tseg && chunk_pinuse(top)) {
+      /* untouched meanwhile: the top again */
+      head_set(ms, top, ts | PH_PINUSE | PH_DECOMMITTED);
+      head_set_pinuse(ms, chunk_at(top, ts), false);
+      ms->top = top;
+      top = NULL;
+    } else {
+      top->fd = list;                   /* freed below, as the others */
+      list = top;
+    }
+  }
+  while (list != NULL) {
+    chunk_t *c = list;
+    size_t cs = chunk_size(c);
+    chunk_t *next = chunk_at(c, cs);
+    list = c->fd;
+    if (c != top && chunk_pinuse(c) && next != ms->top && chunk_cinuse(next)) {
+      /* no free neighbour appeared: back in its bin */
+      chunk_set_free(ms, c, cs);
+      head_set(ms, c, cs | PH_PINUSE | PH_DECOMMITTED);
+      bin_insert(ms, c, cs);
+      continue;
+    }
+    release_t rel = { NULL, 0 };        /* stays empty: nothing is unmapped here */
+    ms_free_chunk(ms, owner_seg(owner_map_get(chunk_mem(c))), c, cs, &rel, "free");
+  }
+  /* The old top was freed as a chunk; nobody grew meanwhile: the free end
+   * of its segment is the top again. */
+  if (top != NULL && ms->top == NULL && ms->top_seg == tseg) {
+    chunk_t *fence = (chunk_t *)seg_fence(tseg);
+    size_t ls = fence->prev_foot;
+    chunk_t *last = chunk_before(fence, ls);
+    if (chunk_pinuse(fence))
+      ph_fatal("free", "lost the top chunk of shared heap", ms);
+    bin_unlink(ms, last, ls);
+    head_set(ms, last, ls | PH_PINUSE);
+    ms->top = last;
+  }
+}
+
+/* ms_trim_top in the shared heap: the top's pages past pad go back. */
+static void shared_trim_top(mstate_t *ms, size_t pad)
+{
+  chunk_t *t = ms->top;
+  size_t keep = align_up(PH_MIN_CHUNK + pad, PH_ALIGN);
+  uintptr_t lo, hi;
+
+  if (t == NULL || (chunk_head(t) & PH_DECOMMITTED) || !shared_pages(t, keep, &lo, &hi))
+    return;
+  chunk_set_inuse(ms, t, chunk_size(t));  /* the fence now follows an in-use chunk */
+  ms->top = NULL;                         /* a grow meanwhile makes a new top */
+  shared_give_back(ms, NULL, t, ms->top_seg, keep);
+}
+
+/* ms_idle_collect in the shared heap: the idle segments' pages go back
+ * after the decay (all of them if force, with every free chunk's pages:
+ * malloc_trim), the segments stay.  @return 0: nothing to unmap. */
+static unsigned shared_idle_collect(mstate_t *ms, bool force)
+{
+  uint64_t now = now_ms();
+  chunk_t *list = NULL;
+
+  if (ms->idle_segs != 0 && (force || now - ms->idle_scan_at >= PH_TRIM_DECAY_MS / 2)) {
+    ms->idle_scan_at = now;
+    for (seg_t *seg = ms->segs; seg != NULL; seg = seg->next) {
+      if (seg->idle_since == 0)
+        continue;
+      chunk_t *c = seg_first(seg);
+      bool whole = seg != ms->top_seg && !chunk_cinuse(c) && (char *)chunk_next(c) == seg_fence(seg);
+      if (whole && !force && now - seg->idle_since < PH_TRIM_DECAY_MS)
+        continue;
+      seg->idle_since = 0;                /* in use again, or given back now */
+      ms->idle_segs--;
+      if (whole && !(chunk_head(c) & PH_DECOMMITTED)) {
+        bin_unlink(ms, c, chunk_size(c));
+        shared_borrow(ms, c, &list);
+      }
+    }
+  }
+  if (force) {
+    uintptr_t lo, hi;
+    dv_flush(ms);
+    for (unsigned i = bin_index(align_up(os_page_size() + PH_MIN_CHUNK, PH_ALIGN)); i < PH_NBINS; i++) {
+      chunk_t *bin = bin_at(ms, i);
+      if (!bin_live(ms, i))
+        continue;
+      for (chunk_t *c = bin->fd, *nx; c != bin; c = nx) {
+        nx = c->fd;
+        if (!(chunk_head(c) & PH_DECOMMITTED) && shared_pages(c, 0, &lo, &hi)) {
+          bin_unlink(ms, c, chunk_size(c));
+          shared_borrow(ms, c, &list);
+        }
+      }
+    }
+  }
+  if (list != NULL)
+    shared_give_back(ms, list, NULL, NULL, 0);
+  return 0;
+}
+
 /* After a free merged into the top: give the top's tail back when it has
  * grown past the trim threshold.  Locked; fills *rel for after unlock. */
 void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
@@ -159,6 +322,10 @@ void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
   size_t keep = PH_MIN_CHUNK + pad;
   size_t len;
 
+  if (ms->source->shared) {
+    shared_trim_top(ms, pad);
+    return;
+  }
   if (!ms->source->releases || seg == NULL || tsize <= keep)
     return;
   len = align_down(tsize - keep, PH_GRANULE);
@@ -217,6 +384,17 @@ void ms_trim_decay(mstate_t *ms, release_t *rel)
 void seg_take_out(mstate_t *ms, seg_t **pp, release_t *rel)
 {
   seg_t *seg = *pp;
+
+  if (ms->source->shared) {             /* a slice stays: its pages go back in place */
+    chunk_t *list = NULL;
+    if (seg->idle_since != 0) {
+      seg->idle_since = 0;
+      ms->idle_segs--;
+    }
+    shared_borrow(ms, seg_first(seg), &list);
+    shared_give_back(ms, list, NULL, NULL, 0);
+    return;
+  }
   *pp = seg->next;
   ms->footprint -= seg->size;
   owner_map_set(seg->base, seg->size, 0, PH_KIND_NONE);
@@ -232,6 +410,8 @@ unsigned ms_idle_collect(mstate_t *ms, release_t *out, unsigned max, bool force)
   uint64_t now = now_ms();
   unsigned n = 0;
 
+  if (ms->source->shared)
+    return shared_idle_collect(ms, force);
   if (ms->idle_segs == 0 || (!force && now - ms->idle_scan_at < PH_TRIM_DECAY_MS / 2))
     return 0;
   ms->idle_scan_at = now;

@@ -401,7 +401,7 @@ static bool shm_create(int fd)
   atomic_store_explicit(&h->cursor, h->data_off, memory_order_relaxed);
   atomic_store_explicit(&h->refcount, 1, memory_order_relaxed);
   h->free_key = chunk_free_key;
-  h->source = (mem_source_t){ .grows = true, .maps_huge = true, .releases = false,
+  h->source = (mem_source_t){ .grows = true, .maps_huge = true, .releases = true,
                               .in_owner_map = true, .shared = true };
   /* The creator is process 0, recorded before "ready": a process that
    * joins always finds a live process in the records. */

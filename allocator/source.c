@@ -3,9 +3,10 @@
  * mem_source_t): what a heap may do with the memory it is laid over.  A
  * heap points at its source from ms_init() on.  Main entry points: the
  * descriptors mem_source_os and mem_source_region.  The shared heap's
- * descriptor (grows, never releases, in the owner map, shared) lives in
- * its region's header (shm.c), so that its address is the same in every
- * process that reads a heap of the region.
+ * descriptor (grows, releases -- in place: the pages of free space leave
+ * the shared object, the slices stay (segment.c) --, in the owner map,
+ * shared) lives in its region's header (shm.c), so that its address is the
+ * same in every process that reads a heap of the region.
  */
 #include "internal.h"
 

@@ -441,6 +441,37 @@ Test(shm, threads_of_a_process_allocate_in_the_region)
   cr_assert(!shm_exists(), "left behind");
 }
 
+/* Memory given back from the region: a process frees 64 MiB of large
+ * blocks and 4 MiB of small ones and trims; its release listener hears the
+ * ranges, the object's tmpfs usage goes down, and another process still
+ * reads the live blocks in place. */
+Test(shm, freed_memory_goes_back_to_the_system_and_live_blocks_stay)
+{
+  job_set("giveback");
+  int sv[2];
+  char fds[2][12];
+  cr_assert(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  snprintf(fds[0], 12, "%d", sv[0]);
+  snprintf(fds[1], 12, "%d", sv[1]);
+  char *giver[] = { "give_back", fds[0], NULL };
+  char *peer[] = { "peek", fds[1], NULL };
+  char *env[] = { "PINHEAP_SHM_SIZE=256M", NULL };
+  fcntl(sv[1], F_SETFD, FD_CLOEXEC);
+  int a = spawn(giver, env);
+  fcntl(sv[1], F_SETFD, 0);
+  fcntl(sv[0], F_SETFD, FD_CLOEXEC);
+  int b = spawn(peer, env);
+  close(sv[0]);
+  close(sv[1]);
+  const char *out = finish(a, 60000);
+  cr_expect(exited_ok(a), "giver (status %#x): %s", workers[a].status, out);
+  cr_expect(strstr(out, "given back ") != NULL, "%s", out);
+  out = finish(b, 10000);
+  cr_expect(exited_ok(b), "peer (status %#x): %s", workers[b].status, out);
+  cr_assert(strstr(out, "peeked ok") != NULL, "%s", out);
+  cr_assert(!shm_exists(), "left behind");
+}
+
 /* ---- exhaustion ---------------------------------------------------------- */
 
 static int count_of(const char *s, const char *word)
