@@ -83,6 +83,7 @@
 #define ph_warn                 PINHEAP_NAME(warn)
 #define ph_log                  PINHEAP_NAME(log)
 #define ph_log_v                PINHEAP_NAME(log_v)
+#define ph_log_plain            PINHEAP_NAME(log_plain)
 #define ph_log_level            PINHEAP_NAME(log_level)
 #define ph_log_set_level        PINHEAP_NAME(log_set_level)
 #define ph_log_level_name       PINHEAP_NAME(log_level_name)

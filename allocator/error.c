@@ -392,15 +392,17 @@ void ph_log(int level, const char *fmt, ...)
   va_end(ap);
 }
 
-/* Emits with an explicit va_list from a variadic shim (ph_fatal's line has
- * its own documented form, without a level name). */
-static void log_emit_plain(const char *fmt, ...)
+void ph_log_plain(int level, const char *fmt, ...)
 {
   va_list ap;
+  int saved = errno;
 
-  va_start(ap, fmt);
-  log_emit(PH_LOG_FATAL, 0, fmt, ap);
-  va_end(ap);
+  if (level <= PH_LOG_FATAL || level <= ph_log_level()) {
+    va_start(ap, fmt);
+    log_emit(level, 0, fmt, ap);
+    va_end(ap);
+  }
+  errno = saved;
 }
 
 void ph_fatal(const char *func, const char *what, const void *ptr)
@@ -408,9 +410,9 @@ void ph_fatal(const char *func, const char *what, const void *ptr)
   /* The misuse report keeps the form README documents and the misuse
    * tests pin: "pinheap: <func>(): <what> 0x<ptr>". */
   if (ptr != NULL)
-    log_emit_plain("%s(): %s %p", func, what, ptr);
+    ph_log_plain(PH_LOG_FATAL, "%s(): %s %p", func, what, ptr);
   else
-    log_emit_plain("%s(): %s", func, what);
+    ph_log_plain(PH_LOG_FATAL, "%s(): %s", func, what);
   abort();
 }
 

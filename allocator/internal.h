@@ -67,6 +67,10 @@ typedef enum ph_log_level_e {
 #define PH_LOG_LINE_MAX 512
 
 PH_HIDDEN void ph_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** ph_log without the level name ("pinheap: <text>\n"): only for the
+ *  misuse report's documented form -- ph_fatal's line and the heap
+ *  checker's lines before it, which README and the misuse tests pin. */
+PH_HIDDEN void ph_log_plain(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** ph_log with a va_list, for wrappers. */
 PH_HIDDEN void ph_log_v(int level, const char *fmt, va_list ap);
 /** The level in force: the parameter once the process's parameters are
