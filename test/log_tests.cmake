@@ -16,3 +16,19 @@ endforeach()
 target_compile_definitions(test_log_noalloc PRIVATE TEST_LOG_COUNT_MALLOC=1)
 target_compile_options(test_log_noalloc PRIVATE -fno-builtin-malloc -fno-builtin-free)
 set_tests_properties(test_log_noalloc PROPERTIES LABELS "noasan")
+
+# pinheap-info shows the level, where it came from and the default.
+if(TARGET pinheap-info)
+  add_test(NAME pinheap_info_log_level
+    COMMAND sh -c "env -i PINHEAP_LOG_LEVEL=' Info ' \"$1\" 2>&1; echo \"exit=$?\"" sh
+            $<TARGET_FILE:pinheap-info>)
+  set_tests_properties(pinheap_info_log_level PROPERTIES LABELS noasan
+    PASS_REGULAR_EXPRESSION
+    "\nmessages:\n  PINHEAP_LOG_LEVEL +info +\\(from PINHEAP_LOG_LEVEL=\" Info \"\\)\n  default level +warn\n.*exit=0\n$")
+  add_test(NAME pinheap_info_log_level_invalid
+    COMMAND sh -c "env -i PINHEAP_LOG_LEVEL=loud \"$1\" 2>&1; echo \"exit=$?\"" sh
+            $<TARGET_FILE:pinheap-info>)
+  set_tests_properties(pinheap_info_log_level_invalid PROPERTIES LABELS noasan
+    PASS_REGULAR_EXPRESSION
+    "^pinheap: warning: PINHEAP_LOG_LEVEL=\"loud\" is not a valid value \\(expected fatal, error, warn, info, debug or 0 to 4\\); ignored, treated as not set\n.*\nmessages:\n  PINHEAP_LOG_LEVEL +warn +\\(PINHEAP_LOG_LEVEL=\"loud\" is invalid[^\n]*\n  default level +warn\n.*exit=0\n$")
+endif()
