@@ -12,12 +12,7 @@
 
 static int check_report(const char *what, const void *where)
 {
-  char hex[24];
-  ph_write_str(2, "pinheap: heap check: ");
-  ph_write_str(2, what);
-  ph_write_str(2, " at ");
-  ph_write_str(2, ph_fmt_hex(hex, (uintptr_t)where));
-  ph_write_str(2, "\n");
+  ph_log_plain(PH_LOG_ERROR, "heap check: %s at %p", what, where);
   return 1;
 }
 

@@ -10,6 +10,7 @@
 
 #include "../rename.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,12 +44,61 @@
 /*  error.c -- the only output path; never allocates                        */
 /* ======================================================================= */
 
-/** Ends the process: writes "pinheap: <func>(): <what> <ptr>\n" with raw
- *  write(2), then abort().  ptr may be NULL (then not printed). */
+/* The logger: ph_log(level, fmt, ...) writes "pinheap: <level>: <text>\n"
+ * when level <= the PINHEAP_LOG_LEVEL parameter (warn until the parameters
+ * are parsed: the logger never calls into them; fatal lines are always
+ * written), as ONE write(2) of a line
+ * formatted on the stack: no allocation, no stdio, no locale, no locks,
+ * errno preserved.  Safe inside malloc, inside event handlers and before
+ * the decision.  fmt is a printf subset: %s %d %u %x %p %c %% with the
+ * length modifiers z, l, ll, the flags '-' and '0', a width (or '*') and a
+ * precision for %s (or '.*'); %s of NULL prints "(null)"; an unknown
+ * conversion is copied literally and reads no argument.  A line longer
+ * than PH_LOG_LINE_MAX bytes is cut and ends in "...\n". */
+typedef enum ph_log_level_e {
+  PH_LOG_FATAL,
+  PH_LOG_ERROR,
+  PH_LOG_WARN,
+  PH_LOG_INFO,
+  PH_LOG_DEBUG,
+  PH_LOG_LEVEL_COUNT
+} ph_log_level_t;
+
+#define PH_LOG_LINE_MAX 512
+
+PH_HIDDEN void ph_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** ph_log without the level name ("pinheap: <text>\n"): only for the
+ *  misuse report's documented form -- ph_fatal's line and the heap
+ *  checker's lines before it, which README and the misuse tests pin. */
+PH_HIDDEN void ph_log_plain(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** ph_log with a va_list, for wrappers. */
+PH_HIDDEN void ph_log_v(int level, const char *fmt, va_list ap);
+/** The level in force: the parameter once the process's parameters are
+ *  parsed (params_get() sets it), PH_LOG_WARN before. */
+PH_HIDDEN int ph_log_level(void);
+/** Sets the level (params_get(); tests).  Out-of-range values are
+ *  clamped to fatal .. debug. */
+PH_HIDDEN void ph_log_set_level(int level);
+/** "fatal", "error", "warn", "info", "debug" (the parameter's spellings). */
+PH_HIDDEN const char *ph_log_level_name(int level);
+/** Formats one line ("pinheap: " [+ "<level>: " if with_name] + text +
+ *  "\n") into buf[0 .. size), cut with "...\n" if it does not fit; never
+ *  writes past buf + size and does not NUL-terminate.  @return its length
+ *  (0 if size < 5). */
+PH_HIDDEN size_t ph_log_format(char *buf, size_t size, int level, int with_name, const char *fmt,
+                               va_list ap);
+/** For tests only: where lines go (stderr by default).  @return the old fd. */
+PH_HIDDEN int ph_log_set_fd(int fd);
+
+/** Ends the process: writes "pinheap: <func>(): <what> <ptr>\n" (the
+ *  misuse report's documented form, through the logger's line writer),
+ *  then abort().  ptr may be NULL (then not printed). */
 PH_HIDDEN PH_COLD PH_NORETURN void ph_fatal(const char *func, const char *what, const void *ptr);
-/** Writes "pinheap: warning: " + the pieces (NULL-terminated list) + "\n". */
+/** ph_log(PH_LOG_WARN, ...) of the pieces (a NULL-terminated list of
+ *  strings, joined, never read as a format): "pinheap: warning: ...\n". */
 PH_HIDDEN PH_COLD void ph_warn(const char *first, ...);
-/** Writes a NUL-terminated string to fd, retrying short writes and EINTR. */
+/** Writes a NUL-terminated string to fd, retrying short writes and EINTR
+ *  (raw output: malloc_stats; messages go through ph_log). */
 PH_HIDDEN void ph_write_str(int fd, const char *s);
 /** Formats v as "0x..." / decimal into buf (at least 24 bytes); returns buf. */
 PH_HIDDEN char *ph_fmt_hex(char *buf, uintptr_t v);

@@ -108,9 +108,32 @@ static atomic_flag shm_full_said = ATOMIC_FLAG_INIT;
 static mstate_t *_Atomic shm_fb_heap;
 static ph_lock_t shm_fb_lock;
 
-/* ---- messages (no allocation: pieces written one by one) ----------------- */
+/* ---- messages (no allocation) ---------------------------------------------
+ * A start-up message is said in pieces, across functions (the failing step
+ * says what went wrong, shm_fail() says what happens next), into one
+ * buffer that goes to the logger as one line.  Start-up runs once, in the
+ * first malloc; the one later message ("is full") is said once. */
 
-static void say(const char *s) { ph_write_str(2, s); }
+static char shm_msg[PH_LOG_LINE_MAX];
+static size_t shm_msg_len;
+
+static void say(const char *s)
+{
+  size_t l = strlen(s);
+
+  if (l > sizeof(shm_msg) - 1 - shm_msg_len)
+    l = sizeof(shm_msg) - 1 - shm_msg_len;     /* the logger cuts it with "..." */
+  memcpy(shm_msg + shm_msg_len, s, l);
+  shm_msg_len += l;
+  shm_msg[shm_msg_len] = '\0';
+}
+/* Ends the message said since say_begin(): one line at level. */
+static void say_end(int level, const char *last)
+{
+  say(last);
+  ph_log(level, "%s", shm_msg);
+  shm_msg_len = 0;
+}
 static void say_dec(uint64_t v)
 {
   char b[24];
@@ -139,7 +162,8 @@ static void say_oct(unsigned v)
 }
 static void say_begin(void)
 {
-  say("pinheap: shared heap ");
+  shm_msg_len = 0;
+  say("shared heap ");
   say(shm_obj);
   say(": ");
 }
@@ -150,10 +174,10 @@ static void say_begin(void)
 static mstate_t *shm_fail(void)
 {
   if (shm_conf.fallback) {
-    say("; this process runs on its private heap instead (PINHEAP_SHM_FALLBACK)\n");
+    say_end(PH_LOG_WARN, "; this process runs on its private heap instead (PINHEAP_SHM_FALLBACK)");
     return NULL;
   }
-  say("; the process ends (PINHEAP_SHM_FALLBACK=1 would run it on its private heap)\n");
+  say_end(PH_LOG_FATAL, "; the process ends (PINHEAP_SHM_FALLBACK=1 would run it on its private heap)");
   _exit(1);
 }
 
@@ -724,8 +748,9 @@ void *shm_slice_take(size_t len)
           say_begin();
           say("the region (");
           say_dec(h->size);
-          say(" bytes) is full: this process allocates from its private heap from now on "
-              "(PINHEAP_SHM_FALLBACK); those blocks cannot be used by other processes\n");
+          say_end(PH_LOG_WARN, " bytes) is full: this process allocates from its private heap "
+                  "from now on (PINHEAP_SHM_FALLBACK); those blocks cannot be used by other "
+                  "processes");
         }
       }
       return NULL;

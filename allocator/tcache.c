@@ -342,25 +342,21 @@ static int tcache_check_list(const tc_bin_t *l, size_t size, const mstate_t *ms,
 {
   int problems = 0;
   uint32_t n = 0;
-  char hex[24];
 
   for (void *m = l->head; m != NULL && n <= l->count; m = *(void **)m, n++) {
     uintptr_t o = owner_map_get(m);
     const mstate_t *owner = (o == 0 || (o & PH_OWNER_TAGS)) ? NULL : owner_seg(o)->ms;
     const chunk_t *c = mem_chunk(m);
     if (owner == NULL || (ms != NULL && owner != ms) || !chunk_is_waiting(owner, c, size)) {
-      ph_write_str(2, "pinheap: heap check: thread cache ");
-      ph_write_str(2, what);
-      ph_write_str(2, " holds a chunk that is not a waiting chunk of its size at ");
-      ph_write_str(2, ph_fmt_hex(hex, (uintptr_t)c));
-      ph_write_str(2, "\n");
+      ph_log_plain(PH_LOG_ERROR,
+                   "heap check: thread cache %s holds a chunk that is not a waiting chunk of "
+                   "its size at %p", what, (const void *)c);
       return problems + 1;
     }
   }
   if (n != l->count) {
-    ph_write_str(2, "pinheap: heap check: thread cache ");
-    ph_write_str(2, what);
-    ph_write_str(2, " list length disagrees with its count\n");
+    ph_log_plain(PH_LOG_ERROR, "heap check: thread cache %s list length disagrees with its count",
+                 what);
     problems++;
   }
   return problems;

@@ -25,6 +25,7 @@ extern char **environ;
 #define EXPECT_MIB      "a whole number of MiB from 8 to 1048576"
 #define EXPECT_RANKS    "a whole number from 1 to 4096"
 #define EXPECT_JOB      "1 to 64 characters among A-Z, a-z, 0-9, '.', '_' and '-'"
+#define EXPECT_LEVEL    "fatal, error, warn, info, debug or 0 to 4"
 #define EXPECT_MSEC     "a whole number of milliseconds from 1 to 3600000"
 
 static const param_desc_t param_descs[PARAM_COUNT] = {
@@ -70,6 +71,11 @@ static const param_desc_t param_descs[PARAM_COUNT] = {
   [PARAM_CODE_PATCH] = {
     "PINHEAP_CODE_PATCH", "PINHEAP_CODE_PATCH",
     PARAM_KIND_BOOL, 1, EXPECT_BOOL },
+  /* Which messages are written (allocator/error.c): those at this level
+   * and more severe; fatal ones always. */
+  [PARAM_LOG_LEVEL] = {
+    "PINHEAP_LOG_LEVEL", "PINHEAP_LOG_LEVEL",
+    PARAM_KIND_LEVEL, PH_LOG_WARN, EXPECT_LEVEL },
 };
 
 /* The process's table: 0 not parsed, 1 being parsed, 2 ready (read-only). */
@@ -238,6 +244,19 @@ static int value_parse(param_kind_t kind, const char *text, int *value_p)
       return 1;
     }
     return 0;
+  case PARAM_KIND_LEVEL:
+    for (int level = 0; level < PH_LOG_LEVEL_COUNT; level++) {
+      char digit[2] = { (char)('0' + level), '\0' };
+      if (span_equals(b, e, ph_log_level_name(level)) || span_equals(b, e, digit)) {
+        *value_p = level;
+        return 1;
+      }
+    }
+    if (span_equals(b, e, "warning")) {
+      *value_p = PH_LOG_WARN;
+      return 1;
+    }
+    return 0;
   case PARAM_KIND_MODE:
     if (yes || span_equals(b, e, "on")) {
       *value_p = PARAM_MODE_ON;
@@ -343,6 +362,9 @@ const params_t *params_get(void)
   if (__atomic_compare_exchange_n(&params_state, &expected, 1, 0,
                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     params_eval(environ, &params_process);
+    /* The logger stayed at warn while the table was parsed (its warnings
+     * went through it); from now on it follows the parameter. */
+    ph_log_set_level(params_process.v[PARAM_LOG_LEVEL].value);
     __atomic_store_n(&params_state, 2, __ATOMIC_RELEASE);
     return &params_process;
   }
@@ -397,6 +419,8 @@ const char *param_value_name(param_id_t id, int value)
   case PARAM_KIND_PRESENCE:
   case PARAM_KIND_PATH:
     return value ? "set" : "not set";
+  case PARAM_KIND_LEVEL:
+    return ph_log_level_name(value);
   case PARAM_KIND_COUNT:
   case PARAM_KIND_SIZE:
   case PARAM_KIND_MIB:

@@ -18,10 +18,17 @@
  *   presence  set (any value, even empty) -> 1; absent -> 0.  Never invalid.
  *   path      an absolute path ('/' first, at most PARAM_RAW_MAX - 1 bytes)
  *             -> 1 and raw holds it; absent or invalid -> 0.
+ *   level     fatal / error / warn (also warning) / info / debug, or 0 .. 4
+ *             -> PH_LOG_FATAL .. PH_LOG_DEBUG (allocator/internal.h);
+ *             absent or unparsable -> PH_LOG_WARN.
  * Spellings are case-insensitive and may be surrounded by blanks (space,
  * tab, newline, CR, VT, FF).  An unparsable value gets exactly one warning
  * line on stderr naming the variable, the value and what was expected, and
  * counts as not set.
+ *
+ * The warnings go through the logger (ph_log), which never reads this
+ * table: params_get() hands it the log level once the process's table is
+ * parsed (it logs at warn until then), so parsing never recurses.
  *
  * THIS CODE RUNS INSIDE THE VERY FIRST malloc, possibly before main: it never
  * allocates, uses no stdio and no locale, and looks variables up in the
@@ -48,6 +55,7 @@ typedef enum param_id_e {
   PARAM_PATCH,                  /* PINHEAP_PATCH                      bool     */
   PARAM_LATE_MALLOC,            /* PINHEAP_LATE_MALLOC                bool     */
   PARAM_CODE_PATCH,             /* PINHEAP_CODE_PATCH                 bool     */
+  PARAM_LOG_LEVEL,              /* PINHEAP_LOG_LEVEL                  level    */
   PARAM_COUNT
 } param_id_t;
 
@@ -62,7 +70,8 @@ typedef enum param_kind_e {
   PARAM_KIND_MIB,               /* a whole number of MiB (HMPI's SM_SIZE) */
   PARAM_KIND_RANKS,             /* a whole number, 1 .. PARAM_RANKS_MAX */
   PARAM_KIND_JOB,               /* 1 .. PARAM_JOB_MAX of [A-Za-z0-9._-] */
-  PARAM_KIND_MSEC               /* milliseconds, 1 .. PARAM_MSEC_MAX */
+  PARAM_KIND_MSEC,              /* milliseconds, 1 .. PARAM_MSEC_MAX */
+  PARAM_KIND_LEVEL              /* a log level: fatal|error|warn|info|debug or 0..4 */
 } param_kind_t;
 
 #define PARAM_COUNT_MAX 256
@@ -144,7 +153,8 @@ const char *param_source_name(param_source_t source);
 
 /** A word for a parsed value of parameter id: "yes"/"no"/"runtime"/
  *  "not found" (tristate), "true"/"false" (bool), "on"/"off"/"auto" (mode),
- *  "set"/"not set" (presence and path).  Never NULL. */
+ *  "set"/"not set" (presence and path), the level's name (level).
+ *  Never NULL. */
 const char *param_value_name(param_id_t id, int value);
 
 /* ======================================================================= */

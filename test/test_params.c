@@ -94,6 +94,7 @@ static const struct {
   { PARAM_PATCH, "PINHEAP_PATCH", "PINHEAP_PATCH", "1" },
   { PARAM_LATE_MALLOC, "PINHEAP_LATE_MALLOC", "PINHEAP_LATE_MALLOC", "1" },
   { PARAM_CODE_PATCH, "PINHEAP_CODE_PATCH", "PINHEAP_CODE_PATCH", "1" },
+  { PARAM_LOG_LEVEL, "PINHEAP_LOG_LEVEL", "PINHEAP_LOG_LEVEL", "1" },
 };
 
 Test(params, descriptor_names_follow_the_build_settings)
@@ -549,4 +550,56 @@ Test(params, arena_max_is_a_count_from_1_to_256)
   check_alone_bad(PARAM_ARENA_MAX, "", "");
   cr_assert_str_eq(param_value_name(PARAM_ARENA_MAX, 0), "default");
   cr_assert_str_eq(param_value_name(PARAM_ARENA_MAX, 4), "set");
+}
+
+/* ---- the log level -------------------------------------------------------- */
+
+Test(params, log_level_spellings)
+{
+  static const spelling_t ok[] = {
+    { "fatal", PH_LOG_FATAL }, { "ERROR", PH_LOG_ERROR }, { "warn", PH_LOG_WARN },
+    { "Warning", PH_LOG_WARN }, { "info", PH_LOG_INFO }, { "DeBuG", PH_LOG_DEBUG },
+    { "0", PH_LOG_FATAL }, { "1", PH_LOG_ERROR }, { "2", PH_LOG_WARN }, { "3", PH_LOG_INFO },
+    { "4", PH_LOG_DEBUG }, { " debug\n", PH_LOG_DEBUG }, { "\t3 ", PH_LOG_INFO },
+  };
+  static const char *const bad[] = { "", "5", "-1", "04", "trace", "verbose", "warnings",
+                                     "deb", "info debug" };
+
+  cr_assert_eq(param_desc_get(PARAM_LOG_LEVEL)->default_value, PH_LOG_WARN);
+  cr_assert_str_eq(param_desc_get(PARAM_LOG_LEVEL)->expected,
+                   "fatal, error, warn, info, debug or 0 to 4");
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+    check_alone_ok(PARAM_LOG_LEVEL, ok[i].text, ok[i].value);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    check_alone_bad(PARAM_LOG_LEVEL, bad[i], bad[i]);
+  cr_assert_str_eq(param_value_name(PARAM_LOG_LEVEL, PH_LOG_WARN), "warn");
+  cr_assert_str_eq(param_value_name(PARAM_LOG_LEVEL, PH_LOG_DEBUG), "debug");
+}
+
+Test(params, log_level_bad_value_warning_is_exact)
+{
+  char *envp[] = { "PINHEAP_LOG_LEVEL=chatty", NULL };
+  params_t p;
+  capture_t c;
+
+  cr_assert_str_eq(eval_captured(envp, &p, &c),
+                   "pinheap: warning: PINHEAP_LOG_LEVEL=\"chatty\" is not a valid value "
+                   "(expected fatal, error, warn, info, debug or 0 to 4); ignored, treated as "
+                   "not set\n");
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].value, PH_LOG_WARN);
+}
+
+/* params_eval of an explicit array does not touch the logger; the
+ * process's table sets it once parsed. */
+Test(params, log_level_reaches_the_logger_from_the_process_table_only)
+{
+  char *envp[] = { "PINHEAP_LOG_LEVEL=debug", NULL };
+  params_t p;
+
+  params_eval(envp, &p);
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].value, PH_LOG_DEBUG);
+  cr_assert_eq(ph_log_level(), PH_LOG_WARN);
+  setenv("PINHEAP_LOG_LEVEL", "info", 1);
+  params_get();
+  cr_assert_eq(ph_log_level(), PH_LOG_INFO);
 }

@@ -252,8 +252,14 @@ static void text_print(const info_opts_t *opts, const info_t *info)
 
   printf("\ndecision inputs:\n");
   for (int id = 0; id < PARAM_COUNT; id++)
-    text_param_print(info->params, (param_id_t)id);
+    if (id != PARAM_LOG_LEVEL)                 /* not an input: under "messages" */
+      text_param_print(info->params, (param_id_t)id);
   printf("  %-28s %s\n", "preloaded", opts->is_preloaded ? "yes (--preloaded)" : "no");
+
+  printf("\nmessages:\n");
+  text_param_print(info->params, PARAM_LOG_LEVEL);
+  printf("  %-28s %s\n", "default level",
+         param_value_name(PARAM_LOG_LEVEL, param_desc_get(PARAM_LOG_LEVEL)->default_value));
 
   printf("\ndriver probe (root %s):\n", pr->root);
   for (size_t i = 0; i < pr->nchecks; i++) {
@@ -363,6 +369,7 @@ static void json_param_print(const params_t *params, param_id_t id, int is_last)
   puts(": {");
   json_field("      ", "variable", desc->name, 0);
   json_field("      ", "value", param_value_name(id, pv->value), 0);
+  json_field("      ", "default", param_value_name(id, desc->default_value), 0);
   json_field("      ", "source", pv->source == PARAM_SOURCE_DEFAULT ? "not set" : desc->name, 0);
   printf("      \"valid\": %s,\n", pv->is_valid ? "true" : "false");
   printf("      \"raw\": ");
