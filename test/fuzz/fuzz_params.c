@@ -47,7 +47,7 @@
 static const char *const known_names[] = {
   PINHEAP_ENV_LEAVE_PINNED, PINHEAP_ENV_LEAVE_PINNED_PIPELINE, PINHEAP_ENV_DISABLE,
   PINHEAP_ENV_MODE, "FAKEROOTKEY", "FAKED_MODE", "SANDBOX_ON", PINHEAP_ENV_PROBE_ROOT,
-  "PINHEAP_ARENA_MAX",
+  "PINHEAP_ARENA_MAX", "PINHEAP_LOG_LEVEL",
   PINHEAP_ENV_LEAVE_PINNED "_", "PINHEAP_MOD", "pinheap_mode", "FAKEROOTKEY2", "",
 };
 #define KNOWN_COUNT (sizeof(known_names) / sizeof(known_names[0]))
@@ -132,6 +132,22 @@ static bool oracle_parse(param_kind_t kind, const char *text, int *value_p)
     if (word_in(w, no) || strcmp(w, "off") == 0) { *value_p = PARAM_MODE_OFF; return true; }
     if (strcmp(w, "-1") == 0 || strcmp(w, "auto") == 0) { *value_p = PARAM_MODE_AUTO; return true; }
     return false;
+  case PARAM_KIND_LEVEL: {
+    /* fatal error warn info debug, or their numbers 0..4 */
+    static const char *const names[] = { "fatal", "error", "warn", "info", "debug" };
+    for (int i = 0; i < 5; i++) {
+      char digit[2] = { (char)('0' + i), '\0' };
+      if (strcmp(w, names[i]) == 0 || strcmp(w, digit) == 0) {
+        *value_p = i;
+        return true;
+      }
+    }
+    if (strcmp(w, "warning") == 0) {
+      *value_p = 2;
+      return true;
+    }
+    return false;
+  }
   case PARAM_KIND_COUNT: {
     long v = 0;
     size_t n = strlen(w);

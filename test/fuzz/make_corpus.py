@@ -148,7 +148,7 @@ def write_dir(name, seeds):
 
 
 # ---- fuzz_params encoding: '\n'-separated entries; a first byte below 0x40
-# names known_names[byte % 14]; a 0x00 byte starts the probe root. ----------
+# names known_names[byte % 15]; a 0x00 byte starts the probe root. ----------
 def var(i, value):
     return bytes([i]) + value + b"\n"
 
@@ -163,6 +163,8 @@ def params_seeds():
         ("raw", b"OMPI_MCA_mpi_leave_pinned=-1\nPINHEAP_MODE=off\nOMPI_MCA_mpi_leave_pinned=1\n"
          + b"\x00/nonexistent/root"),
         ("long", var(7, b"/" + b"p" * 300) + var(0, b" " * 200 + b"yes")),
+        ("level", b"PINHEAP_LOG_LEVEL=info\n" + var(9, b"1") + var(9, b" Warning ") + var(9, b"loud")
+         + var(9, b"5")),
         ("decision", b"\x01\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x04\x00\x00\x00"
          + b"\x00\x00\x00\x00\x01\x00\x00\x00\n" + var(5, b"1") + b"\x00/"),
     ]
