@@ -16,56 +16,161 @@ void huge_cache_fork_unlock(void) { ph_unlock(&huge_cache_lock); }
 
 /* The mapping cache.  Blocks above the dynamic threshold's ceiling are
  * mapped on their own every time; a program that keeps allocating them
- * would map, fault in and unmap each one.  Freed mappings of that kind wait
- * here (still mapped: nothing is released, so no listener is told) and are
- * reused for a request they fit; one unused for PH_TRIM_DECAY_MS goes back
- * to the OS, as does everything on malloc_trim.  Only with the default
- * thresholds: M_MMAP_THRESHOLD and friends set by mallopt mean "unmap on
- * free", as in glibc. */
-#define PH_HUGE_CACHE_SLOTS 8
-#define PH_HUGE_CACHE_MAX_ENTRY ((size_t)128 << 20)
-#define PH_HUGE_CACHE_MAX_BYTES ((size_t)256 << 20)
+ * would map, fault in and unmap each one.  Freed mappings wait here and are
+ * reused for a later huge request: the smallest one that holds it (best
+ * fit), its tail beyond the request given back (mremap in place, through
+ * os.c) when it is much bigger.  The cache keeps address space, not
+ * memory: at most PH_HUGE_CACHE_RESIDENT bytes of its entries stay resident
+ * (the most recently freed); the pages of older entries, and of every entry
+ * unused for PH_TRIM_DECAY_MS, are given back with MADV_DONTNEED
+ * (os_decommit(), which tells the release listeners first) while their
+ * address space stays here for reuse, PH_HUGE_CACHE_KEEP_MS longer.  A
+ * reused decommitted entry reads as zero, like a fresh mapping.
+ * Everything goes back on malloc_trim.  Only with the default thresholds:
+ * M_MMAP_THRESHOLD and friends set by mallopt mean "unmap on free", as in
+ * glibc.
+ * Decommits and releases are made with the lock dropped (a listener may call
+ * the allocator): an entry being decommitted is marked busy meanwhile and
+ * is neither taken nor evicted. */
+#define PH_HUGE_CACHE_SLOTS 32
+#define PH_HUGE_CACHE_MAX_ENTRY ((size_t)256 << 20)
+#define PH_HUGE_CACHE_MAX_BYTES ((size_t)1 << 30)      /* address space */
+#define PH_HUGE_CACHE_RESIDENT ((size_t)64 << 20)      /* of which resident */
+#define PH_HUGE_CACHE_KEEP_MS (10u * PH_TRIM_DECAY_MS)
 
 typedef struct huge_cached_s {
   char *base;
   size_t len;
-  uint64_t since;
+  uint64_t since;          /* freed, or decommitted if !resident */
+  uint64_t seq;            /* order of freeing: the oldest goes first */
+  bool resident;
+  bool busy;               /* being decommitted, lock dropped */
 } huge_cached_t;
 
 static huge_cached_t huge_cache[PH_HUGE_CACHE_SLOTS];
 static size_t huge_cache_bytes;          /* written under huge_cache_lock; read
                                             without it (relaxed) to skip the lock */
+static size_t huge_cache_resident;       /* under huge_cache_lock */
+static uint64_t huge_cache_seq;          /* under huge_cache_lock */
+static uint64_t huge_cache_due;          /* no decay work before this (ms); as
+                                            huge_cache_bytes */
 
 PH_INLINE void huge_cache_bytes_add(size_t delta)
 {
   __atomic_store_n(&huge_cache_bytes, huge_cache_bytes + delta, __ATOMIC_RELAXED);
 }
 
-/* Gives back the entries older than the decay (all of them if all).
- * @return whether anything was released. */
+/* Empties slot i (locked). */
+static void huge_cache_drop(unsigned i)
+{
+  huge_cache_bytes_add(-huge_cache[i].len);
+  if (huge_cache[i].resident)
+    huge_cache_resident -= huge_cache[i].len;
+  huge_cache[i].base = NULL;
+}
+
+/* Recomputes when the decay has work next (locked). */
+static void huge_cache_due_set(void)
+{
+  uint64_t due = UINT64_MAX;
+
+  for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
+    const huge_cached_t *e = &huge_cache[i];
+    if (e->base == NULL || e->busy)
+      continue;
+    uint64_t t = e->since + (e->resident ? PH_TRIM_DECAY_MS : PH_HUGE_CACHE_KEEP_MS);
+    if (t < due)
+      due = t;
+  }
+  __atomic_store_n(&huge_cache_due, due, __ATOMIC_RELAXED);
+}
+
+/* Gives back the pages of the busy slots in idx[0..n) with the lock dropped,
+ * then marks them decommitted.  Called locked; returns locked. */
+static void huge_cache_decommit(const unsigned *idx, unsigned n)
+{
+  if (n == 0)
+    return;
+  ph_unlock(&huge_cache_lock);
+  for (unsigned k = 0; k < n; k++)
+    os_decommit(huge_cache[idx[k]].base, huge_cache[idx[k]].len);
+  ph_lock(&huge_cache_lock);
+  uint64_t now = now_ms();
+  for (unsigned k = 0; k < n; k++) {
+    huge_cached_t *e = &huge_cache[idx[k]];
+    e->busy = false;
+    e->resident = false;
+    e->since = now;
+  }
+  huge_cache_due_set();
+}
+
+/* Marks busy, for decommit, the oldest resident entries until at most
+ * PH_HUGE_CACHE_RESIDENT bytes stay resident (locked).  @return how many,
+ * their slots in idx. */
+static unsigned huge_cache_over_budget(unsigned *idx)
+{
+  unsigned n = 0;
+
+  while (huge_cache_resident > PH_HUGE_CACHE_RESIDENT) {
+    unsigned oldest = PH_HUGE_CACHE_SLOTS;
+    for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
+      const huge_cached_t *e = &huge_cache[i];
+      if (e->base != NULL && e->resident && !e->busy &&
+          (oldest == PH_HUGE_CACHE_SLOTS || e->seq < huge_cache[oldest].seq))
+        oldest = i;
+    }
+    if (oldest == PH_HUGE_CACHE_SLOTS)
+      break;
+    huge_cache[oldest].busy = true;
+    huge_cache_resident -= huge_cache[oldest].len;   /* counted as given back */
+    idx[n++] = oldest;
+  }
+  return n;
+}
+
+/* The decay: decommits the entries unused for PH_TRIM_DECAY_MS and
+ * releases the decommitted ones unused for PH_HUGE_CACHE_KEEP_MS (all
+ * entries not busy, released, if all).
+ * @return whether anything was released or decommitted. */
 bool huge_cache_decay(bool all)
 {
   huge_cached_t out[PH_HUGE_CACHE_SLOTS];
-  unsigned n = 0;
-  uint64_t now = now_ms();
+  unsigned idx[PH_HUGE_CACHE_SLOTS];
+  unsigned n = 0, nd = 0;
+  uint64_t now;
 
+  if (__atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED) == 0)
+    return false;
+  now = now_ms();
+  if (!all && now < __atomic_load_n(&huge_cache_due, __ATOMIC_RELAXED))
+    return false;
   ph_lock(&huge_cache_lock);
   for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
-    if (huge_cache[i].base != NULL && (all || now - huge_cache[i].since >= PH_TRIM_DECAY_MS)) {
-      out[n++] = huge_cache[i];
-      huge_cache_bytes_add(-huge_cache[i].len);
-      huge_cache[i].base = NULL;
+    huge_cached_t *e = &huge_cache[i];
+    if (e->base == NULL || e->busy)
+      continue;
+    if (all || (!e->resident && now - e->since >= PH_HUGE_CACHE_KEEP_MS)) {
+      out[n++] = *e;
+      huge_cache_drop(i);
+    } else if (e->resident && now - e->since >= PH_TRIM_DECAY_MS) {
+      e->busy = true;
+      huge_cache_resident -= e->len;
+      idx[nd++] = i;
     }
   }
+  huge_cache_due_set();
+  huge_cache_decommit(idx, nd);
   ph_unlock(&huge_cache_lock);
   for (unsigned i = 0; i < n; i++)
     os_release(out[i].base, out[i].len);
-  return n != 0;
+  return n + nd != 0;
 }
 
-/* A cached mapping of at least len bytes (and not much more), or NULL;
- * *len_p becomes its length. */
-static char *huge_cache_take(size_t *len_p)
+/* A cached mapping of at least *len_p bytes, or NULL: the smallest, a
+ * resident one among equals.  *len_p becomes its length, *resident_p
+ * whether its pages are still there. */
+static char *huge_cache_take(size_t *len_p, bool *resident_p)
 {
   size_t len = *len_p;
   char *p = NULL;
@@ -74,48 +179,69 @@ static char *huge_cache_take(size_t *len_p)
   if (__atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED) == 0)
     return NULL;
   ph_lock(&huge_cache_lock);
-  for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++)
-    if (huge_cache[i].base != NULL && huge_cache[i].len >= len &&
-        huge_cache[i].len - len <= len / 2 &&
-        (best == PH_HUGE_CACHE_SLOTS || huge_cache[i].len < huge_cache[best].len))
+  for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
+    const huge_cached_t *e = &huge_cache[i];
+    if (e->base == NULL || e->busy || e->len < len)
+      continue;
+    if (best == PH_HUGE_CACHE_SLOTS || e->len < huge_cache[best].len ||
+        (e->len == huge_cache[best].len && e->resident && !huge_cache[best].resident))
       best = i;
+  }
   if (best != PH_HUGE_CACHE_SLOTS) {
     p = huge_cache[best].base;
     *len_p = huge_cache[best].len;
-    huge_cache_bytes_add(-huge_cache[best].len);
-    huge_cache[best].base = NULL;
+    *resident_p = huge_cache[best].resident;
+    huge_cache_drop(best);
+    huge_cache_due_set();
   }
   ph_unlock(&huge_cache_lock);
   return p;
 }
 
-/* Keeps a freed mapping, evicting the oldest entries to make room (they
- * are released by the caller: *evict_p, up to PH_HUGE_CACHE_SLOTS). */
+/* Keeps a freed mapping (resident), evicting the oldest entries to make
+ * room (decommitted ones first; they are released by the caller: *evict_p,
+ * up to PH_HUGE_CACHE_SLOTS) and decommitting the oldest resident ones
+ * beyond the budget.  @return false if the mapping is not for the cache. */
 static bool huge_cache_put(char *base, size_t len, huge_cached_t *evict_p, unsigned *nevict_p)
 {
+  unsigned idx[PH_HUGE_CACHE_SLOTS];
+
   *nevict_p = 0;
-  if (mparams_get(mmap_threshold_set) || len <= PH_MAX_MMAP_THRESHOLD || len > PH_HUGE_CACHE_MAX_ENTRY)
+  if (mparams_get(mmap_threshold_set) || len > PH_HUGE_CACHE_MAX_ENTRY)
     return false;
   ph_lock(&huge_cache_lock);
   for (;;) {
-    unsigned free_slot = PH_HUGE_CACHE_SLOTS, oldest = PH_HUGE_CACHE_SLOTS;
+    unsigned free_slot = PH_HUGE_CACHE_SLOTS, victim = PH_HUGE_CACHE_SLOTS;
     for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
-      if (huge_cache[i].base == NULL)
+      const huge_cached_t *e = &huge_cache[i], *v = &huge_cache[victim];
+      if (e->base == NULL)
         free_slot = i;
-      else if (oldest == PH_HUGE_CACHE_SLOTS || huge_cache[i].since < huge_cache[oldest].since)
-        oldest = i;
+      else if (!e->busy &&
+               (victim == PH_HUGE_CACHE_SLOTS || (!e->resident && v->resident) ||
+                (e->resident == v->resident && e->seq < v->seq)))
+        victim = i;
     }
     if (free_slot != PH_HUGE_CACHE_SLOTS && huge_cache_bytes + len <= PH_HUGE_CACHE_MAX_BYTES) {
-      huge_cache[free_slot].base = base;
-      huge_cache[free_slot].len = len;
-      huge_cache[free_slot].since = now_ms();
+      huge_cached_t *e = &huge_cache[free_slot];
+      e->base = base;
+      e->len = len;
+      e->since = now_ms();
+      e->seq = ++huge_cache_seq;
+      e->resident = true;
+      e->busy = false;
       huge_cache_bytes_add(len);
+      huge_cache_resident += len;
       break;
     }
-    evict_p[(*nevict_p)++] = huge_cache[oldest];      /* make room */
-    huge_cache_bytes_add(-huge_cache[oldest].len);
-    huge_cache[oldest].base = NULL;
+    if (victim == PH_HUGE_CACHE_SLOTS) {     /* all busy: no room now */
+      ph_unlock(&huge_cache_lock);
+      return false;
+    }
+    evict_p[(*nevict_p)++] = huge_cache[victim];      /* make room */
+    huge_cache_drop(victim);
   }
+  huge_cache_due_set();
+  huge_cache_decommit(idx, huge_cache_over_budget(idx));
   ph_unlock(&huge_cache_lock);
   return true;
 }
@@ -148,11 +274,17 @@ void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
   len = align_up(off + nb + PH_CHUNK_OVERHEAD, PH_GRANULE);
   huge_cache_decay(false);
   bool recycled = false;
-  p = a <= PH_GRANULE ? huge_cache_take(&len) : NULL;
-  if (p != NULL)
-    recycled = true;
-  else
+  size_t got = len;
+  p = a <= PH_GRANULE ? huge_cache_take(&got, &recycled) : NULL;
+  if (p != NULL) {
+    /* much bigger than asked: the tail goes back (announced by os_remap) */
+    if (got - len > len / 4)
+      os_remap(p, got, len);
+    else
+      len = got;
+  } else {
     p = os_map_aligned(NULL, len, a > PH_GRANULE ? a : PH_GRANULE);
+  }
   if (p == NULL)
     return NULL;
 
@@ -241,6 +373,7 @@ void huge_free(mstate_t *ms, void *mem, const char *fn)
     os_release(h, len);
   for (unsigned i = 0; i < nevict; i++)
     os_release(evict[i].base, evict[i].len);
+  huge_cache_decay(false);
 }
 
 /* Copies n bytes of the huge chunk src (about to be freed) to dst piece by

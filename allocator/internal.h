@@ -301,8 +301,9 @@ extern PH_HIDDEN atomic_size_t huge_total;
 /** Fork: hold / release the mapping cache's lock. */
 PH_HIDDEN void huge_cache_fork_lock(void);
 PH_HIDDEN void huge_cache_fork_unlock(void);
-/** Gives back cached mappings older than the decay (all if all).
- *  @return whether anything was released. */
+/** The cache's decay: decommits entries unused for PH_TRIM_DECAY_MS and
+ *  releases decommitted ones kept for long (every entry released if all).
+ *  @return whether anything was released or decommitted. */
 PH_HIDDEN bool huge_cache_decay(bool all);
 /** A huge chunk of nb bytes aligned to align for ms, or NULL. */
 PH_HIDDEN void *huge_alloc(mstate_t *ms, size_t nb, size_t align);

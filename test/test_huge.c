@@ -1,0 +1,192 @@
+/*
+ * test_huge.c -- the huge-mapping cache's policy (huge.c): a freed huge
+ * block keeps its address space for reuse but not its memory.  After the
+ * decay its pages are no longer resident (mincore) while the range stays
+ * mapped, and the release listener heard the range before; the resident
+ * part of the cache is bounded without waiting for the decay; a new block
+ * of similar size reuses the address space, and a much smaller one gives
+ * the tail of a bigger cached mapping back.
+ *
+ * Main entry points: the Test() cases; hear_*() record the listener calls.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pinheap.h"
+
+/* The OS layer's listener slot (hidden in the archive, linkable here). */
+typedef void os_release_fn(void *addr, size_t len, void *ctx);
+void PINHEAP_NAME(os_set_release_listener)(os_release_fn *fn, void *ctx);
+
+#define MIB ((size_t)1 << 20)
+#define HEAR_MAX 1024
+
+static uintptr_t hear_addr[HEAR_MAX];
+static size_t hear_len[HEAR_MAX];
+static atomic_size_t hear_count;
+
+static void hear_listener(void *addr, size_t len, void *ctx)
+{
+  (void)ctx;
+  size_t i = atomic_fetch_add(&hear_count, 1);
+  if (i < HEAR_MAX) {
+    hear_addr[i] = (uintptr_t)addr;
+    hear_len[i] = len;
+  }
+}
+
+/* Did one listener call cover [lo, hi)? */
+static bool hear_covered(uintptr_t lo, uintptr_t hi)
+{
+  size_t n = atomic_load(&hear_count);
+  cr_assert(n <= HEAR_MAX, "more than %d listener calls", HEAR_MAX);
+  for (size_t i = 0; i < n; i++)
+    if (hear_addr[i] <= lo && hear_addr[i] + hear_len[i] >= hi)
+      return true;
+  return false;
+}
+
+/* Did any listener call touch [lo, hi)? */
+static bool hear_touched(uintptr_t lo, uintptr_t hi)
+{
+  size_t n = atomic_load(&hear_count);
+  for (size_t i = 0; i < n; i++)
+    if (hear_addr[i] < hi && hear_addr[i] + hear_len[i] > lo)
+      return true;
+  return false;
+}
+
+static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+/* Resident pages of [p, p+len) (whole pages inside it); -1 if some page
+ * of it is not mapped at all. */
+static long resident_pages(const void *p, size_t len)
+{
+  size_t page = page_size();
+  uintptr_t lo = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
+  uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(page - 1);
+  size_t n = (hi - lo) / page;
+  static unsigned char vec[(256 * MIB) / 4096];
+  cr_assert(n <= sizeof(vec), "range too long for the test's mincore vector");
+  if (mincore((void *)lo, hi - lo, vec) != 0) {
+    cr_assert(errno == ENOMEM, "mincore failed: %s", strerror(errno));
+    return -1;
+  }
+  long r = 0;
+  for (size_t i = 0; i < n; i++)
+    r += vec[i] & 1;
+  return r;
+}
+
+static void touch_all(unsigned char *p, size_t len)
+{
+  for (size_t off = 0; off < len; off += 4096)
+    p[off] = (unsigned char)(off >> 12 | 1);
+  p[len - 1] = 1;
+}
+
+static void sleep_ms(long ms)
+{
+  struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+Test(huge, freed_block_decays_to_address_space_then_is_reused)
+{
+  size_t len = 32 * MIB;
+  long pages = (long)(len / page_size());
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *p = PINHEAP_NAME(malloc)(len);
+  cr_assert(p != NULL);
+  touch_all(p, len);
+  cr_assert(resident_pages(p, len) >= pages - 1, "a written 32 MiB block is not resident");
+  atomic_store(&hear_count, 0);     /* mapping it may have trimmed an unaligned try */
+  PINHEAP_NAME(free)(p);
+  /* Within the resident budget: the freed mapping stays as it is. */
+  cr_assert(resident_pages(p, len) >= pages - 1,
+            "a freed 32 MiB block lost its pages before the decay (%ld of %ld resident)",
+            resident_pages(p, len), pages);
+  cr_assert(!hear_touched((uintptr_t)p, (uintptr_t)p + len),
+            "the listener heard of a freed block the cache keeps resident");
+
+  sleep_ms(250);                                   /* past the decay (100 ms) */
+  unsigned char *other = PINHEAP_NAME(malloc)(48 * MIB);   /* runs the decay */
+  cr_assert(other != NULL);
+  long r = resident_pages(p, len);
+  cr_assert(r != -1, "the decayed block's address space was unmapped, not kept");
+  cr_assert(r == 0, "%ld pages of the freed 32 MiB block still resident after the decay", r);
+  cr_assert(hear_covered((uintptr_t)p, (uintptr_t)p + len),
+            "pages were given back but the listener did not hear [%p, +32 MiB)", (void *)p);
+
+  /* A block of about the same size reuses the address space (the 48 MiB
+   * one, freed, is the worse fit), and it reads as zero. */
+  PINHEAP_NAME(free)(other);
+  unsigned char *q = PINHEAP_NAME(malloc)(len - 100 * 1024);
+  cr_assert(q == p, "a 32 MiB block got %p, not the cached address space at %p", (void *)q,
+            (void *)p);
+  for (size_t off = 0; off < len - 100 * 1024; off += 4096)
+    cr_assert(q[off] == 0, "reused decommitted memory is not zero at offset %zu", off);
+  unsigned char *z = PINHEAP_NAME(calloc)(1, len - 200 * 1024);
+  cr_assert(z != NULL);
+  for (size_t off = 0; off < len - 200 * 1024; off += 4096)
+    cr_assert(z[off] == 0, "calloc from the cache is not zero at offset %zu", off);
+  PINHEAP_NAME(free)(z);
+  PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+Test(huge, resident_cache_is_bounded_without_waiting)
+{
+  size_t len = 40 * MIB;
+  unsigned char *b[3];
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  for (int i = 0; i < 3; i++) {
+    b[i] = PINHEAP_NAME(malloc)(len);
+    cr_assert(b[i] != NULL);
+    touch_all(b[i], len);
+  }
+  for (int i = 0; i < 3; i++)
+    PINHEAP_NAME(free)(b[i]);
+  /* 120 MiB freed at once, over the 64 MiB budget: the oldest two are
+   * decommitted now, announced; the last one stays resident. */
+  for (int i = 0; i < 2; i++) {
+    long r = resident_pages(b[i], len);
+    cr_assert(r == 0, "freed block %d (40 MiB) keeps %ld pages resident over the budget", i, r);
+    cr_assert(hear_covered((uintptr_t)b[i], (uintptr_t)b[i] + len),
+              "block %d was decommitted but the listener did not hear it", i);
+  }
+  cr_assert(resident_pages(b[2], len) > 0, "the most recently freed block lost its pages");
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+Test(huge, smaller_request_gives_the_tail_back)
+{
+  size_t big = 100 * MIB, small = 34 * MIB;
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *p = PINHEAP_NAME(malloc)(big);
+  cr_assert(p != NULL);
+  touch_all(p, big);
+  PINHEAP_NAME(free)(p);
+  unsigned char *q = PINHEAP_NAME(malloc)(small);
+  cr_assert(q == p, "a 34 MiB block got %p, not the cached 100 MiB mapping at %p", (void *)q,
+            (void *)p);
+  uintptr_t tail = (uintptr_t)p + 40 * MIB;        /* well past the new block's end */
+  cr_assert(resident_pages((void *)tail, 50 * MIB) == -1,
+            "the tail of the reused mapping is still mapped");
+  cr_assert(hear_covered(tail, tail + 50 * MIB), "the tail was unmapped unheard");
+  touch_all(q, small);
+  PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
