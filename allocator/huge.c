@@ -35,7 +35,8 @@ void huge_cache_fork_unlock(void) { ph_unlock(&huge_cache_lock); }
 #define PH_HUGE_CACHE_SLOTS 32
 #define PH_HUGE_CACHE_MAX_ENTRY ((size_t)256 << 20)
 #define PH_HUGE_CACHE_MAX_BYTES ((size_t)1 << 30)      /* address space */
-#define PH_HUGE_CACHE_RESIDENT ((size_t)64 << 20)      /* of which resident */
+#define PH_HUGE_CACHE_RESIDENT ((size_t)64 << 20)      /* of which resident, */
+#define PH_HUGE_CACHE_RESIDENT_MAX ((size_t)256 << 20)  /* or up to the peak */
 #define PH_HUGE_CACHE_KEEP_MS (10u * PH_TRIM_DECAY_MS)
 
 typedef struct huge_cached_s {
@@ -52,6 +53,10 @@ static size_t huge_cache_bytes;          /* written under huge_cache_lock; read
                                             without it (relaxed) to skip the lock */
 static size_t huge_cache_resident;       /* under huge_cache_lock */
 static uint64_t huge_cache_seq;          /* under huge_cache_lock */
+/* Bytes of live huge mappings, all heaps (approximate: realloc in place
+ * does not count), and their high-water mark. */
+static _Atomic int64_t huge_live;
+static _Atomic int64_t huge_live_peak;
 static uint64_t huge_cache_due;          /* no decay work before this (ms); as
                                             huge_cache_bytes */
 
@@ -105,14 +110,42 @@ static void huge_cache_decommit(const unsigned *idx, unsigned n)
   huge_cache_due_set();
 }
 
+/* How many bytes of freed mappings may stay resident: what keeps the live
+ * huge mappings and the cache together under the peak of the live ones
+ * alone, so that the cache does not raise the peak (clamped to
+ * [PH_HUGE_CACHE_RESIDENT, PH_HUGE_CACHE_RESIDENT_MAX]). */
+static size_t huge_cache_budget(void)
+{
+  int64_t live = atomic_load_explicit(&huge_live, memory_order_relaxed);
+  int64_t room = atomic_load_explicit(&huge_live_peak, memory_order_relaxed) -
+                 (live > 0 ? live : 0);
+
+  if (room < (int64_t)PH_HUGE_CACHE_RESIDENT)
+    return PH_HUGE_CACHE_RESIDENT;
+  return (size_t)room < PH_HUGE_CACHE_RESIDENT_MAX ? (size_t)room : PH_HUGE_CACHE_RESIDENT_MAX;
+}
+
+/* Counts a huge mapping of len bytes in (delta > 0) or out. */
+static void huge_live_add(int64_t delta)
+{
+  int64_t now = atomic_fetch_add_explicit(&huge_live, delta, memory_order_relaxed) + delta;
+  int64_t peak = atomic_load_explicit(&huge_live_peak, memory_order_relaxed);
+
+  while (now > peak &&
+         !atomic_compare_exchange_weak_explicit(&huge_live_peak, &peak, now,
+                                                memory_order_relaxed, memory_order_relaxed))
+    ;
+}
+
 /* Marks busy, for decommit, the oldest resident entries until at most
  * PH_HUGE_CACHE_RESIDENT bytes stay resident (locked).  @return how many,
  * their slots in idx. */
 static unsigned huge_cache_over_budget(unsigned *idx)
 {
   unsigned n = 0;
+  size_t budget = huge_cache_budget();
 
-  while (huge_cache_resident > PH_HUGE_CACHE_RESIDENT) {
+  while (huge_cache_resident > budget) {
     unsigned oldest = PH_HUGE_CACHE_SLOTS;
     for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
       const huge_cached_t *e = &huge_cache[i];
@@ -167,26 +200,36 @@ bool huge_cache_decay(bool all)
   return n + nd != 0;
 }
 
-/* A cached mapping of at least *len_p bytes, or NULL: the smallest, a
- * resident one among equals.  *len_p becomes its length, *resident_p
- * whether its pages are still there. */
+/* A cached mapping for a request of *len_p bytes, or NULL; *len_p becomes
+ * its length, *resident_p whether its pages are still there.  In order of
+ * preference: the smallest resident one that holds it; the biggest
+ * resident one of at least a quarter of it (to be grown, its pages kept);
+ * the smallest decommitted one that holds it (address space only). */
 static char *huge_cache_take(size_t *len_p, bool *resident_p)
 {
   size_t len = *len_p;
   char *p = NULL;
-  unsigned best = PH_HUGE_CACHE_SLOTS;
+  unsigned fit = PH_HUGE_CACHE_SLOTS, grow = PH_HUGE_CACHE_SLOTS, space = PH_HUGE_CACHE_SLOTS;
 
   if (__atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED) == 0)
     return NULL;
   ph_lock(&huge_cache_lock);
   for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
     const huge_cached_t *e = &huge_cache[i];
-    if (e->base == NULL || e->busy || e->len < len)
+    if (e->base == NULL || e->busy)
       continue;
-    if (best == PH_HUGE_CACHE_SLOTS || e->len < huge_cache[best].len ||
-        (e->len == huge_cache[best].len && e->resident && !huge_cache[best].resident))
-      best = i;
+    if (e->resident && e->len >= len) {
+      if (fit == PH_HUGE_CACHE_SLOTS || e->len < huge_cache[fit].len)
+        fit = i;
+    } else if (e->resident) {
+      if (e->len >= len / 4 && (grow == PH_HUGE_CACHE_SLOTS || e->len > huge_cache[grow].len))
+        grow = i;
+    } else if (e->len >= len) {
+      if (space == PH_HUGE_CACHE_SLOTS || e->len < huge_cache[space].len)
+        space = i;
+    }
   }
+  unsigned best = fit != PH_HUGE_CACHE_SLOTS ? fit : grow != PH_HUGE_CACHE_SLOTS ? grow : space;
   if (best != PH_HUGE_CACHE_SLOTS) {
     p = huge_cache[best].base;
     *len_p = huge_cache[best].len;
@@ -276,13 +319,21 @@ void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
   bool recycled = false;
   size_t got = len;
   p = a <= PH_GRANULE ? huge_cache_take(&got, &recycled) : NULL;
-  if (p != NULL) {
+  if (p != NULL && got < len) {
+    /* resident but too small: grown, its pages kept (moved if need be) */
+    char *q = os_grow_move(p, got, len, PH_GRANULE);
+    if (q == NULL)
+      os_release(p, got);
+    p = q;
+  } else if (p != NULL) {
     /* much bigger than asked: the tail goes back (announced by os_remap) */
-    if (got - len > len / 4)
+    if (got - len > len / 2)
       os_remap(p, got, len);
     else
       len = got;
-  } else {
+  }
+  if (p == NULL) {
+    recycled = false;
     p = os_map_aligned(NULL, len, a > PH_GRANULE ? a : PH_GRANULE);
   }
   if (p == NULL)
@@ -312,6 +363,7 @@ void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
   ms->huge_bytes += len;
   ms_unlock(ms);
   atomic_fetch_add_explicit(&huge_total, 1, memory_order_relaxed);
+  huge_live_add((int64_t)len);
   return chunk_mem(c);
 }
 
@@ -367,6 +419,7 @@ void huge_free(mstate_t *ms, void *mem, const char *fn)
   }
   ms_unlock(ms);
   atomic_fetch_sub_explicit(&huge_total, 1, memory_order_relaxed);
+  huge_live_add(-(int64_t)len);
   huge_cached_t evict[PH_HUGE_CACHE_SLOTS];
   unsigned nevict;
   if (!huge_cache_put((char *)h, len, evict, &nevict))
