@@ -149,30 +149,30 @@ Test(huge, freed_block_decays_to_address_space_then_is_reused)
 
 /* The cache keeps freed pages resident only while the live huge blocks
  * and the cache together stay under the peak of the live blocks alone,
- * and 256 MiB at most (64 MiB always allowed; a resident entry of an
- * eighth of a request or more is grown for it, so the sizes here avoid that): past that, the oldest
+ * and 256 MiB at most (64 MiB always allowed; a resident entry of a
+ * quarter of a request or more is grown for it, so the sizes here avoid that): past that, the oldest
  * entries are decommitted at once, announced, without waiting for the
  * decay.  Here: the 256 MiB cap. */
 Test(huge, resident_cache_is_capped_without_waiting)
 {
   PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
-  unsigned char *a = PINHEAP_NAME(malloc)(20 * MIB);
+  unsigned char *a = PINHEAP_NAME(malloc)(40 * MIB);
   cr_assert(a != NULL);
-  touch_all(a, 20 * MIB);
-  PINHEAP_NAME(free)(a);                     /* cached 20 MiB: kept */
-  cr_assert(resident_pages(a, 20 * MIB) > 0, "a freed 20 MiB block lost its pages at once");
+  touch_all(a, 40 * MIB);
+  PINHEAP_NAME(free)(a);                     /* cached 40 MiB: kept */
+  cr_assert(resident_pages(a, 40 * MIB) > 0, "a freed 40 MiB block lost its pages at once");
   unsigned char *b = PINHEAP_NAME(malloc)(200 * MIB);   /* no fit in the cache: mapped */
   unsigned char *c = PINHEAP_NAME(malloc)(170 * MIB);   /* too big to grow a; peak 370 */
-  cr_assert(b != NULL && c != NULL && b != a && c != a, "a new block reused the 20 MiB mapping");
+  cr_assert(b != NULL && c != NULL && b != a && c != a, "a new block reused the 40 MiB mapping");
   touch_all(b, 1 * MIB);
   touch_all(c, 1 * MIB);
-  cr_assert(resident_pages(a, 20 * MIB) > 0, "the cached 20 MiB lost its pages too early");
+  cr_assert(resident_pages(a, 40 * MIB) > 0, "the cached 40 MiB lost its pages too early");
   atomic_store(&hear_count, 0);
   PINHEAP_NAME(free)(b);
-  PINHEAP_NAME(free)(c);                     /* cached 390 MiB > 256: a and b go */
-  long r = resident_pages(a, 20 * MIB);
+  PINHEAP_NAME(free)(c);                     /* cached 410 MiB > 256: a and b go */
+  long r = resident_pages(a, 40 * MIB);
   cr_assert(r == 0, "the oldest cached block keeps %ld pages resident over 256 MiB", r);
-  cr_assert(hear_covered((uintptr_t)a, (uintptr_t)a + 20 * MIB),
+  cr_assert(hear_covered((uintptr_t)a, (uintptr_t)a + 40 * MIB),
             "the oldest cached block was decommitted but the listener did not hear it");
   r = resident_pages(b, 1 * MIB);
   cr_assert(r == 0, "the second oldest keeps %ld pages resident over 256 MiB", r);
@@ -188,22 +188,22 @@ Test(huge, resident_cache_is_bounded_by_the_peak_without_waiting)
   unsigned char *keep = PINHEAP_NAME(malloc)(150 * MIB);     /* live throughout */
   cr_assert(keep != NULL);
   keep[0] = 1;
-  unsigned char *a = PINHEAP_NAME(malloc)(20 * MIB);
+  unsigned char *a = PINHEAP_NAME(malloc)(40 * MIB);
   cr_assert(a != NULL);
-  touch_all(a, 20 * MIB);
-  PINHEAP_NAME(free)(a);                     /* peak 170, live 150: room 20 */
+  touch_all(a, 40 * MIB);
+  PINHEAP_NAME(free)(a);                     /* peak 190, live 150: room 40 */
   unsigned char *b = PINHEAP_NAME(malloc)(200 * MIB);   /* no fit: mapped; peak 350 */
   cr_assert(b != NULL && b != a);
   b[0] = 1;
-  unsigned char *c = PINHEAP_NAME(malloc)(170 * MIB);   /* a is under an eighth of it:
+  unsigned char *c = PINHEAP_NAME(malloc)(170 * MIB);   /* a is under a quarter of it:
                                                             not grown; mapped, peak 520 */
   cr_assert(c != NULL);
   touch_all(c, 1 * MIB);
   atomic_store(&hear_count, 0);
-  PINHEAP_NAME(free)(c);    /* live 350, room 170: cached a 20 + c 170 = 190 > 170 */
-  long r = resident_pages(a, 20 * MIB);
+  PINHEAP_NAME(free)(c);    /* live 350, room 170: cached a 40 + c 170 = 210 > 170 */
+  long r = resident_pages(a, 40 * MIB);
   cr_assert(r == 0, "a freed block keeps %ld pages resident beyond the live peak", r);
-  cr_assert(hear_covered((uintptr_t)a, (uintptr_t)a + 20 * MIB),
+  cr_assert(hear_covered((uintptr_t)a, (uintptr_t)a + 40 * MIB),
             "the oldest cached block was decommitted but the listener did not hear it");
   cr_assert(resident_pages(c, 1 * MIB) > 0, "the most recently freed block lost its pages");
   PINHEAP_NAME(free)(b);
