@@ -351,9 +351,15 @@ extern PH_HIDDEN atomic_size_t huge_total;
 /** Fork: hold / release the mapping cache's lock. */
 PH_HIDDEN void huge_cache_fork_lock(void);
 PH_HIDDEN void huge_cache_fork_unlock(void);
-/** Gives back cached mappings older than the decay (all if all).
- *  @return whether anything was released. */
+/** The cache's decay: decommits entries unused for PH_TRIM_DECAY_MS and
+ *  releases decommitted ones kept for long (every entry released if all).
+ *  @return whether anything was released or decommitted. */
 PH_HIDDEN bool huge_cache_decay(bool all);
+/** (os.c) Grows the mapping at addr, contents not kept, to newlen bytes
+ *  aligned to align, keeping its pages: in place, else moved (listener told
+ *  of the old range first).  @return the new address or NULL (unchanged). */
+#define os_grow_move PINHEAP_NAME(os_grow_move)   /* belongs in rename.h, section 2 */
+PH_HIDDEN void *os_grow_move(void *addr, size_t oldlen, size_t newlen, size_t align);
 /** A huge chunk of nb bytes aligned to align for ms, or NULL. */
 PH_HIDDEN void *huge_alloc(mstate_t *ms, size_t nb, size_t align);
 /** Validates the huge chunk c of ms (locked); returns its mapping header. */

@@ -24,6 +24,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/auxv.h>
@@ -52,9 +53,17 @@ static int os_raw_madvise(void *addr, size_t len, int advice)
 {
   return (int)syscall(SYS_madvise, addr, len, advice);
 }
-static void *os_raw_mremap(void *addr, size_t oldlen, size_t newlen, int flags)
+static void *os_raw_mremap(void *addr, size_t oldlen, size_t newlen, int flags, ...)
 {
-  return (void *)syscall(SYS_mremap, addr, oldlen, newlen, flags);
+  void *to = NULL;
+
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    to = va_arg(ap, void *);
+    va_end(ap);
+  }
+  return (void *)syscall(SYS_mremap, addr, oldlen, newlen, flags, to);
 }
 
 static size_t os_page;  /* set once by os_page_size(); read and set whole */
@@ -284,6 +293,52 @@ int os_remap(void *addr, size_t oldlen, size_t newlen)
   }
   errno = saved;
   return 0;
+}
+
+/* Grows the mapping [addr, addr+oldlen), whose contents do not matter (a
+ * freed huge mapping), to newlen bytes aligned to align, keeping its
+ * resident pages: in place if the kernel can, else moved (mremap moves the
+ * page tables, nothing is copied) into a fresh aligned reservation.  A move
+ * takes the old range out of the process: the release listener hears it
+ * first, and the map listener hears of the new range after. */
+void *os_grow_move(void *addr, size_t oldlen, size_t newlen, size_t align)
+{
+  int saved = errno;
+
+  if (os_remap(addr, oldlen, newlen) == 0)
+    return addr;
+  char *r = os_sys_mmap_prot(NULL, newlen + align, PROT_NONE);
+  if (r == NULL) {
+    errno = saved;
+    return NULL;
+  }
+  uintptr_t aligned = ((uintptr_t)r + align - 1) & ~(uintptr_t)(align - 1);
+  size_t head = aligned - (uintptr_t)r, tail = align - head;
+
+  /* the reservation's ends were never handed out; reported all the same */
+  if (head != 0) {
+    os_notify(r, head);
+    os_sys_munmap(r, head);
+  }
+  if (tail != 0) {
+    os_notify((void *)(aligned + newlen), tail);
+    os_sys_munmap((void *)(aligned + newlen), tail);
+  }
+  os_notify(addr, oldlen);
+  long m = (long)os_sys(mremap)(addr, oldlen, newlen, MREMAP_MAYMOVE | MREMAP_FIXED,
+                                (void *)aligned);
+  if (m == -1) {                /* the old mapping stays where it was */
+    os_notify((void *)aligned, newlen);
+    os_sys_munmap((void *)aligned, newlen);
+    errno = saved;
+    return NULL;
+  }
+  os_count_mapped(newlen - oldlen);
+  atomic_fetch_add_explicit(&os_release_calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_released_bytes, oldlen, memory_order_relaxed);
+  os_notify_mapped((void *)aligned, newlen);
+  errno = saved;
+  return (void *)aligned;
 }
 
 void os_set_release_listener(os_release_fn *fn, void *ctx)

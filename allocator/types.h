@@ -162,7 +162,8 @@ typedef struct huge_s {
   size_t map_size;
   struct mstate_s *ms;
   size_t chunk_off;          /* offset of the chunk from the base */
-  size_t recycled;           /* 1: reused from the mapping cache (not zeroed) */
+  size_t recycled;           /* 1: reused from the mapping cache with its
+                                pages (not zero); a decommitted one is 0 */
 } huge_t;
 
 typedef struct bin_s {

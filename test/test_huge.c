@@ -1,0 +1,273 @@
+/*
+ * test_huge.c -- the huge-mapping cache's policy (huge.c): a freed huge
+ * block keeps its address space for reuse but not its memory.  After the
+ * decay its pages are no longer resident (mincore) while the range stays
+ * mapped, and the release listener heard the range before; the resident
+ * part of the cache is bounded without waiting for the decay; a new block
+ * of similar size reuses the address space; a much smaller one splits a
+ * bigger cached mapping, whose tail stays cached; a bigger one grows a
+ * resident cached mapping, keeping its pages (mremap, moved if need be,
+ * the old range announced).
+ *
+ * Main entry points: the Test() cases; hear_*() record the listener calls.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pinheap.h"
+
+/* The OS layer's listener slot (hidden in the archive, linkable here). */
+typedef void os_release_fn(void *addr, size_t len, void *ctx);
+void PINHEAP_NAME(os_set_release_listener)(os_release_fn *fn, void *ctx);
+
+#define MIB ((size_t)1 << 20)
+#define HEAR_MAX 1024
+
+static uintptr_t hear_addr[HEAR_MAX];
+static size_t hear_len[HEAR_MAX];
+static atomic_size_t hear_count;
+
+static void hear_listener(void *addr, size_t len, void *ctx)
+{
+  (void)ctx;
+  size_t i = atomic_fetch_add(&hear_count, 1);
+  if (i < HEAR_MAX) {
+    hear_addr[i] = (uintptr_t)addr;
+    hear_len[i] = len;
+  }
+}
+
+/* Did one listener call cover [lo, hi)? */
+static bool hear_covered(uintptr_t lo, uintptr_t hi)
+{
+  size_t n = atomic_load(&hear_count);
+  cr_assert(n <= HEAR_MAX, "more than %d listener calls", HEAR_MAX);
+  for (size_t i = 0; i < n; i++)
+    if (hear_addr[i] <= lo && hear_addr[i] + hear_len[i] >= hi)
+      return true;
+  return false;
+}
+
+/* Did any listener call touch [lo, hi)? */
+static bool hear_touched(uintptr_t lo, uintptr_t hi)
+{
+  size_t n = atomic_load(&hear_count);
+  for (size_t i = 0; i < n; i++)
+    if (hear_addr[i] < hi && hear_addr[i] + hear_len[i] > lo)
+      return true;
+  return false;
+}
+
+static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+/* Resident pages of [p, p+len) (whole pages inside it); -1 if some page
+ * of it is not mapped at all. */
+static long resident_pages(const void *p, size_t len)
+{
+  size_t page = page_size();
+  uintptr_t lo = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
+  uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(page - 1);
+  size_t n = (hi - lo) / page;
+  static unsigned char vec[(256 * MIB) / 4096];
+  cr_assert(n <= sizeof(vec), "range too long for the test's mincore vector");
+  if (mincore((void *)lo, hi - lo, vec) != 0) {
+    cr_assert(errno == ENOMEM, "mincore failed: %s", strerror(errno));
+    return -1;
+  }
+  long r = 0;
+  for (size_t i = 0; i < n; i++)
+    r += vec[i] & 1;
+  return r;
+}
+
+static void touch_all(unsigned char *p, size_t len)
+{
+  for (size_t off = 0; off < len; off += 4096)
+    p[off] = (unsigned char)(off >> 12 | 1);
+  p[len - 1] = 1;
+}
+
+static void sleep_ms(long ms)
+{
+  struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+Test(huge, freed_block_decays_to_address_space_then_is_reused)
+{
+  size_t len = 32 * MIB;
+  long pages = (long)(len / page_size());
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *p = PINHEAP_NAME(malloc)(len);
+  cr_assert(p != NULL);
+  touch_all(p, len);
+  cr_assert(resident_pages(p, len) >= pages - 1, "a written 32 MiB block is not resident");
+  atomic_store(&hear_count, 0);     /* mapping it may have trimmed an unaligned try */
+  PINHEAP_NAME(free)(p);
+  /* Within the resident budget: the freed mapping stays as it is. */
+  cr_assert(resident_pages(p, len) >= pages - 1,
+            "a freed 32 MiB block lost its pages before the decay (%ld of %ld resident)",
+            resident_pages(p, len), pages);
+  cr_assert(!hear_touched((uintptr_t)p, (uintptr_t)p + len),
+            "the listener heard of a freed block the cache keeps resident");
+
+  sleep_ms(250);                                   /* past the decay (100 ms) */
+  unsigned char *other = PINHEAP_NAME(malloc)(48 * MIB);   /* runs the decay */
+  cr_assert(other != NULL);
+  long r = resident_pages(p, len);
+  cr_assert(r != -1, "the decayed block's address space was unmapped, not kept");
+  cr_assert(r == 0, "%ld pages of the freed 32 MiB block still resident after the decay", r);
+  cr_assert(hear_covered((uintptr_t)p, (uintptr_t)p + len),
+            "pages were given back but the listener did not hear [%p, +32 MiB)", (void *)p);
+
+  /* A block of about the same size reuses the address space, and it reads
+   * as zero. */
+  unsigned char *q = PINHEAP_NAME(malloc)(len - 100 * 1024);
+  cr_assert(q == p, "a 32 MiB block got %p, not the cached address space at %p", (void *)q,
+            (void *)p);
+  for (size_t off = 0; off < len - 100 * 1024; off += 4096)
+    cr_assert(q[off] == 0, "reused decommitted memory is not zero at offset %zu", off);
+  unsigned char *z = PINHEAP_NAME(calloc)(1, len - 200 * 1024);
+  cr_assert(z != NULL);
+  for (size_t off = 0; off < len - 200 * 1024; off += 4096)
+    cr_assert(z[off] == 0, "calloc from the cache is not zero at offset %zu", off);
+  PINHEAP_NAME(free)(z);
+  PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(free)(other);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+/* The cache keeps freed pages resident only while the live huge blocks
+ * and the cache together stay under the peak of the live blocks alone,
+ * and 256 MiB at most (64 MiB always allowed; a resident entry of a
+ * quarter of a request or more is grown for it, so the sizes here avoid that): past that, the oldest
+ * entries are decommitted at once, announced, without waiting for the
+ * decay.  Here: the 256 MiB cap. */
+Test(huge, resident_cache_is_capped_without_waiting)
+{
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *a = PINHEAP_NAME(malloc)(40 * MIB);
+  cr_assert(a != NULL);
+  touch_all(a, 40 * MIB);
+  PINHEAP_NAME(free)(a);                     /* cached 40 MiB: kept */
+  cr_assert(resident_pages(a, 40 * MIB) > 0, "a freed 40 MiB block lost its pages at once");
+  unsigned char *b = PINHEAP_NAME(malloc)(200 * MIB);   /* no fit in the cache: mapped */
+  unsigned char *c = PINHEAP_NAME(malloc)(170 * MIB);   /* too big to grow a; peak 370 */
+  cr_assert(b != NULL && c != NULL && b != a && c != a, "a new block reused the 40 MiB mapping");
+  touch_all(b, 1 * MIB);
+  touch_all(c, 1 * MIB);
+  cr_assert(resident_pages(a, 40 * MIB) > 0, "the cached 40 MiB lost its pages too early");
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(b);
+  PINHEAP_NAME(free)(c);                     /* cached 410 MiB > 256: a and b go */
+  long r = resident_pages(a, 40 * MIB);
+  cr_assert(r == 0, "the oldest cached block keeps %ld pages resident over 256 MiB", r);
+  cr_assert(hear_covered((uintptr_t)a, (uintptr_t)a + 40 * MIB),
+            "the oldest cached block was decommitted but the listener did not hear it");
+  r = resident_pages(b, 1 * MIB);
+  cr_assert(r == 0, "the second oldest keeps %ld pages resident over 256 MiB", r);
+  cr_assert(hear_covered((uintptr_t)b, (uintptr_t)b + 200 * MIB),
+            "the second oldest was decommitted but the listener did not hear it");
+  cr_assert(resident_pages(c, 1 * MIB) > 0, "the most recently freed block lost its pages");
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+Test(huge, resident_cache_is_bounded_by_the_peak_without_waiting)
+{
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *keep = PINHEAP_NAME(malloc)(150 * MIB);     /* live throughout */
+  cr_assert(keep != NULL);
+  keep[0] = 1;
+  unsigned char *a = PINHEAP_NAME(malloc)(40 * MIB);
+  cr_assert(a != NULL);
+  touch_all(a, 40 * MIB);
+  PINHEAP_NAME(free)(a);                     /* peak 190, live 150: room 40 */
+  unsigned char *b = PINHEAP_NAME(malloc)(200 * MIB);   /* no fit: mapped; peak 350 */
+  cr_assert(b != NULL && b != a);
+  b[0] = 1;
+  unsigned char *c = PINHEAP_NAME(malloc)(170 * MIB);   /* a is under a quarter of it:
+                                                            not grown; mapped, peak 520 */
+  cr_assert(c != NULL);
+  touch_all(c, 1 * MIB);
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(c);    /* live 350, room 170: cached a 40 + c 170 = 210 > 170 */
+  long r = resident_pages(a, 40 * MIB);
+  cr_assert(r == 0, "a freed block keeps %ld pages resident beyond the live peak", r);
+  cr_assert(hear_covered((uintptr_t)a, (uintptr_t)a + 40 * MIB),
+            "the oldest cached block was decommitted but the listener did not hear it");
+  cr_assert(resident_pages(c, 1 * MIB) > 0, "the most recently freed block lost its pages");
+  PINHEAP_NAME(free)(b);
+  PINHEAP_NAME(free)(keep);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+/* A much smaller request takes the head of a bigger cached mapping; the
+ * tail stays cached as it was (resident, nothing announced) and serves the
+ * next request. */
+Test(huge, smaller_request_splits_a_cached_mapping)
+{
+  size_t big = 100 * MIB, small = 34 * MIB;
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *p = PINHEAP_NAME(malloc)(big);
+  cr_assert(p != NULL);
+  touch_all(p, big);
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(p);
+  unsigned char *q = PINHEAP_NAME(malloc)(small);
+  cr_assert(q == p, "a 34 MiB block got %p, not the cached 100 MiB mapping at %p", (void *)q,
+            (void *)p);
+  uintptr_t tail = (uintptr_t)p + 40 * MIB;        /* well past the new block's end */
+  long r = resident_pages((void *)tail, 50 * MIB);
+  cr_assert(r >= (long)(50 * MIB / page_size()) - 1,
+            "the tail of the split mapping has %ld pages resident, expected all", r);
+  cr_assert(!hear_touched((uintptr_t)p, (uintptr_t)p + big),
+            "the listener heard of a range the cache still holds");
+  unsigned char *t = PINHEAP_NAME(malloc)(50 * MIB);
+  cr_assert(t != NULL);
+  cr_assert((uintptr_t)t > (uintptr_t)q + small && (uintptr_t)t < (uintptr_t)p + big,
+            "a 50 MiB block got %p, not the cached tail of [%p, +100 MiB)", (void *)t, (void *)p);
+  touch_all(q, small);
+  touch_all(t, 50 * MIB);
+  PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(free)(t);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+Test(huge, bigger_request_grows_a_resident_mapping_keeping_its_pages)
+{
+  size_t small = 40 * MIB, big = 60 * MIB;
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *p = PINHEAP_NAME(malloc)(small);
+  cr_assert(p != NULL);
+  touch_all(p, small);
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(p);
+  unsigned char *q = PINHEAP_NAME(malloc)(big);
+  cr_assert(q != NULL);
+  long r = resident_pages(q, big);
+  cr_assert(r >= (long)(small / page_size()) - 2,
+            "a 60 MiB block made from a resident 40 MiB cached one has %ld pages resident, "
+            "expected the old ones (%zu)", r, small / page_size());
+  if (q != p) {         /* moved: the old range left the process, announced */
+    cr_assert(resident_pages(p, small) == -1 || hear_covered((uintptr_t)p, (uintptr_t)p + small),
+              "the mapping moved from %p to %p unheard", (void *)p, (void *)q);
+    cr_assert(hear_covered((uintptr_t)p, (uintptr_t)p + small),
+              "the mapping moved from %p to %p but the listener did not hear the old range",
+              (void *)p, (void *)q);
+  }
+  touch_all(q, big);
+  PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
