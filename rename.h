@@ -73,6 +73,7 @@
 #define os_map_reserved         PINHEAP_NAME(os_map_reserved)
 #define os_open                 PINHEAP_NAME(os_open)
 #define os_release              PINHEAP_NAME(os_release)
+#define os_grow_move            PINHEAP_NAME(os_grow_move)
 #define os_decommit             PINHEAP_NAME(os_decommit)
 #define os_release_shared       PINHEAP_NAME(os_release_shared)
 #define os_remap                PINHEAP_NAME(os_remap)

@@ -358,7 +358,6 @@ PH_HIDDEN bool huge_cache_decay(bool all);
 /** (os.c) Grows the mapping at addr, contents not kept, to newlen bytes
  *  aligned to align, keeping its pages: in place, else moved (listener told
  *  of the old range first).  @return the new address or NULL (unchanged). */
-#define os_grow_move PINHEAP_NAME(os_grow_move)   /* belongs in rename.h, section 2 */
 PH_HIDDEN void *os_grow_move(void *addr, size_t oldlen, size_t newlen, size_t align);
 /** A huge chunk of nb bytes aligned to align for ms, or NULL. */
 PH_HIDDEN void *huge_alloc(mstate_t *ms, size_t nb, size_t align);
