@@ -218,6 +218,7 @@
 #define patch_undo              PINHEAP_NAME(patch_undo)
 #define patch_threads_running   PINHEAP_NAME(patch_threads_running)
 #define patch_describe          PINHEAP_NAME(patch_describe)
+#define patch_jump_target       PINHEAP_NAME(patch_jump_target)
 #define reloc_install_flags     PINHEAP_NAME(reloc_install_flags)
 #define reloc_install_wrappers  PINHEAP_NAME(reloc_install_wrappers)
 #define reloc_patched_slot      PINHEAP_NAME(reloc_patched_slot)

@@ -76,9 +76,7 @@ static int64_t patch_distance(const void *from_end, const void *to)
   return (int64_t)((intptr_t)to - (intptr_t)from_end);
 }
 
-/* Where the jump that code starts with goes (NULL: it does not start with
- * one); *kind_p names the form. */
-static const void *patch_jump_target(const unsigned char *c, const char **kind_p)
+const void *patch_jump_target(const unsigned char *c, const char **kind_p)
 {
   if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
     c += 4;                                              /* endbr64 */

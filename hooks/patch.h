@@ -69,6 +69,12 @@ PH_HIDDEN int patch_undo(patch_site_t *sites, size_t n, unsigned flags);
  *  __libc_single_threaded, then /proc/self/status. */
 PH_HIDDEN int patch_threads_running(void);
 
+/** Where the jump that code c starts with goes (after an optional endbr64:
+ *  jmp rel32/rel8, jmp *(%rip), movabs + jmp *%reg or push + ret, push +
+ *  ret; int3 gives c itself), or NULL when it does not start with one;
+ *  *kind_p names the form.  x86-64 builds only. */
+PH_HIDDEN const void *patch_jump_target(const unsigned char *c, const char **kind_p);
+
 /** Describes what code at entry jumps to, into buf ("" when it does not
  *  start with a jump).  For the tests and the info tool. */
 PH_HIDDEN const char *patch_describe(const void *entry, char *buf, size_t len);

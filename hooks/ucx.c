@@ -45,6 +45,7 @@
 
 #include "chunk.h"     /* ph_lock */
 #include "events.h"
+#include "patch.h"
 #include "pinheap.h"
 
 /* libucm's event bits (ucm_event_type_t, stable since UCX 1.3) */
@@ -115,32 +116,7 @@ static void ucx_forward(int type, ucx_vm_event_t *ev, void *arg)
   ucx_x_size = saved_size;
 }
 
-/* Where a rewritten entry jumps: e9 rel32, ff 25 (an absolute address at
- * rip+rel32), or movabs imm64 to r11/rax then an indirect jump, after an
- * optional endbr64.  NULL when the entry does not start with a jump. */
-static const void *ucx_jump_target(const unsigned char *p)
-{
-  int32_t rel;
-  if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa)
-    p += 4;
-  if (p[0] == 0xe9) {
-    memcpy(&rel, p + 1, 4);
-    return p + 5 + rel;
-  }
-  if (p[0] == 0xff && p[1] == 0x25) {
-    const void *t;
-    memcpy(&rel, p + 2, 4);
-    memcpy(&t, p + 6 + rel, sizeof(t));
-    return t;
-  }
-  if ((p[0] == 0x49 && p[1] == 0xbb) || (p[0] == 0x48 && p[1] == 0xb8)) {
-    const void *t;
-    memcpy(&t, p + 2, sizeof(t));
-    return t;
-  }
-  return NULL;
-}
-
+#if defined(__x86_64__)
 /* 1 when the entry fn, of the object at base, now jumps out of that object
  * and out of pinheap's (self). */
 static int ucx_entry_taken(const void *fn, const void *self)
@@ -148,13 +124,15 @@ static int ucx_entry_taken(const void *fn, const void *self)
   Dl_info at, there;
   if (fn == NULL || dladdr(fn, &at) == 0)
     return 0;
-  const void *t = ucx_jump_target(fn);
+  const char *kind;
+  const void *t = patch_jump_target(fn, &kind);
   if (t == NULL)
     return 0;
   if (dladdr(t, &there) == 0)
     return 1;                    /* into anonymous memory: a trampoline */
   return there.dli_fbase != at.dli_fbase && there.dli_fbase != self;
 }
+#endif
 
 /* Which entry points for the memory calls now jump somewhere neither
  * pinheap nor libc is -- rewritten by someone, UCX's libucm by its presence:

@@ -57,6 +57,12 @@ static void watch(const void *p, size_t len)
   sbs_hi = (uintptr_t)p + len;
 }
 
+/* Stops watching (the count stays): a scenario's clean-up is not heard. */
+static void unwatch(void)
+{
+  sbs_lo = sbs_hi = 0;
+}
+
 #if defined(SBS_UCX)
 static void sbs_ucx_cb(ucm_event_type_t type, ucm_event_t *ev, void *arg)
 {
@@ -166,10 +172,8 @@ static const char *sc_realloc_shrink(void)
   watch(p + (2u << 20), len - (2u << 20));
   char *q = realloc(p, 1u << 20);
   sbs_kept = watched_kept();
-  int heard = sbs_heard;
-  sbs_lo = sbs_hi = 0;
+  unwatch();
   free(q != NULL ? q : p);
-  sbs_heard = heard;
   return NULL;
 }
 
@@ -213,12 +217,10 @@ static const char *sc_mremap_fixed_target(void)
   memset(dst, 2, len);
   watch(dst, len);            /* the target's old pages go */
   char *q = mremap(src, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
-  int heard = sbs_heard;
+  unwatch();
   munmap(q != MAP_FAILED ? q : dst, len);
   if (q == MAP_FAILED)
     munmap(src, len);
-  sbs_heard = heard;
-  sbs_lo = sbs_hi = 0;
   return NULL;
 }
 
@@ -231,10 +233,8 @@ static const char *sc_madvise_dontneed(void)
   memset(p, 1, len);
   watch(p, len);
   madvise(p, len, MADV_DONTNEED);
-  int heard = sbs_heard;
-  sbs_lo = sbs_hi = 0;
+  unwatch();
   munmap(p, len);
-  sbs_heard = heard;
   return NULL;
 }
 
@@ -247,10 +247,8 @@ static const char *sc_mmap_fixed_over(void)
   memset(p, 1, len);
   watch(p, len);
   mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-  int heard = sbs_heard;
-  sbs_lo = sbs_hi = 0;
+  unwatch();
   munmap(p, len);
-  sbs_heard = heard;
   return NULL;
 }
 
@@ -406,7 +404,7 @@ int main(int argc, char **argv)
     sbs_kept = 0;
     const char *skip = scenarios[i].run();
     int heard = sbs_heard;
-    sbs_lo = sbs_hi = 0;
+    unwatch();
     if (skip != NULL)
       printf("%s %s skip %s\n", SBS_NAME, scenarios[i].name, skip);
     else
