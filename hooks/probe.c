@@ -2,7 +2,8 @@
  * probe.c -- looks for OS-bypass network devices under a root directory.
  *
  * Owns the table of device checks (probe_checks) and the directory scan
- * over the raw getdents64 system call.  Main entry point: probe_run().
+ * over the raw getdents64 system call; a directory that several checks look
+ * in (dev/) is read once per run.  Main entry point: probe_run().
  * Runs inside the very first malloc: stack buffers only, no opendir, no
  * stdio; errno is preserved.  See probe.h for the list and its rules.
  *
@@ -119,55 +120,100 @@ static int name_is_unit(const char *name, const char *prefix, int max_digits)
   return digits > 0 && (max_digits == 0 || digits <= max_digits);
 }
 
-/* Scans the directory dirpath for an existing entry (prefix NULL: any entry
- * but . and ..; else <prefix><digits>).  On a match copies its name into
- * match and the full path into full.  @return 1 if found. */
-static int dir_scan(const char *dirpath, const char *prefix, int max_digits,
+/* The unit checks (<prefix><digits>) of one probe run: several look in the
+ * same directory (three in dev/), which is read once for all of them. */
+typedef struct unit_scan_s {
+  signed char state[PROBE_NCHECKS];     /* 0 not scanned yet, 1 found, -1 not found */
+  char name[PROBE_NCHECKS][256];        /* what each found check matched (NAME_MAX + 1) */
+} unit_scan_t;
+
+/* Scans the directory dirpath once.  Without a scan (NULL): @return 1 if
+ * it holds an existing entry besides . and .., its name in match and its
+ * path in full.  With one: every unit check j >= first on dir that is not
+ * answered yet gets the first existing entry <prefix><digits> in directory
+ * order (the same entry a scan of its own would find), or "not found". */
+static int dir_scan(const char *dirpath, const char *dir, size_t first, unit_scan_t *scan,
                     char *match, char *full)
 {
   char buf[2048] __attribute__((aligned(8)));
   int fd = open(dirpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int found = 0;
+  size_t open_units = 0;
 
-  if (fd < 0)
-    return 0;
-  while (!found) {
-    long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
-    if (n <= 0)
-      break;   /* end of directory, or an error: what was seen is the answer */
-    for (long off = 0; off < n && !found;) {
-      struct probe_dirent64 *d = (struct probe_dirent64 *)(buf + off);
-      const char *name = d->d_name;
-
-      if (d->d_reclen == 0)
-        break;
-      off += d->d_reclen;
-      if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-        continue;
-      if (prefix != NULL && !name_is_unit(name, prefix, max_digits))
-        continue;
-      if (strlen(dirpath) + 1 + strlen(name) + 1 > PROBE_PATH_MAX)
-        continue;
-      strcpy(full, dirpath);
-      strcat(full, "/");
-      strcat(full, name);
-      if (!path_exists(full))
-        continue;   /* dangling symlink or vanished entry */
-      if (strlen(name) < PROBE_NAME_MAX)
-        strcpy(match, name);
-      else
-        match[0] = '\0';
-      found = 1;
-    }
+  if (scan != NULL) {
+    for (size_t j = first; j < PROBE_NCHECKS; j++)
+      if (probe_checks[j].kind == CHECK_NAME_UNIT && scan->state[j] == 0 &&
+          strcmp(probe_checks[j].dir, dir) == 0)
+        open_units++;
   }
-  close(fd);
+  if (fd >= 0) {
+    while (scan != NULL ? open_units > 0 : !found) {
+      long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+      if (n <= 0)
+        break;   /* end of directory, or an error: what was seen is the answer */
+      for (long off = 0; off < n && (scan != NULL ? open_units > 0 : !found);) {
+        struct probe_dirent64 *d = (struct probe_dirent64 *)(buf + off);
+        const char *name = d->d_name;
+        size_t want = PROBE_NCHECKS;
+
+        if (d->d_reclen == 0)
+          break;
+        off += d->d_reclen;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+          continue;
+        if (scan != NULL) {
+          for (size_t j = first; j < PROBE_NCHECKS && want == PROBE_NCHECKS; j++)
+            if (probe_checks[j].kind == CHECK_NAME_UNIT && scan->state[j] == 0 &&
+                strcmp(probe_checks[j].dir, dir) == 0 &&
+                name_is_unit(name, probe_checks[j].name, probe_checks[j].max_digits))
+              want = j;
+          if (want == PROBE_NCHECKS)
+            continue;
+        }
+        if (strlen(dirpath) + 1 + strlen(name) + 1 > PROBE_PATH_MAX)
+          continue;
+        strcpy(full, dirpath);
+        strcat(full, "/");
+        strcat(full, name);
+        if (!path_exists(full))
+          continue;   /* dangling symlink or vanished entry */
+        if (scan != NULL) {
+          /* a name is <prefix><digits> for at most one prefix of a directory
+           * unless one prefix extends another; then each check still gets
+           * its own first match (the entry may answer several) */
+          for (size_t j = want; j < PROBE_NCHECKS; j++)
+            if (probe_checks[j].kind == CHECK_NAME_UNIT && scan->state[j] == 0 &&
+                strcmp(probe_checks[j].dir, dir) == 0 &&
+                name_is_unit(name, probe_checks[j].name, probe_checks[j].max_digits)) {
+              scan->state[j] = 1;
+              strcpy(scan->name[j], name);
+              open_units--;
+            }
+          continue;
+        }
+        if (strlen(name) < PROBE_NAME_MAX)
+          strcpy(match, name);
+        else
+          match[0] = '\0';
+        found = 1;
+      }
+    }
+    close(fd);
+  }
+  if (scan != NULL) {
+    for (size_t j = first; j < PROBE_NCHECKS; j++)
+      if (probe_checks[j].kind == CHECK_NAME_UNIT && scan->state[j] == 0 &&
+          strcmp(probe_checks[j].dir, dir) == 0)
+        scan->state[j] = -1;
+  }
   return found;
 }
 
-/* Runs one check; on success fills check->match and full. */
-static int check_run(const check_desc_t *desc, const char *base,
-                     probe_check_t *check, char *full)
+/* Runs check i; on success fills check->match and full. */
+static int check_run(size_t i, const char *base, unit_scan_t *scan, probe_check_t *check,
+                     char *full)
 {
+  const check_desc_t *desc = &probe_checks[i];
   char dirpath[PROBE_PATH_MAX];
 
   switch (desc->kind) {
@@ -178,11 +224,19 @@ static int check_run(const check_desc_t *desc, const char *base,
   case CHECK_DIR_NONEMPTY:
     if (!path_join(dirpath, base, desc->dir, NULL))
       return 0;
-    return dir_scan(dirpath, NULL, 0, check->match, full);
+    return dir_scan(dirpath, desc->dir, i, NULL, check->match, full);
   case CHECK_NAME_UNIT:
     if (!path_join(dirpath, base, desc->dir, NULL))
       return 0;
-    return dir_scan(dirpath, desc->name, desc->max_digits, check->match, full);
+    if (scan->state[i] == 0)
+      dir_scan(dirpath, desc->dir, i, scan, NULL, full);
+    if (scan->state[i] != 1 || !path_join(full, base, desc->dir, scan->name[i]))
+      return 0;
+    if (strlen(scan->name[i]) < PROBE_NAME_MAX)
+      strcpy(check->match, scan->name[i]);
+    else
+      check->match[0] = '\0';
+    return 1;
   }
   return 0;
 }
@@ -194,6 +248,7 @@ int probe_run(const char *root, int flags, probe_result_t *out_p)
   char full[PROBE_PATH_MAX];
   size_t len;
   int root_ok = 1;
+  unit_scan_t scan;
 
   if (root == NULL || root[0] == '\0')
     root = "/";
@@ -212,6 +267,7 @@ int probe_run(const char *root, int flags, probe_result_t *out_p)
   out_p->found = 0;
   out_p->path[0] = '\0';
   out_p->nchecks = PROBE_NCHECKS;
+  memset(scan.state, 0, sizeof(scan.state));
   for (size_t i = 0; i < PROBE_NCHECKS; i++) {
     const check_desc_t *desc = &probe_checks[i];
     probe_check_t *check = &out_p->checks[i];
@@ -224,7 +280,7 @@ int probe_run(const char *root, int flags, probe_result_t *out_p)
     if (out_p->found && !(flags & PROBE_ALL))
       continue;
     check->is_checked = 1;
-    if (!root_ok || !check_run(desc, base, check, full))
+    if (!root_ok || !check_run(i, base, &scan, check, full))
       continue;
     check->found = 1;
     if (!out_p->found) {

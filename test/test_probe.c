@@ -333,6 +333,34 @@ Test(probe, first_mode_stops_all_mode_reports_everything, .init = tree_make,
   cr_assert_str_eq(check_find(&r, "dev/cxi<N>")->match, "cxi1");
 }
 
+/* dev/ holds the entries of three unit checks, read in one scan: each check
+ * gets its own entry, near misses of one prefix answer no other, and the
+ * answers do not depend on which check asked first. */
+Test(probe, one_directory_answers_every_unit_check, .init = tree_make, .fini = tree_remove)
+{
+  static const char *const entries[] = {
+    "dev/myri10", "dev/cxi", "dev/hfi1_diagpkt", "dev/hfi1_2", "dev/cxi7", "dev/myri4",
+    "dev/cxil",
+  };
+  char want[600];
+  probe_result_t r;
+
+  for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
+    tree_add(entries[i], 'f', NULL);
+  cr_assert_eq(probe_run(root, PROBE_ALL, &r), 1);
+  cr_assert_str_eq(check_find(&r, "dev/myri[0-9]")->match, "myri4");
+  cr_assert_str_eq(check_find(&r, "dev/cxi<N>")->match, "cxi7");
+  cr_assert_str_eq(check_find(&r, "dev/hfi1_<N>")->match, "hfi1_2");
+  snprintf(want, sizeof(want), "%s/dev/myri4", root);
+  cr_assert_str_eq(r.path, want, "the first check in table order names the path");
+  cr_assert_eq(check_find(&r, "dev/infiniband/uverbs<N>")->found, 0);
+
+  /* the start-up mode stops at the first: the same path */
+  cr_assert_eq(probe_run(root, PROBE_FIRST, &r), 1);
+  cr_assert_str_eq(r.path, want);
+  cr_assert_eq(check_find(&r, "dev/cxi<N>")->is_checked, 0);
+}
+
 Test(probe, null_and_empty_root_mean_slash, .init = tree_make, .fini = tree_remove)
 {
   static const char *const every_kind[] = {
