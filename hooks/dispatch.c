@@ -225,9 +225,24 @@ static const dispatch_table_t dispatch_disabled = {
 /*  the default alignment, above 16                                         */
 /* ======================================================================= */
 
-/* Both written once by the decision, before the table points here. */
+/* Both written once by the decision, before the table points here:
+ * align_value first, then align_base (release). */
 static size_t align_value;                  /* a power of two, 32 .. 4096 */
 static const dispatch_table_t *align_base;  /* dispatch_enabled or _disabled */
+
+/* The table the aligned entries wrap.  A thread that reached an align_*
+ * function through the table (a relaxed load) without yet seeing the
+ * decision's writes gets them from dispatch_decide(), whose acquire of the
+ * state orders them. */
+static const dispatch_table_t *align_table(void)
+{
+  const dispatch_table_t *b = __atomic_load_n(&align_base, __ATOMIC_ACQUIRE);
+  if (ph_unlikely(b == NULL)) {
+    dispatch_decide();
+    b = __atomic_load_n(&align_base, __ATOMIC_ACQUIRE);
+  }
+  return b;
+}
 
 static int align_is_pow2(size_t a)
 {
@@ -236,17 +251,19 @@ static int align_is_pow2(size_t a)
 
 static void *align_malloc(size_t n)
 {
-  return align_base->fn_memalign(align_value, n);
+  const dispatch_table_t *b = align_table();
+  return b->fn_memalign(align_value, n);
 }
 
 static void *align_calloc(size_t m, size_t n)
 {
+  const dispatch_table_t *b = align_table();
   size_t total;
   if (__builtin_mul_overflow(m, n, &total)) {
     errno = ENOMEM;
     return NULL;
   }
-  void *p = align_base->fn_memalign(align_value, total);
+  void *p = b->fn_memalign(align_value, total);
   if (p != NULL)
     memset(p, 0, total);
   return p;
@@ -262,11 +279,12 @@ static void *align_realloc(void *p, size_t n)
   static int said;
   if (p == NULL)
     return align_malloc(n);
-  void *q = align_base->fn_realloc(p, n);
+  const dispatch_table_t *b = align_table();
+  void *q = b->fn_realloc(p, n);
   if (q == NULL || ((uintptr_t)q & (align_value - 1)) == 0)
     return q;
   int saved = errno;
-  void *r = align_base->fn_memalign(align_value, n);
+  void *r = b->fn_memalign(align_value, n);
   if (r == NULL) {
     errno = saved;
     if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED) == 0)
@@ -276,7 +294,7 @@ static void *align_realloc(void *p, size_t n)
     return q;
   }
   memcpy(r, q, n);
-  align_base->fn_free(q);
+  b->fn_free(q);
   errno = saved;
   return r;
 }
@@ -295,21 +313,24 @@ static void *align_reallocarray(void *p, size_t m, size_t n)
  * through unchanged, to be refused as the allocator refuses them. */
 static void *align_memalign(size_t a, size_t n)
 {
-  return align_base->fn_memalign(a < align_value ? align_value : a, n);
+  const dispatch_table_t *b = align_table();
+  return b->fn_memalign(a < align_value ? align_value : a, n);
 }
 
 static int align_posix_memalign(void **pp, size_t a, size_t n)
 {
+  const dispatch_table_t *b = align_table();
   if (align_is_pow2(a) && a % sizeof(void *) == 0 && a < align_value)
     a = align_value;
-  return align_base->fn_posix_memalign(pp, a, n);
+  return b->fn_posix_memalign(pp, a, n);
 }
 
 static void *align_aligned_alloc(size_t a, size_t n)
 {
+  const dispatch_table_t *b = align_table();
   if (align_is_pow2(a) && a < align_value)
     a = align_value;
-  return align_base->fn_aligned_alloc(a, n);
+  return b->fn_aligned_alloc(a, n);
 }
 
 /* ======================================================================= */
@@ -421,7 +442,7 @@ void dispatch_decide(void)
     int align = params_get()->v[PARAM_MALLOC_ALIGN].value;
     if (align > PARAM_ALIGN_MIN) {
       align_value = (size_t)align;
-      align_base = t;
+      __atomic_store_n(&align_base, t, __ATOMIC_RELEASE);
       aligned = *t;
       aligned.fn_malloc = align_malloc;
       aligned.fn_calloc = align_calloc;
