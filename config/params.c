@@ -1,10 +1,12 @@
 /*
- * params.c -- parses the leave-pinned parameters from the environment.
+ * params.c -- parses pinheap's configuration from the environment.
  *
- * Owns the descriptor table (param_descs) and the process's evaluated copy
- * (params_process), filled once and read-only after.  Main entry point:
- * params_get().  Runs inside the very first malloc: no allocation, no stdio,
- * no locale; the environment is scanned by hand.  See params.h.
+ * Owns the descriptor table (param_descs: every parameter with its name,
+ * its MCA-style alias, kind, default and accepted values) and the process's
+ * evaluated copy (params_process), filled once and read-only after.  Main
+ * entry point: params_get().  Runs inside the very first malloc: no
+ * allocation, no stdio, no locale; the environment is scanned by hand.
+ * See params.h.
  */
 #include "internal.h"
 
@@ -27,55 +29,73 @@ extern char **environ;
 #define EXPECT_JOB      "1 to 64 characters among A-Z, a-z, 0-9, '.', '_' and '-'"
 #define EXPECT_LEVEL    "fatal, error, warn, info, debug or 0 to 4"
 #define EXPECT_MSEC     "a whole number of milliseconds from 1 to 3600000"
+#define EXPECT_ALIGN    "a power of two from 16 to 4096"
+
+/* The MCA-style alias of a PINHEAP_ parameter: the build's parameter prefix,
+ * the framework and component ("memory_pinheap_"), the name in lowercase. */
+#define MCA_ALIAS(suffix) PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_" suffix
 
 static const param_desc_t param_descs[PARAM_COUNT] = {
   [PARAM_LEAVE_PINNED] = {
     PINHEAP_ENV_LEAVE_PINNED, PINHEAP_PARAM_LEAVE_PINNED_STRING,
-    PARAM_KIND_TRISTATE, PARAM_TRI_NOT_FOUND, EXPECT_TRISTATE },
+    PARAM_KIND_TRISTATE, PARAM_TRI_NOT_FOUND, EXPECT_TRISTATE, NULL },
   [PARAM_LEAVE_PINNED_PIPELINE] = {
     PINHEAP_ENV_LEAVE_PINNED_PIPELINE, PINHEAP_PARAM_LEAVE_PINNED_PIPELINE_STRING,
-    PARAM_KIND_TRISTATE, PARAM_TRI_NOT_FOUND, EXPECT_TRISTATE },
+    PARAM_KIND_TRISTATE, PARAM_TRI_NOT_FOUND, EXPECT_TRISTATE, NULL },
   [PARAM_DISABLE] = {
     PINHEAP_ENV_DISABLE, PINHEAP_PARAM_DISABLE_STRING,
-    PARAM_KIND_BOOL, 0, EXPECT_BOOL },
+    PARAM_KIND_BOOL, 0, EXPECT_BOOL, NULL },
   [PARAM_MODE] = {
     PINHEAP_ENV_MODE, PINHEAP_ENV_MODE,
-    PARAM_KIND_MODE, PARAM_MODE_AUTO, EXPECT_MODE },
+    PARAM_KIND_MODE, PARAM_MODE_AUTO, EXPECT_MODE, MCA_ALIAS("mode") },
   [PARAM_FAKEROOTKEY] = {
-    "FAKEROOTKEY", "FAKEROOTKEY", PARAM_KIND_PRESENCE, 0, "any value" },
+    "FAKEROOTKEY", "FAKEROOTKEY", PARAM_KIND_PRESENCE, 0, "any value", NULL },
   [PARAM_FAKED_MODE] = {
-    "FAKED_MODE", "FAKED_MODE", PARAM_KIND_PRESENCE, 0, "any value" },
+    "FAKED_MODE", "FAKED_MODE", PARAM_KIND_PRESENCE, 0, "any value", NULL },
   [PARAM_SANDBOX_ON] = {
-    "SANDBOX_ON", "SANDBOX_ON", PARAM_KIND_PRESENCE, 0, "any value" },
+    "SANDBOX_ON", "SANDBOX_ON", PARAM_KIND_PRESENCE, 0, "any value", NULL },
   [PARAM_PROBE_ROOT] = {
     PINHEAP_ENV_PROBE_ROOT, PINHEAP_ENV_PROBE_ROOT,
-    PARAM_KIND_PATH, 0, EXPECT_PATH },
+    PARAM_KIND_PATH, 0, EXPECT_PATH, MCA_ALIAS("probe_root") },
   /* How many arenas threads spread over (as mallopt(M_ARENA_MAX)); 0: the
    * default, four per CPU. */
   [PARAM_ARENA_MAX] = {
     "PINHEAP_ARENA_MAX", "PINHEAP_ARENA_MAX",
-    PARAM_KIND_COUNT, 0, EXPECT_COUNT },
+    PARAM_KIND_COUNT, 0, EXPECT_COUNT, MCA_ALIAS("arena_max") },
   /* 0: no relocation patching; calls reach pinheap only where its own
    * symbols interpose (hooks/install.c). */
   [PARAM_PATCH] = {
     "PINHEAP_PATCH", "PINHEAP_PATCH",
-    PARAM_KIND_BOOL, 1, EXPECT_BOOL },
+    PARAM_KIND_BOOL, 1, EXPECT_BOOL, MCA_ALIAS("patch") },
   /* 1: replace malloc by patching even when pinheap was loaded after the
    * program started (dlopen): blocks of pointers to free captured earlier
    * would go to glibc, so it is off unless asked for. */
   [PARAM_LATE_MALLOC] = {
     "PINHEAP_LATE_MALLOC", "PINHEAP_LATE_MALLOC",
-    PARAM_KIND_BOOL, 0, EXPECT_BOOL },
+    PARAM_KIND_BOOL, 0, EXPECT_BOOL, MCA_ALIAS("late_malloc") },
   /* 0: no code patching of libc's entry points (hooks/patch.c); glibc's
    * own internal munmap/madvise/brk stay unseen. */
   [PARAM_CODE_PATCH] = {
     "PINHEAP_CODE_PATCH", "PINHEAP_CODE_PATCH",
-    PARAM_KIND_BOOL, 1, EXPECT_BOOL },
+    PARAM_KIND_BOOL, 1, EXPECT_BOOL, MCA_ALIAS("code_patch") },
   /* Which messages are written (allocator/error.c): those at this level
    * and more severe; fatal ones always. */
   [PARAM_LOG_LEVEL] = {
     "PINHEAP_LOG_LEVEL", "PINHEAP_LOG_LEVEL",
-    PARAM_KIND_LEVEL, PH_LOG_WARN, EXPECT_LEVEL },
+    PARAM_KIND_LEVEL, PH_LOG_WARN, EXPECT_LEVEL, MCA_ALIAS("log_level") },
+  /* 0: pinheap intercepts no memory call and fires no event: nothing is
+   * patched for mmap ... sbrk, handlers and release listeners are refused
+   * (ENOTSUP), UCX's libucm is not fed, the support level is 0.  The malloc
+   * replacement (PINHEAP_MODE) does not depend on it. */
+  [PARAM_EVENTS] = {
+    "PINHEAP_EVENTS", "PINHEAP_EVENTS",
+    PARAM_KIND_BOOL, 1, EXPECT_BOOL, MCA_ALIAS("events") },
+  /* What the process's malloc, calloc, realloc, reallocarray (and
+   * memalign, posix_memalign, aligned_alloc asked for less) align blocks
+   * to, pinheap enabled or disabled (hooks/dispatch.c). */
+  [PARAM_MALLOC_ALIGN] = {
+    "PINHEAP_MALLOC_ALIGN", "PINHEAP_MALLOC_ALIGN",
+    PARAM_KIND_ALIGN, PARAM_ALIGN_MIN, EXPECT_ALIGN, MCA_ALIAS("malloc_align") },
 };
 
 /* The process's table: 0 not parsed, 1 being parsed, 2 ready (read-only). */
@@ -257,6 +277,13 @@ static int value_parse(param_kind_t kind, const char *text, int *value_p)
       return 1;
     }
     return 0;
+  case PARAM_KIND_ALIGN: {
+    unsigned long long v;
+    if (!span_number(b, e, &v) || v < PARAM_ALIGN_MIN || v > PARAM_ALIGN_MAX || (v & (v - 1)) != 0)
+      return 0;
+    *value_p = (int)v;
+    return 1;
+  }
   case PARAM_KIND_MODE:
     if (yes || span_equals(b, e, "on")) {
       *value_p = PARAM_MODE_ON;
@@ -276,12 +303,10 @@ static int value_parse(param_kind_t kind, const char *text, int *value_p)
   }
 }
 
-/* Writes the one warning line for an unparsable value.  The value is quoted
- * with anything unprintable shown as '?' and long values cut, so the
- * warning always stays one line. */
-static void value_warn(const param_desc_t *desc, const char *text)
+/* A value as a warning quotes it: anything unprintable shown as '?', cut
+ * at 64 bytes with "...", so that the warning always stays one line. */
+static void value_show(const char *text, char shown[72])
 {
-  char shown[72];
   size_t n = 0;
   size_t len = strlen(text);
 
@@ -294,12 +319,34 @@ static void value_warn(const param_desc_t *desc, const char *text)
     n += 3;
   }
   shown[n] = '\0';
+}
+
+/* Writes the one warning line for an unparsable value of variable var. */
+static void value_warn(const param_desc_t *desc, const char *var, const char *text)
+{
+  char shown[72];
+
+  value_show(text, shown);
   if (desc->kind == PARAM_KIND_PATH && text[0] == '/')
-    ph_warn(desc->name, "=\"", shown, "\" is too long (expected ", desc->expected,
+    ph_warn(var, "=\"", shown, "\" is too long (expected ", desc->expected,
             " shorter than 256 bytes); ignored, treated as not set", (const char *)NULL);
   else
-    ph_warn(desc->name, "=\"", shown, "\" is not a valid value (expected ", desc->expected,
+    ph_warn(var, "=\"", shown, "\" is not a valid value (expected ", desc->expected,
             "); ignored, treated as not set", (const char *)NULL);
+}
+
+/* Writes the one warning line for a parameter set under both its names to
+ * different values: the PINHEAP_ name wins. */
+static void value_warn_conflict(const param_desc_t *desc, const char *text,
+                                const char *alias_text)
+{
+  char shown[72], alias_shown[72];
+
+  value_show(text, shown);
+  value_show(alias_text, alias_shown);
+  ph_warn(desc->name, "=\"", shown, "\" and ", desc->alias, "=\"", alias_shown,
+          "\" are both set and differ: ", desc->name, " wins, ", desc->alias, " is ignored",
+          (const char *)NULL);
 }
 
 /* ---- API ---------------------------------------------------------------- */
@@ -323,34 +370,61 @@ void params_eval(char *const *envp, params_t *out_p)
     const param_desc_t *desc = &param_descs[id];
     param_value_t *pv = &out_p->v[id];
     const char *text = env_lookup(envp, desc->name);
-    size_t len;
-    int value;
+    const char *from = desc->name;
+    const char *alias_text = desc->alias != NULL ? env_lookup(envp, desc->alias) : NULL;
+    int value, alias_value;
 
     pv->source = PARAM_SOURCE_DEFAULT;
     pv->value = desc->default_value;
     pv->is_valid = 1;
     pv->raw_truncated = 0;
+    pv->from = NULL;
+    pv->alias_ignored = 0;
     pv->raw[0] = '\0';
+    if (text == NULL) {              /* the alias alone */
+      text = alias_text;
+      from = desc->alias;
+      alias_text = NULL;
+    }
     if (text == NULL)
       continue;
 
-    len = strlen(text);
-    if (len >= PARAM_RAW_MAX) {
-      len = PARAM_RAW_MAX - 1;
-      pv->raw_truncated = 1;
-    }
-    memcpy(pv->raw, text, len);
-    pv->raw[len] = '\0';
-
+    raw_keep(pv, text);
+    pv->from = from;
     if (value_parse(desc->kind, text, &value)) {
       pv->source = PARAM_SOURCE_ENV;
       pv->value = value;
     } else {
       pv->source = PARAM_SOURCE_INVALID;
       pv->is_valid = 0;
-      value_warn(desc, text);
+      value_warn(desc, from, text);
+    }
+    if (alias_text != NULL) {        /* both names: the PINHEAP_ one won */
+      pv->alias_ignored = 1;
+      int same = strcmp(text, alias_text) == 0 ||
+                 (pv->is_valid && value_parse(desc->kind, alias_text, &alias_value) &&
+                  alias_value == pv->value);
+      if (!same)
+        value_warn_conflict(desc, text, alias_text);
     }
   }
+}
+
+int params_events_on(const char *what)
+{
+  static int said;
+  const param_value_t *pv = &params_get()->v[PARAM_EVENTS];
+  char shown[72];
+
+  if (ph_likely(pv->value != 0))
+    return 1;
+  if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED) == 0) {
+    value_show(pv->raw, shown);
+    ph_warn(what, " refused: the memory events are off (", pv->from, "=\"", shown,
+            "\"), so pinheap intercepts no memory call and reports no release",
+            (const char *)NULL);
+  }
+  return 0;
 }
 
 const params_t *params_get(void)
@@ -421,6 +495,14 @@ const char *param_value_name(param_id_t id, int value)
     return value ? "set" : "not set";
   case PARAM_KIND_LEVEL:
     return ph_log_level_name(value);
+  case PARAM_KIND_ALIGN: {
+    static const char *const names[] = { "16", "32", "64", "128", "256", "512", "1024",
+                                         "2048", "4096" };
+    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+      if (value == PARAM_ALIGN_MIN << i)
+        return names[i];
+    break;
+  }
   case PARAM_KIND_COUNT:
   case PARAM_KIND_SIZE:
   case PARAM_KIND_MIB:
@@ -437,15 +519,15 @@ const char *param_value_name(param_id_t id, int value)
 /* ======================================================================= */
 
 static const param_desc_t shm_param_descs[SHM_PARAM_COUNT] = {
-  [SHM_PARAM_SIZE] = { "PINHEAP_SHM_SIZE", "PINHEAP_SHM_SIZE", PARAM_KIND_SIZE, 0, EXPECT_SIZE },
-  [SHM_PARAM_SM_SIZE] = { "SM_SIZE", "SM_SIZE", PARAM_KIND_MIB, 0, EXPECT_MIB },
-  [SHM_PARAM_RANKS] = { "PINHEAP_SHM_RANKS", "PINHEAP_SHM_RANKS", PARAM_KIND_RANKS, 0, EXPECT_RANKS },
-  [SHM_PARAM_SM_RANKS] = { "SM_RANKS", "SM_RANKS", PARAM_KIND_RANKS, 0, EXPECT_RANKS },
-  [SHM_PARAM_JOB] = { "PINHEAP_SHM_JOB", "PINHEAP_SHM_JOB", PARAM_KIND_JOB, 0, EXPECT_JOB },
+  [SHM_PARAM_SIZE] = { "PINHEAP_SHM_SIZE", "PINHEAP_SHM_SIZE", PARAM_KIND_SIZE, 0, EXPECT_SIZE, NULL },
+  [SHM_PARAM_SM_SIZE] = { "SM_SIZE", "SM_SIZE", PARAM_KIND_MIB, 0, EXPECT_MIB, NULL },
+  [SHM_PARAM_RANKS] = { "PINHEAP_SHM_RANKS", "PINHEAP_SHM_RANKS", PARAM_KIND_RANKS, 0, EXPECT_RANKS, NULL },
+  [SHM_PARAM_SM_RANKS] = { "SM_RANKS", "SM_RANKS", PARAM_KIND_RANKS, 0, EXPECT_RANKS, NULL },
+  [SHM_PARAM_JOB] = { "PINHEAP_SHM_JOB", "PINHEAP_SHM_JOB", PARAM_KIND_JOB, 0, EXPECT_JOB, NULL },
   [SHM_PARAM_FALLBACK] = { "PINHEAP_SHM_FALLBACK", "PINHEAP_SHM_FALLBACK", PARAM_KIND_BOOL, 0,
-                           EXPECT_BOOL },
+                           EXPECT_BOOL, NULL },
   [SHM_PARAM_TIMEOUT] = { "PINHEAP_SHM_TIMEOUT", "PINHEAP_SHM_TIMEOUT", PARAM_KIND_MSEC,
-                          SHM_TIMEOUT_DEFAULT_MS, EXPECT_MSEC },
+                          SHM_TIMEOUT_DEFAULT_MS, EXPECT_MSEC, NULL },
 };
 
 const param_desc_t *shm_param_desc_get(shm_param_id_t id)
@@ -468,11 +550,14 @@ void shm_params_eval(char *const *envp, shm_params_t *out_p)
     pv->value = desc->default_value;
     pv->is_valid = 1;
     pv->raw_truncated = 0;
+    pv->from = NULL;
+    pv->alias_ignored = 0;
     pv->raw[0] = '\0';
     out_p->bytes[id] = 0;
     if (text == NULL)
       continue;
     raw_keep(pv, text);
+    pv->from = desc->name;
     const char *b = text, *e = text + strlen(text);
     while (b < e && char_is_blank(*b))
       b++;
@@ -491,7 +576,7 @@ void shm_params_eval(char *const *envp, shm_params_t *out_p)
     } else {
       pv->source = PARAM_SOURCE_INVALID;
       pv->is_valid = 0;
-      value_warn(desc, text);
+      value_warn(desc, desc->name, text);
     }
   }
 }

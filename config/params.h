@@ -1,13 +1,24 @@
 /*
- * params.h -- the environment parameters behind the leave-pinned decision.
+ * params.h -- pinheap's configuration: the environment parameters behind
+ * the leave-pinned decision and every switch of the replacement layer.
  *
  * One descriptor table, in the spirit of mimalloc's mi_option_desc_t: each
  * parameter has a name (the environment variable), a kind (how its value is
- * parsed), a default, and after evaluation a source, the raw text, the
- * parsed value and a valid flag.  The process's environment is parsed once,
- * on first use (params_get()), and is read-only after that.  Main entry
- * points: params_get() for the process, params_eval() for an explicit envp
- * array (tests, the info tool).
+ * parsed), a default, and after evaluation a source, the variable that set
+ * it, the raw text, the parsed value and a valid flag.  The process's
+ * environment is parsed once, on first use (params_get()), and is
+ * read-only after that.  Main entry points: params_get() for the process,
+ * params_eval() for an explicit envp array (tests, the info tool).
+ *
+ * MCA-style aliases.  Every PINHEAP_* parameter also answers to
+ * <parameter prefix>memory_pinheap_<suffix in lowercase> (the prefix is the
+ * build's PINHEAP_PARAM_PREFIX, "OMPI_MCA_" by default), e.g.
+ * PINHEAP_LOG_LEVEL and OMPI_MCA_memory_pinheap_log_level.  The PINHEAP_
+ * name wins when both are set (the alias is then ignored, valid or not);
+ * when their values differ -- not the same text and not the same parsed
+ * value -- one warning line names both.  Open MPI's own variables
+ * (leave-pinned, the disable switch) and the fakeroot/sandbox switches keep
+ * their single names.
  *
  * Glossary of values:
  *   tristate  1 / 0 / -1, also true/false and yes/no -> PARAM_TRI_YES / _NO /
@@ -21,6 +32,8 @@
  *   level     fatal / error / warn (also warning) / info / debug, or 0 .. 4
  *             -> PH_LOG_FATAL .. PH_LOG_DEBUG (allocator/internal.h);
  *             absent or unparsable -> PH_LOG_WARN.
+ *   align     a power of two from PARAM_ALIGN_MIN (16) to PARAM_ALIGN_MAX
+ *             (4096), in decimal -> that number; absent or unparsable -> 16.
  * Spellings are case-insensitive and may be surrounded by blanks (space,
  * tab, newline, CR, VT, FF).  An unparsable value gets exactly one warning
  * line on stderr naming the variable, the value and what was expected, and
@@ -56,6 +69,8 @@ typedef enum param_id_e {
   PARAM_LATE_MALLOC,            /* PINHEAP_LATE_MALLOC                bool     */
   PARAM_CODE_PATCH,             /* PINHEAP_CODE_PATCH                 bool     */
   PARAM_LOG_LEVEL,              /* PINHEAP_LOG_LEVEL                  level    */
+  PARAM_EVENTS,                 /* PINHEAP_EVENTS                     bool     */
+  PARAM_MALLOC_ALIGN,           /* PINHEAP_MALLOC_ALIGN               align    */
   PARAM_COUNT
 } param_id_t;
 
@@ -71,13 +86,18 @@ typedef enum param_kind_e {
   PARAM_KIND_RANKS,             /* a whole number, 1 .. PARAM_RANKS_MAX */
   PARAM_KIND_JOB,               /* 1 .. PARAM_JOB_MAX of [A-Za-z0-9._-] */
   PARAM_KIND_MSEC,              /* milliseconds, 1 .. PARAM_MSEC_MAX */
-  PARAM_KIND_LEVEL              /* a log level: fatal|error|warn|info|debug or 0..4 */
+  PARAM_KIND_LEVEL,             /* a log level: fatal|error|warn|info|debug or 0..4 */
+  PARAM_KIND_ALIGN              /* a power of two, PARAM_ALIGN_MIN .. PARAM_ALIGN_MAX */
 } param_kind_t;
 
 #define PARAM_COUNT_MAX 256
 #define PARAM_RANKS_MAX 4096
 #define PARAM_JOB_MAX   64
 #define PARAM_MSEC_MAX  3600000
+/* The default malloc alignment's bounds (PARAM_KIND_ALIGN): 16 is what the
+ * allocators give anyway, 4096 a page. */
+#define PARAM_ALIGN_MIN 16
+#define PARAM_ALIGN_MAX 4096
 /* The shared heap's size bounds (PARAM_KIND_SIZE and PARAM_KIND_MIB). */
 #define PARAM_SHM_SIZE_MIN ((size_t)8 << 20)
 #define PARAM_SHM_SIZE_MAX ((size_t)1 << 40)
@@ -110,6 +130,8 @@ typedef struct param_desc_s {
   param_kind_t kind;
   int          default_value; /* value when not set or invalid */
   const char  *expected;      /* what a valid value looks like (for messages) */
+  const char  *alias;         /* the MCA-style name, e.g.
+                               * "OMPI_MCA_memory_pinheap_log_level"; NULL: none */
 } param_desc_t;
 
 /** Size of the raw-text copy kept per parameter (including the NUL). */
@@ -121,6 +143,9 @@ typedef struct param_value_s {
   int   value;                /* parsed value, or default_value */
   int   is_valid;             /* 1 unless source == PARAM_SOURCE_INVALID */
   int   raw_truncated;        /* raw holds only the first PARAM_RAW_MAX-1 bytes */
+  const char *from;           /* the variable that set it (the descriptor's name or
+                               * alias, static); NULL when not set */
+  int   alias_ignored;        /* the alias was set too, and ignored (the name wins) */
   char  raw[PARAM_RAW_MAX];   /* the variable's text as found ("" if not set) */
 } param_value_t;
 
@@ -153,9 +178,15 @@ const char *param_source_name(param_source_t source);
 
 /** A word for a parsed value of parameter id: "yes"/"no"/"runtime"/
  *  "not found" (tristate), "true"/"false" (bool), "on"/"off"/"auto" (mode),
- *  "set"/"not set" (presence and path), the level's name (level).
- *  Never NULL. */
+ *  "set"/"not set" (presence and path), the level's name (level), the
+ *  number (align: "16" .. "4096").  Never NULL. */
 const char *param_value_name(param_id_t id, int value);
+
+/** 1 when the memory events are on (PINHEAP_EVENTS, from the process's
+ *  table).  When they are off, the first call that finds so writes one
+ *  warning line naming the variable that turned them off and `what` (the
+ *  function refusing); later calls say nothing.  Never allocates. */
+int params_events_on(const char *what);
 
 /* ======================================================================= */
 /*  The shared-memory heap's parameters (allocator/shm.c)                   */

@@ -11,6 +11,16 @@
  * __libc_* functions; the few with no such export are looked up in libc
  * once, lazily.  Main entry point: dispatch_decide(); PINHEAP_NAME(malloc_init)
  * is the plug-in interface's explicit form of the same start.
+ *
+ * The default alignment (PINHEAP_MALLOC_ALIGN, config/params.h).  At 16,
+ * what both allocators give anyway, the tables stay as they are: no cost.
+ * Above it, the decision swaps the table's malloc, calloc, realloc,
+ * reallocarray, memalign, posix_memalign and aligned_alloc for the align_*
+ * functions below, which call the chosen table's memalign (pinheap's, or
+ * glibc's __libc_memalign) with the alignment; realloc keeps it (a resized
+ * block that is not aligned is moved to one that is).  valloc and pvalloc
+ * give pages already.  The prefixed API (pinheap_malloc, ...) is not
+ * concerned: it keeps the allocator's 16.
  */
 #include "dispatch.h"
 
@@ -24,6 +34,7 @@
 
 #include "decision.h"
 #include "front.h"
+#include "params.h"
 #include "pinheap.h"
 
 /* glibc's exported allocator (stable ABI, GLIBC_2.2.5). */
@@ -164,12 +175,15 @@ static const dispatch_table_t dispatch_enabled = {
 /* ======================================================================= */
 
 /* No __libc_ export: resolved on first use, then the table points at
- * glibc's function itself. */
+ * glibc's function itself -- unless the entry is no longer this function
+ * (an align_* wrapper calls it, and stays in the table). */
 #define DIS_LAZY(ret, name, params, args)                                    \
   static ret dis_##name params                                               \
   {                                                                          \
     ret (*f) params = (ret (*) params)libc_lookup(#name);                    \
-    __atomic_store_n(&dispatch_table.fn_##name, f, __ATOMIC_RELEASE);        \
+    ret (*self) params = dis_##name;                                         \
+    __atomic_compare_exchange_n(&dispatch_table.fn_##name, &self, f, 0,      \
+                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);         \
     return f args;                                                           \
   }
 DIS_LAZY(int, posix_memalign, (void **p, size_t a, size_t n), (p, a, n))
@@ -182,7 +196,9 @@ DIS_LAZY(int, malloc_trim, (size_t pad), (pad))
 static void dis_malloc_stats(void)
 {
   void (*f)(void) = (void (*)(void))libc_lookup("malloc_stats");
-  __atomic_store_n(&dispatch_table.fn_malloc_stats, f, __ATOMIC_RELEASE);
+  void (*self)(void) = dis_malloc_stats;
+  __atomic_compare_exchange_n(&dispatch_table.fn_malloc_stats, &self, f, 0, __ATOMIC_RELEASE,
+                              __ATOMIC_RELAXED);
   f();
 }
 
@@ -204,6 +220,118 @@ static const dispatch_table_t dispatch_disabled = {
   .fn_malloc_stats = dis_malloc_stats,
   .fn_malloc_trim = dis_malloc_trim,
 };
+
+/* ======================================================================= */
+/*  the default alignment, above 16                                         */
+/* ======================================================================= */
+
+/* Both written once by the decision, before the table points here:
+ * align_value first, then align_base (release). */
+static size_t align_value;                  /* a power of two, 32 .. 4096 */
+static const dispatch_table_t *align_base;  /* dispatch_enabled or _disabled */
+
+/* The table the aligned entries wrap.  A thread that reached an align_*
+ * function through the table (a relaxed load) without yet seeing the
+ * decision's writes gets them from dispatch_decide(), whose acquire of the
+ * state orders them. */
+static const dispatch_table_t *align_table(void)
+{
+  const dispatch_table_t *b = __atomic_load_n(&align_base, __ATOMIC_ACQUIRE);
+  if (ph_unlikely(b == NULL)) {
+    dispatch_decide();
+    b = __atomic_load_n(&align_base, __ATOMIC_ACQUIRE);
+  }
+  return b;
+}
+
+static int align_is_pow2(size_t a)
+{
+  return a != 0 && (a & (a - 1)) == 0;
+}
+
+static void *align_malloc(size_t n)
+{
+  const dispatch_table_t *b = align_table();
+  return b->fn_memalign(align_value, n);
+}
+
+static void *align_calloc(size_t m, size_t n)
+{
+  const dispatch_table_t *b = align_table();
+  size_t total;
+  if (__builtin_mul_overflow(m, n, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = b->fn_memalign(align_value, total);
+  if (p != NULL)
+    memset(p, 0, total);
+  return p;
+}
+
+/* The chosen allocator's realloc, then, if the block it gives is not
+ * aligned (it moved the block to one its malloc made), a move to an
+ * aligned one.  Should that allocation fail the old block is gone already:
+ * the unaligned one is returned (its contents are right) and the failure
+ * said once. */
+static void *align_realloc(void *p, size_t n)
+{
+  static int said;
+  if (p == NULL)
+    return align_malloc(n);
+  const dispatch_table_t *b = align_table();
+  void *q = b->fn_realloc(p, n);
+  if (q == NULL || ((uintptr_t)q & (align_value - 1)) == 0)
+    return q;
+  int saved = errno;
+  void *r = b->fn_memalign(align_value, n);
+  if (r == NULL) {
+    errno = saved;
+    if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED) == 0)
+      ph_log(PH_LOG_WARN, "realloc: out of memory while moving a resized block to a %zu-byte "
+             "boundary (PINHEAP_MALLOC_ALIGN): a block aligned to less was returned",
+             align_value);
+    return q;
+  }
+  memcpy(r, q, n);
+  b->fn_free(q);
+  errno = saved;
+  return r;
+}
+
+static void *align_reallocarray(void *p, size_t m, size_t n)
+{
+  size_t total;
+  if (__builtin_mul_overflow(m, n, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return align_realloc(p, total);
+}
+
+/* Asked for less than the default: the default.  Invalid alignments go
+ * through unchanged, to be refused as the allocator refuses them. */
+static void *align_memalign(size_t a, size_t n)
+{
+  const dispatch_table_t *b = align_table();
+  return b->fn_memalign(a < align_value ? align_value : a, n);
+}
+
+static int align_posix_memalign(void **pp, size_t a, size_t n)
+{
+  const dispatch_table_t *b = align_table();
+  if (align_is_pow2(a) && a % sizeof(void *) == 0 && a < align_value)
+    a = align_value;
+  return b->fn_posix_memalign(pp, a, n);
+}
+
+static void *align_aligned_alloc(size_t a, size_t n)
+{
+  const dispatch_table_t *b = align_table();
+  if (align_is_pow2(a) && a < align_value)
+    a = align_value;
+  return b->fn_aligned_alloc(a, n);
+}
 
 /* ======================================================================= */
 /*  undecided: the first call decides                                       */
@@ -310,6 +438,21 @@ void dispatch_decide(void)
     int enabled = decision_run(dispatch_preloaded, NULL, install_tool(), &dispatch_decision);
     release_init();
     const dispatch_table_t *t = enabled ? &dispatch_enabled : &dispatch_disabled;
+    dispatch_table_t aligned;
+    int align = params_get()->v[PARAM_MALLOC_ALIGN].value;
+    if (align > PARAM_ALIGN_MIN) {
+      align_value = (size_t)align;
+      __atomic_store_n(&align_base, t, __ATOMIC_RELEASE);
+      aligned = *t;
+      aligned.fn_malloc = align_malloc;
+      aligned.fn_calloc = align_calloc;
+      aligned.fn_realloc = align_realloc;
+      aligned.fn_reallocarray = align_reallocarray;
+      aligned.fn_memalign = align_memalign;
+      aligned.fn_posix_memalign = align_posix_memalign;
+      aligned.fn_aligned_alloc = align_aligned_alloc;
+      t = &aligned;
+    }
     /* Each pointer is replaced on its own; a racing caller sees either the
      * first-call function (which now finds the state decided) or the new
      * target, both correct. */

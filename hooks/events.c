@@ -52,6 +52,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "params.h"
 #include "pinheap.h"
 
 #define EVENTS_MAX_HANDLERS 128
@@ -731,6 +732,8 @@ int PINHEAP_NAME(set_event_handler)(int events, int priority, pinheap_event_cb *
 
   if (events == 0 || (events & ~EVENTS_KNOWN) != 0 || cb == NULL)
     return EINVAL;
+  if (!params_events_on(PINHEAP_PREFIX_STRING "set_event_handler"))
+    return ENOTSUP;                         /* PINHEAP_EVENTS=0 */
   events_init();                            /* connects the OS layer */
   if (atomic_exchange(&atfork_done, 1) == 0)
     pthread_atfork(events_prefork, events_postfork_parent, events_postfork_child);

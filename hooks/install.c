@@ -41,7 +41,9 @@
  * wrong allocator, so that takes PINHEAP_LATE_MALLOC=1.  Nothing at all is
  * patched with PINHEAP_PATCH=0 or under a memory checker (valgrind, a
  * sanitizer), whose own malloc must stay in charge.  PINHEAP_CODE_PATCH=0
- * leaves libc's code alone (step b') and keeps the rest.
+ * leaves libc's code alone (step b') and keeps the rest.  PINHEAP_EVENTS=0
+ * leaves the memory calls alone (no patching of them, steps b and b', and
+ * no probe, step c); the malloc family is installed as usual.
  */
 #include "dispatch.h"
 #include "events.h"
@@ -327,6 +329,7 @@ void install_run(void)
   int at_start = reloc_loaded_at_startup((void *)&install_run);
   install_is_late = at_start == 0;
   int want_malloc = enabled && (!install_is_late || params->v[PARAM_LATE_MALLOC].value != 0);
+  int events = params->v[PARAM_EVENTS].value != 0;   /* 0: the memory calls are left alone */
 
   /* (a) interposition */
   int interposed = 0;
@@ -341,7 +344,7 @@ void install_run(void)
   }
 
   /* libc's definitions, looked up before (b) rewrites libc's symbol table */
-  int code = patch && params->v[PARAM_CODE_PATCH].value != 0;
+  int code = events && patch && params->v[PARAM_CODE_PATCH].value != 0;
   for (unsigned i = 0; i < n; i++) {
     install_syms[i].code = PINHEAP_CODE_NONE;
     install_code[i].text[0] = '\0';
@@ -361,6 +364,8 @@ void install_run(void)
       if (install_syms[i].method != PINHEAP_INSTALL_NONE)
         continue;
       if (replace_symbols[i].event == 0 && !want_malloc)
+        continue;
+      if (replace_symbols[i].event != 0 && !events)
         continue;
       install_table[k].name = replace_symbols[i].name;
       install_table[k].replacement = replace_symbols[i].entry;
@@ -429,12 +434,12 @@ void install_run(void)
 
   /* (c) verification by calls */
   int missed = 0, uncalled = 0;
-  int probing = PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_CALLS, INT_MIN,
-                                                 install_probe_handler, NULL) == 0;
+  int probing = events && PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_CALLS, INT_MIN,
+                                                           install_probe_handler, NULL) == 0;
   for (unsigned i = 0; i < n; i++) {
     const replace_symbol_t *s = &replace_symbols[i];
     install_sym_t *st = &install_syms[i];
-    if (s->event == 0 || st->method == PINHEAP_INSTALL_NONE)
+    if (s->event == 0 || st->method == PINHEAP_INSTALL_NONE || !events)
       continue;
     /* code patched: glibc's own function must fire the event */
     int code_ok = st->code != PINHEAP_CODE_PATCHED ||
@@ -543,7 +548,14 @@ void install_run(void)
     text_add(first != NULL ? first : "");
     text_add("). ");
   }
-  if (!code && patch && params->v[PARAM_CODE_PATCH].value == 0)
+  if (!events) {
+    snprintf(buf, sizeof(buf), "%s=0: the memory calls (mmap, munmap, ...) are not patched and "
+             "fire no event; only the malloc family is installed. ",
+             params->v[PARAM_EVENTS].from != NULL ? params->v[PARAM_EVENTS].from
+                                                  : "PINHEAP_EVENTS");
+    text_add(buf);
+  }
+  if (!code && patch && events && params->v[PARAM_CODE_PATCH].value == 0)
     text_add("PINHEAP_CODE_PATCH=0: libc's code is left alone, so glibc's internal calls are "
              "not seen. ");
   if (enabled && !want_malloc && install_is_late)

@@ -20,6 +20,7 @@
 
 #include "chunk.h"     /* ph_lock */
 #include "events.h"
+#include "params.h"
 #include "pinheap.h"
 
 #define RELEASE_MAX_LISTENERS 64
@@ -77,6 +78,8 @@ int PINHEAP_NAME(register_release)(pinheap_release_fn *fn, void *ctx)
 
   if (fn == NULL)
     return EINVAL;
+  if (!params_events_on(PINHEAP_PREFIX_STRING "register_release"))
+    return ENOTSUP;                         /* PINHEAP_EVENTS=0 */
   dispatch_decide();
   if (atomic_exchange(&atfork_done, 1) == 0)  /* here, not in the first malloc */
     pthread_atfork(release_prefork, release_postfork, release_postfork);

@@ -11,6 +11,8 @@
  * allocator and fire the listener, MUNMAP when munmap of a fresh page does.
  * When one does not, the text says why, from what installation found
  * (install_text()): loaded late, patching switched off, a memory checker.
+ * With the memory events off (PINHEAP_EVENTS=0) nothing is tested: the
+ * level is 0 and the text names the variable.
  */
 #include "dispatch.h"
 
@@ -220,6 +222,16 @@ int PINHEAP_NAME(open)(void)
   ph_lock(&selftest_lock);
   selftest_text = selftest_texts[!__atomic_load_n(&selftest_shown, __ATOMIC_RELAXED)];
   selftest_text[0] = '\0';
+  const param_value_t *events = &params_get()->v[PARAM_EVENTS];
+  if (events->value == 0) {
+    /* nothing to measure, and no fallback: pinheap was told to stay out of
+     * the memory calls (a registration cache must rely on other hooks) */
+    snprintf(why, sizeof(why), "%s=0: the memory events are off, so pinheap intercepts no memory "
+             "call and reports no release: no support (FREE, CHUNK and MUNMAP missing). ",
+             events->from);
+    text_add(why);
+    goto publish;
+  }
   PINHEAP_NAME(register_release)(selftest_listener, &w);
 
   /* MUNMAP: the process's munmap must reach pinheap and report. */
@@ -296,6 +308,7 @@ int PINHEAP_NAME(open)(void)
     text_add(why);
     text_add(" ");
   }
+publish:
   __atomic_store_n(&selftest_level, level, __ATOMIC_RELAXED);
   __atomic_store_n(&selftest_shown, (int)(selftest_text - selftest_texts[0]) / (int)sizeof(selftest_texts[0]),
                    __ATOMIC_RELEASE);
@@ -336,6 +349,13 @@ int PINHEAP_NAME(check_leave_pinned)(void)
   level = PINHEAP_NAME(support_level)();
   if ((level & PINHEAP_SUPPORT_FREE) && (level & PINHEAP_SUPPORT_MUNMAP))
     return 0;
+  const param_value_t *events = &params_get()->v[PARAM_EVENTS];
+  if (events->value == 0) {
+    ph_warn("mpi_leave_pinned is 1 but the memory events are off (", events->from,
+            "=0): pinheap sees no release of registered memory, so a registration cache "
+            "relying on it will go stale; unset it or rely on other hooks", NULL);
+    return 1;
+  }
   ph_warn("mpi_leave_pinned is 1 but pinheap cannot see every release of registered memory "
           "(support level:", (level & PINHEAP_SUPPORT_FREE) ? " FREE" : "",
           (level & PINHEAP_SUPPORT_CHUNK) ? " CHUNK" : "",

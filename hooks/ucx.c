@@ -45,6 +45,7 @@
 
 #include "chunk.h"     /* ph_lock */
 #include "events.h"
+#include "params.h"
 #include "patch.h"
 #include "pinheap.h"
 
@@ -204,6 +205,8 @@ static void ucx_check_taken(void)
 
 void ucx_feed_attach(void)
 {
+  if (params_get()->v[PARAM_EVENTS].value == 0)
+    return;                    /* PINHEAP_EVENTS=0: no events to feed, none taken */
   int mode = __atomic_load_n(&ucx_mode, __ATOMIC_ACQUIRE);
   if (mode == UCX_FED_EXTERNAL) {
     ucx_check_taken();

@@ -3,8 +3,10 @@
  *
  * Every accepted spelling of every kind, unparsable values (one warning line
  * captured from fd 2, counted as not set), each variable independently,
- * explicit envp arrays, the parse-once process table (also under threads and
- * with environ == NULL).  Main entry: the Criterion tests below.
+ * the MCA-style aliases and their precedence, explicit envp arrays, the
+ * parse-once process table (also under threads and with environ == NULL),
+ * the events switch and the alignment.  Main entry: the Criterion tests
+ * below.
  */
 #include <criterion/criterion.h>
 
@@ -80,21 +82,28 @@ static const struct {
   param_id_t id;
   const char *name;
   const char *short_name;
-  const char *yes;          /* a value that parses to 1 */
+  const char *alias;        /* the MCA-style alias, NULL: none */
+  const char *yes;          /* a value that parses to yes_value */
+  int yes_value;
 } want_names[] = {
-  { PARAM_LEAVE_PINNED, TEST_WANT_PREFIX TEST_WANT_LP, TEST_WANT_LP, "1" },
-  { PARAM_LEAVE_PINNED_PIPELINE, TEST_WANT_PREFIX TEST_WANT_LPP, TEST_WANT_LPP, "1" },
-  { PARAM_DISABLE, TEST_WANT_PREFIX TEST_WANT_DISABLE, TEST_WANT_DISABLE, "1" },
-  { PARAM_MODE, TEST_WANT_MODE, TEST_WANT_MODE, "on" },
-  { PARAM_FAKEROOTKEY, "FAKEROOTKEY", "FAKEROOTKEY", "x" },
-  { PARAM_FAKED_MODE, "FAKED_MODE", "FAKED_MODE", "x" },
-  { PARAM_SANDBOX_ON, "SANDBOX_ON", "SANDBOX_ON", "x" },
-  { PARAM_PROBE_ROOT, TEST_WANT_PROBE_ROOT, TEST_WANT_PROBE_ROOT, "/x" },
-  { PARAM_ARENA_MAX, "PINHEAP_ARENA_MAX", "PINHEAP_ARENA_MAX", "1" },
-  { PARAM_PATCH, "PINHEAP_PATCH", "PINHEAP_PATCH", "1" },
-  { PARAM_LATE_MALLOC, "PINHEAP_LATE_MALLOC", "PINHEAP_LATE_MALLOC", "1" },
-  { PARAM_CODE_PATCH, "PINHEAP_CODE_PATCH", "PINHEAP_CODE_PATCH", "1" },
-  { PARAM_LOG_LEVEL, "PINHEAP_LOG_LEVEL", "PINHEAP_LOG_LEVEL", "1" },
+#define MCA(suffix) TEST_WANT_PREFIX "memory_pinheap_" suffix
+  { PARAM_LEAVE_PINNED, TEST_WANT_PREFIX TEST_WANT_LP, TEST_WANT_LP, NULL, "1", 1 },
+  { PARAM_LEAVE_PINNED_PIPELINE, TEST_WANT_PREFIX TEST_WANT_LPP, TEST_WANT_LPP, NULL, "1", 1 },
+  { PARAM_DISABLE, TEST_WANT_PREFIX TEST_WANT_DISABLE, TEST_WANT_DISABLE, NULL, "1", 1 },
+  { PARAM_MODE, TEST_WANT_MODE, TEST_WANT_MODE, MCA("mode"), "on", 1 },
+  { PARAM_FAKEROOTKEY, "FAKEROOTKEY", "FAKEROOTKEY", NULL, "x", 1 },
+  { PARAM_FAKED_MODE, "FAKED_MODE", "FAKED_MODE", NULL, "x", 1 },
+  { PARAM_SANDBOX_ON, "SANDBOX_ON", "SANDBOX_ON", NULL, "x", 1 },
+  { PARAM_PROBE_ROOT, TEST_WANT_PROBE_ROOT, TEST_WANT_PROBE_ROOT, MCA("probe_root"), "/x", 1 },
+  { PARAM_ARENA_MAX, "PINHEAP_ARENA_MAX", "PINHEAP_ARENA_MAX", MCA("arena_max"), "1", 1 },
+  { PARAM_PATCH, "PINHEAP_PATCH", "PINHEAP_PATCH", MCA("patch"), "0", 0 },
+  { PARAM_LATE_MALLOC, "PINHEAP_LATE_MALLOC", "PINHEAP_LATE_MALLOC", MCA("late_malloc"), "1", 1 },
+  { PARAM_CODE_PATCH, "PINHEAP_CODE_PATCH", "PINHEAP_CODE_PATCH", MCA("code_patch"), "0", 0 },
+  { PARAM_LOG_LEVEL, "PINHEAP_LOG_LEVEL", "PINHEAP_LOG_LEVEL", MCA("log_level"), "1", 1 },
+  { PARAM_EVENTS, "PINHEAP_EVENTS", "PINHEAP_EVENTS", MCA("events"), "0", 0 },
+  { PARAM_MALLOC_ALIGN, "PINHEAP_MALLOC_ALIGN", "PINHEAP_MALLOC_ALIGN", MCA("malloc_align"),
+    "64", 64 },
+#undef MCA
 };
 
 Test(params, descriptor_names_follow_the_build_settings)
@@ -106,31 +115,149 @@ Test(params, descriptor_names_follow_the_build_settings)
     cr_assert_not_null(d);
     cr_assert_str_eq(d->name, want_names[k].name);
     cr_assert_str_eq(d->short_name, want_names[k].short_name);
+    if (want_names[k].alias == NULL)
+      cr_assert_null(d->alias, "%s has an alias (%s)", d->name, d->alias);
+    else
+      cr_assert(d->alias != NULL && strcmp(d->alias, want_names[k].alias) == 0,
+                "%s: alias %s, expected %s", d->name, d->alias ? d->alias : "(none)",
+                want_names[k].alias);
   }
   cr_assert_null(param_desc_get(PARAM_COUNT));
   cr_assert_null(param_desc_get((param_id_t)-1));
 }
 
-/* Behaviour: setting exactly that variable sets exactly that parameter. */
+/* Behaviour: setting exactly that variable -- its name, or its alias --
+ * sets exactly that parameter, and `from` names the variable. */
 Test(params, each_variable_reaches_its_parameter)
 {
   for (size_t k = 0; k < PARAM_COUNT; k++) {
-    char entry[128];
-    char *envp[] = { entry, NULL };
-    params_t t;
+    for (int by_alias = 0; by_alias < 2; by_alias++) {
+      const char *var = by_alias ? want_names[k].alias : want_names[k].name;
+      char entry[128];
+      char *envp[] = { entry, NULL };
+      params_t t;
 
-    snprintf(entry, sizeof(entry), "%s=%s", want_names[k].name, want_names[k].yes);
-    params_eval(envp, &t);
-    for (int id = 0; id < PARAM_COUNT; id++) {
-      if (id == (int)want_names[k].id) {
-        cr_assert_eq(t.v[id].source, PARAM_SOURCE_ENV, "%s did not set its parameter", entry);
-        cr_assert_eq(t.v[id].value, 1, "%s parsed to %d", entry, t.v[id].value);
-        cr_assert_str_eq(t.v[id].raw, want_names[k].yes);
-      } else {
-        cr_assert_eq(t.v[id].source, PARAM_SOURCE_DEFAULT, "%s also set parameter %d", entry, id);
+      if (var == NULL)
+        continue;
+      snprintf(entry, sizeof(entry), "%s=%s", var, want_names[k].yes);
+      params_eval(envp, &t);
+      for (int id = 0; id < PARAM_COUNT; id++) {
+        if (id == (int)want_names[k].id) {
+          cr_assert_eq(t.v[id].source, PARAM_SOURCE_ENV, "%s did not set its parameter", entry);
+          cr_assert_eq(t.v[id].value, want_names[k].yes_value, "%s parsed to %d", entry,
+                       t.v[id].value);
+          cr_assert_str_eq(t.v[id].raw, want_names[k].yes);
+          cr_assert(t.v[id].from != NULL && strcmp(t.v[id].from, var) == 0,
+                    "%s: from is %s", entry, t.v[id].from ? t.v[id].from : "NULL");
+          cr_assert_eq(t.v[id].alias_ignored, 0);
+        } else {
+          cr_assert_eq(t.v[id].source, PARAM_SOURCE_DEFAULT, "%s also set parameter %d", entry,
+                       id);
+          cr_assert_null(t.v[id].from);
+        }
       }
     }
   }
+}
+
+/* ---- MCA-style aliases: precedence and the conflict warning ------------- */
+
+#define ALIAS_LOG TEST_WANT_PREFIX "memory_pinheap_log_level"
+
+Test(params, alias_alone_sets_the_parameter_and_is_named)
+{
+  char *envp[] = { ALIAS_LOG "=debug", TEST_WANT_PREFIX "memory_pinheap_events=no", NULL };
+  params_t p;
+  capture_t c;
+
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].value, PH_LOG_DEBUG);
+  cr_assert_str_eq(p.v[PARAM_LOG_LEVEL].from, ALIAS_LOG);
+  cr_assert_eq(p.v[PARAM_EVENTS].value, 0);
+  cr_assert_str_eq(p.v[PARAM_EVENTS].from, TEST_WANT_PREFIX "memory_pinheap_events");
+}
+
+Test(params, name_wins_over_alias_and_a_conflict_is_one_warning_naming_both)
+{
+  char *envp[] = { ALIAS_LOG "=debug", "PINHEAP_LOG_LEVEL=info", NULL };
+  params_t p;
+  capture_t c;
+
+  cr_assert_str_eq(eval_captured(envp, &p, &c),
+                   "pinheap: warning: PINHEAP_LOG_LEVEL=\"info\" and " ALIAS_LOG "=\"debug\" "
+                   "are both set and differ: PINHEAP_LOG_LEVEL wins, " ALIAS_LOG " is ignored\n");
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].value, PH_LOG_INFO);
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].source, PARAM_SOURCE_ENV);
+  cr_assert_str_eq(p.v[PARAM_LOG_LEVEL].from, "PINHEAP_LOG_LEVEL");
+  cr_assert_str_eq(p.v[PARAM_LOG_LEVEL].raw, "info");
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].alias_ignored, 1);
+}
+
+Test(params, same_value_under_both_names_is_no_conflict)
+{
+  /* the same text, and different spellings of the same value */
+  char *same_text[] = { "PINHEAP_LOG_LEVEL=info", ALIAS_LOG "=info", NULL };
+  char *same_value[] = { "PINHEAP_EVENTS= yes", TEST_WANT_PREFIX "memory_pinheap_events=1",
+                         "PINHEAP_MALLOC_ALIGN=64", TEST_WANT_PREFIX "memory_pinheap_malloc_align="
+                         " 0064 ", NULL };
+  params_t p;
+  capture_t c;
+
+  cr_assert_str_eq(eval_captured(same_text, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].alias_ignored, 1);
+  cr_assert_str_eq(eval_captured(same_value, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_EVENTS].value, 1);
+  cr_assert_str_eq(p.v[PARAM_EVENTS].from, "PINHEAP_EVENTS");
+  cr_assert_eq(p.v[PARAM_MALLOC_ALIGN].value, 64);
+}
+
+Test(params, invalid_name_is_not_replaced_by_a_valid_alias)
+{
+  /* the PINHEAP_ name wins even when its value is bad: one warning for the
+   * bad value, one for the two names that differ; the default applies */
+  char *envp[] = { "PINHEAP_MALLOC_ALIGN=48", TEST_WANT_PREFIX "memory_pinheap_malloc_align=64",
+                   NULL };
+  params_t p;
+  capture_t c;
+  const char *err = eval_captured(envp, &p, &c);
+
+  cr_assert_eq(lines_count(err), 2, "'%s'", err);
+  cr_assert(strstr(err, "pinheap: warning: PINHEAP_MALLOC_ALIGN=\"48\" is not a valid value "
+                        "(expected a power of two from 16 to 4096); ignored, treated as not "
+                        "set\n") == err, "'%s'", err);
+  cr_assert(strstr(err, "are both set and differ: PINHEAP_MALLOC_ALIGN wins") != NULL, "'%s'",
+            err);
+  cr_assert_eq(p.v[PARAM_MALLOC_ALIGN].source, PARAM_SOURCE_INVALID);
+  cr_assert_eq(p.v[PARAM_MALLOC_ALIGN].value, 16);
+  cr_assert_str_eq(p.v[PARAM_MALLOC_ALIGN].from, "PINHEAP_MALLOC_ALIGN");
+}
+
+Test(params, invalid_alias_alone_is_warned_under_its_own_name)
+{
+  char *envp[] = { TEST_WANT_PREFIX "memory_pinheap_code_patch=sometimes", NULL };
+  params_t p;
+  capture_t c;
+
+  cr_assert_str_eq(eval_captured(envp, &p, &c),
+                   "pinheap: warning: " TEST_WANT_PREFIX "memory_pinheap_code_patch="
+                   "\"sometimes\" is not a valid value (expected 1, 0, true, false, yes or no); "
+                   "ignored, treated as not set\n");
+  cr_assert_eq(p.v[PARAM_CODE_PATCH].source, PARAM_SOURCE_INVALID);
+  cr_assert_eq(p.v[PARAM_CODE_PATCH].value, 1);
+}
+
+Test(params, variables_without_alias_do_not_answer_to_one)
+{
+  char *envp[] = { TEST_WANT_PREFIX "memory_pinheap_mpi_leave_pinned=1",
+                   TEST_WANT_PREFIX "memory_pinheap_fakerootkey=1",
+                   TEST_WANT_PREFIX "memory_pinheap_log_leve=debug",
+                   TEST_WANT_PREFIX "memory_pinheap_LOG_LEVEL=debug", NULL };
+  params_t p;
+  capture_t c;
+
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  for (int id = 0; id < PARAM_COUNT; id++)
+    cr_assert_eq(p.v[id].source, PARAM_SOURCE_DEFAULT, "param %d", id);
 }
 
 #ifdef PINHEAP_TEST_DEFAULT_NAMES
@@ -602,4 +729,89 @@ Test(params, log_level_reaches_the_logger_from_the_process_table_only)
   setenv("PINHEAP_LOG_LEVEL", "info", 1);
   params_get();
   cr_assert_eq(ph_log_level(), PH_LOG_INFO);
+}
+
+/* ---- the events switch ---------------------------------------------------- */
+
+Test(params, events_is_a_boolean_on_by_default)
+{
+  cr_assert_eq(param_desc_get(PARAM_EVENTS)->default_value, 1);
+  cr_assert_eq(param_desc_get(PARAM_EVENTS)->kind, PARAM_KIND_BOOL);
+  check_alone_ok(PARAM_EVENTS, "0", 0);
+  check_alone_ok(PARAM_EVENTS, " No ", 0);
+  check_alone_ok(PARAM_EVENTS, "true", 1);
+  check_alone_bad(PARAM_EVENTS, "off", "off");
+  check_alone_bad(PARAM_EVENTS, "", "");
+  cr_assert_str_eq(param_value_name(PARAM_EVENTS, 0), "false");
+}
+
+/* Off: params_events_on says 0, and one line, once, naming the variable
+ * that turned the events off and the refusing function. */
+Test(params, events_off_is_said_once_naming_the_variable)
+{
+  capture_t c;
+
+  setenv(TEST_WANT_PREFIX "memory_pinheap_events", "no", 1);
+  capture_begin(&c);
+  int first = params_events_on("set_event_handler");
+  int second = params_events_on("register_release");
+  const char *err = capture_end(&c);
+  cr_assert_eq(first, 0);
+  cr_assert_eq(second, 0);
+  cr_assert_str_eq(err, "pinheap: warning: set_event_handler refused: the memory events are off ("
+                        TEST_WANT_PREFIX "memory_pinheap_events=\"no\"), so pinheap intercepts "
+                        "no memory call and reports no release\n");
+}
+
+Test(params, events_on_says_nothing)
+{
+  capture_t c;
+
+  unsetenv("PINHEAP_EVENTS");
+  unsetenv(TEST_WANT_PREFIX "memory_pinheap_events");
+  capture_begin(&c);
+  int on = params_events_on("set_event_handler");
+  cr_assert_str_eq(capture_end(&c), "");
+  cr_assert_eq(on, 1);
+}
+
+/* ---- the default malloc alignment ----------------------------------------- */
+
+Test(params, malloc_align_accepts_powers_of_two_from_16_to_4096)
+{
+  static const spelling_t ok[] = {
+    { "16", 16 }, { "32", 32 }, { "64", 64 }, { " 64 ", 64 }, { "\t128\n", 128 },
+    { "256", 256 }, { "512", 512 }, { "1024", 1024 }, { "2048", 2048 }, { "4096", 4096 },
+    { "0064", 64 }, { "0000000000000004096", 4096 },
+  };
+  static const char *const bad[] = {
+    "", " ", "0", "8", "1", "2", "15", "17", "48", "96", "100", "8192", "65536", "-64", "+64",
+    "0x40", "64k", "6 4", "abc", "sixty-four", "4096.0",
+    "18446744073709551680",            /* 2^64 + 64: 20 digits, not read as 64 */
+    "99999999999999999999999999",      /* longer than any number */
+    "00000000000000000064",            /* 20 digits */
+  };
+
+  cr_assert_eq(param_desc_get(PARAM_MALLOC_ALIGN)->default_value, 16);
+  cr_assert_str_eq(param_desc_get(PARAM_MALLOC_ALIGN)->expected, "a power of two from 16 to 4096");
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+    check_alone_ok(PARAM_MALLOC_ALIGN, ok[i].text, ok[i].value);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    check_alone_bad(PARAM_MALLOC_ALIGN, bad[i], bad[i]);
+  cr_assert_str_eq(param_value_name(PARAM_MALLOC_ALIGN, 16), "16");
+  cr_assert_str_eq(param_value_name(PARAM_MALLOC_ALIGN, 4096), "4096");
+  cr_assert_str_eq(param_value_name(PARAM_MALLOC_ALIGN, 48), "unknown");
+}
+
+Test(params, malloc_align_bad_value_warning_is_exact)
+{
+  char *envp[] = { "PINHEAP_MALLOC_ALIGN=8", NULL };
+  params_t p;
+  capture_t c;
+
+  cr_assert_str_eq(eval_captured(envp, &p, &c),
+                   "pinheap: warning: PINHEAP_MALLOC_ALIGN=\"8\" is not a valid value "
+                   "(expected a power of two from 16 to 4096); ignored, treated as not set\n");
+  cr_assert_eq(p.v[PARAM_MALLOC_ALIGN].value, 16);
+  cr_assert_eq(p.v[PARAM_MALLOC_ALIGN].source, PARAM_SOURCE_INVALID);
 }

@@ -1,9 +1,11 @@
 /*
  * pinheap_info.c -- pinheap-info: explains what pinheap would do here.
  *
- * Prints the build settings (prefixes, version, parameter names), every
- * input of the leave-pinned decision with its value and source, the driver
- * probe (every path checked), the decision and why, the support level, the
+ * Prints the build settings (prefixes, version, parameter names), the
+ * configuration (every parameter of config/params.c's table: name, MCA
+ * alias, value, source, default, accepted values), every input of the
+ * leave-pinned decision with its value and source, the driver probe (every
+ * path checked), the decision and why, the support level, the
  * shared-memory heap (its parameters, where each setting came from, and
  * this process's place in it) and mallinfo2 -- as text, or as JSON with
  * --json.  Main entry point: main().
@@ -224,15 +226,52 @@ static void text_param_print(const params_t *params, param_id_t id)
     printf("(not set: %s)\n", desc->name);
     break;
   case PARAM_SOURCE_ENV:
-    printf("(from %s=\"", desc->name);
+    printf("(from %s=\"", pv->from);
     text_raw_print(pv);
     printf("\")\n");
     break;
   case PARAM_SOURCE_INVALID:
-    printf("(%s=\"", desc->name);
+    printf("(%s=\"", pv->from);
     text_raw_print(pv);
     printf("\" is invalid, expected %s; ignored)\n", desc->expected);
     break;
+  }
+}
+
+/* A parsed value in words; a count as its number (the word is "set"). */
+static const char *config_value_text(param_id_t id, int value, char *buf, size_t len)
+{
+  if (param_desc_get(id)->kind == PARAM_KIND_COUNT && value != 0) {
+    snprintf(buf, len, "%d", value);
+    return buf;
+  }
+  return param_value_name(id, value);
+}
+
+/* The configuration: each parameter on two lines, its name, value,
+ * default and source, then its MCA alias and what it accepts. */
+static void text_config_print(const params_t *params)
+{
+  printf("\nconfiguration (a PINHEAP_ name wins over its MCA alias when both are set):\n");
+  printf("  %-36s %-10s %-10s %s\n", "parameter", "value", "default", "source");
+  for (int id = 0; id < PARAM_COUNT; id++) {
+    const param_desc_t *desc = param_desc_get((param_id_t)id);
+    const param_value_t *pv = &params->v[id];
+
+    char num[16];
+    printf("  %-36s %-10s %-10s ", desc->name,
+           config_value_text((param_id_t)id, pv->value, num, sizeof(num)),
+           param_value_name((param_id_t)id, desc->default_value));
+    if (pv->source == PARAM_SOURCE_DEFAULT) {
+      printf("default\n");
+    } else {
+      printf("%s%s=\"", pv->source == PARAM_SOURCE_INVALID ? "invalid: " : "", pv->from);
+      text_raw_print(pv);
+      printf("\"%s%s\n", pv->source == PARAM_SOURCE_INVALID ? " (ignored)" : "",
+             pv->alias_ignored ? " (its alias is set too: ignored)" : "");
+    }
+    printf("    alias %s; accepts %s\n", desc->alias != NULL ? desc->alias : "none",
+           desc->expected);
   }
 }
 
@@ -249,6 +288,8 @@ static void text_print(const info_opts_t *opts, const info_t *info)
   printf("  disable variable             %s\n", PINHEAP_ENV_DISABLE);
   printf("  override variable            %s (on | off | auto)\n", PINHEAP_ENV_MODE);
   printf("  probe root variable          %s\n", PINHEAP_ENV_PROBE_ROOT);
+
+  text_config_print(info->params);
 
   printf("\ndecision inputs:\n");
   for (int id = 0; id < PARAM_COUNT; id++)
@@ -370,7 +411,7 @@ static void json_param_print(const params_t *params, param_id_t id, int is_last)
   json_field("      ", "variable", desc->name, 0);
   json_field("      ", "value", param_value_name(id, pv->value), 0);
   json_field("      ", "default", param_value_name(id, desc->default_value), 0);
-  json_field("      ", "source", pv->source == PARAM_SOURCE_DEFAULT ? "not set" : desc->name, 0);
+  json_field("      ", "source", pv->source == PARAM_SOURCE_DEFAULT ? "not set" : pv->from, 0);
   printf("      \"valid\": %s,\n", pv->is_valid ? "true" : "false");
   printf("      \"raw\": ");
   if (pv->source == PARAM_SOURCE_DEFAULT)
@@ -379,6 +420,48 @@ static void json_param_print(const params_t *params, param_id_t id, int is_last)
     json_string(pv->raw);
   printf(",\n      \"raw_truncated\": %s\n", pv->raw_truncated ? "true" : "false");
   printf("    }%s\n", is_last ? "" : ",");
+}
+
+/* A string, or null. */
+static void json_string_or_null(const char *s)
+{
+  if (s == NULL)
+    fputs("null", stdout);
+  else
+    json_string(s);
+}
+
+/* "configuration": every parameter by name: alias, value, default, source
+ * ("default", the variable that set it, or "invalid"), the variable whose
+ * text was read, raw, accepted values. */
+static void json_config_print(const params_t *params)
+{
+  puts("  \"configuration\": {");
+  for (int id = 0; id < PARAM_COUNT; id++) {
+    const param_desc_t *desc = param_desc_get((param_id_t)id);
+    const param_value_t *pv = &params->v[id];
+
+    printf("    ");
+    json_string(desc->name);
+    printf(": {\"alias\": ");
+    json_string_or_null(desc->alias);
+    char num[16];
+    printf(", \"value\": ");
+    json_string(config_value_text((param_id_t)id, pv->value, num, sizeof(num)));
+    printf(", \"default\": ");
+    json_string(param_value_name((param_id_t)id, desc->default_value));
+    printf(", \"source\": ");
+    json_string(pv->source == PARAM_SOURCE_DEFAULT ? "default"
+                : pv->source == PARAM_SOURCE_INVALID ? "invalid" : pv->from);
+    printf(", \"variable\": ");
+    json_string_or_null(pv->from);
+    printf(", \"raw\": ");
+    json_string_or_null(pv->source == PARAM_SOURCE_DEFAULT ? NULL : pv->raw);
+    printf(", \"alias_ignored\": %s, \"accepted\": ", pv->alias_ignored ? "true" : "false");
+    json_string(desc->expected);
+    printf("}%s\n", id + 1 < PARAM_COUNT ? "," : "");
+  }
+  puts("  },");
 }
 
 static void json_print(const info_opts_t *opts, const info_t *info)
@@ -396,6 +479,7 @@ static void json_print(const info_opts_t *opts, const info_t *info)
   json_field("    ", "mode_var", PINHEAP_ENV_MODE, 0);
   json_field("    ", "probe_root_var", PINHEAP_ENV_PROBE_ROOT, 1);
   puts("  },");
+  json_config_print(info->params);
 
   puts("  \"inputs\": {");
   for (int id = 0; id < PARAM_COUNT; id++)

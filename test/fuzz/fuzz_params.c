@@ -9,12 +9,16 @@
  * entry is taken as raw "NAME=value" text.  A last entry after a 0x00 byte
  * is a probe root.  Each input then checks:
  *   params_eval()   against an independent reading of params.h's rules:
- *                   the first entry of a name wins, raw is the value cut to
- *                   255 bytes, truncation is flagged, the value is exactly
- *                   what the glossary says for that spelling and anything
- *                   else is INVALID with the default value (never garbage
- *                   accepted), and exactly one warning line on stderr per
- *                   invalid value, naming the variable, printable, one line;
+ *                   the first entry of a name wins, the PINHEAP_ name wins
+ *                   over its MCA-style alias (which counts only when the
+ *                   name is absent), `from` names the variable taken, raw
+ *                   is its value cut to 255 bytes, truncation is flagged,
+ *                   the value is exactly what the glossary says for that
+ *                   spelling and anything else is INVALID with the default
+ *                   value (never garbage accepted); exactly one warning
+ *                   line on stderr per invalid value, naming the variable,
+ *                   and one per parameter set under both names to
+ *                   different values, naming both; printable, one line;
  *   decision_make() against the precedence of decision.h, on the inputs
  *                   built from those parameters and on raw fuzzed inputs:
  *                   enabled is 0 or 1, the reason is a known code whose name
@@ -43,12 +47,20 @@
 #define MAX_ENTRIES 32
 #define MAX_TEXT    1024
 
-/* Names the mutator reaches by index, then near misses of them. */
+/* Names the mutator reaches by index (the first ten keep their indexes:
+ * the seeds name them so), the MCA-style aliases, then near misses. */
+#define ALIAS(suffix) PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_" suffix
 static const char *const known_names[] = {
   PINHEAP_ENV_LEAVE_PINNED, PINHEAP_ENV_LEAVE_PINNED_PIPELINE, PINHEAP_ENV_DISABLE,
   PINHEAP_ENV_MODE, "FAKEROOTKEY", "FAKED_MODE", "SANDBOX_ON", PINHEAP_ENV_PROBE_ROOT,
   "PINHEAP_ARENA_MAX", "PINHEAP_LOG_LEVEL",
-  PINHEAP_ENV_LEAVE_PINNED "_", "PINHEAP_MOD", "pinheap_mode", "FAKEROOTKEY2", "",
+  /* 10 */ "PINHEAP_EVENTS", "PINHEAP_MALLOC_ALIGN", "PINHEAP_PATCH", "PINHEAP_CODE_PATCH",
+  "PINHEAP_LATE_MALLOC",
+  /* 15 */ ALIAS("mode"), ALIAS("probe_root"), ALIAS("arena_max"), ALIAS("patch"),
+  ALIAS("late_malloc"), ALIAS("code_patch"), ALIAS("log_level"), ALIAS("events"),
+  ALIAS("malloc_align"),
+  /* 24 */ PINHEAP_ENV_LEAVE_PINNED "_", "PINHEAP_MOD", "pinheap_mode", "FAKEROOTKEY2", "",
+  ALIAS("log_leve"), "memory_pinheap_events", ALIAS("EVENTS"),
 };
 #define KNOWN_COUNT (sizeof(known_names) / sizeof(known_names[0]))
 
@@ -101,7 +113,7 @@ static bool oracle_parse(param_kind_t kind, const char *text, int *value_p)
 {
   static const char *const yes[] = { "1", "true", "yes", NULL };
   static const char *const no[] = { "0", "false", "no", NULL };
-  char w[16];
+  char w[32];
 
   switch (kind) {
   case PARAM_KIND_PRESENCE:
@@ -163,6 +175,23 @@ static bool oracle_parse(param_kind_t kind, const char *text, int *value_p)
     *value_p = (int)v;
     return true;
   }
+  case PARAM_KIND_ALIGN: {
+    /* decimal, at most 19 digits (leading zeros too), a power of two
+     * from 16 to 4096 */
+    unsigned long long v = 0;
+    size_t n = strlen(w);
+    if (n == 0 || n > 19)
+      return false;
+    for (size_t i = 0; i < n; i++) {
+      if (w[i] < '0' || w[i] > '9')
+        return false;
+      v = v * 10 + (unsigned long long)(w[i] - '0');
+    }
+    if (v < 16 || v > 4096 || (v & (v - 1)) != 0)
+      return false;
+    *value_p = (int)v;
+    return true;
+  }
   default:
     return false;
   }
@@ -214,19 +243,30 @@ static void check_params(char *const *envp, const params_t *p, const char *warni
   for (int id = 0; id < PARAM_COUNT; id++) {
     const param_desc_t *d = param_desc_get((param_id_t)id);
     const param_value_t *v = &p->v[id];
-    const char *text = env_first(envp, d->name);
-    int want = 0;
-
     CHECK(d != NULL, "no descriptor", NULL, NULL);
+    const char *text = env_first(envp, d->name);
+    const char *var = d->name;
+    const char *alias_text = d->alias != NULL ? env_first(envp, d->alias) : NULL;
+    int want = 0, alias_want = 0;
+
+    if (text == NULL) {
+      text = alias_text;
+      var = d->alias;
+      alias_text = NULL;
+    }
     CHECK(memchr(v->raw, '\0', sizeof(v->raw)) != NULL, "raw is not terminated", d->name, NULL);
     CHECK(strcmp(param_source_name(v->source), "unknown") != 0, "unknown source", d->name, NULL);
     CHECK(param_value_name((param_id_t)id, v->value) != NULL, "value name NULL", d->name, NULL);
     if (text == NULL) {
       CHECK(v->source == PARAM_SOURCE_DEFAULT && v->value == d->default_value &&
-            v->is_valid && v->raw[0] == '\0' && !v->raw_truncated,
+            v->is_valid && v->raw[0] == '\0' && !v->raw_truncated && v->from == NULL &&
+            !v->alias_ignored,
             "an unset variable is not at its default", d->name, v->raw);
       continue;
     }
+    CHECK(v->from != NULL && strcmp(v->from, var) == 0,
+          "from does not name the variable taken (the name before the alias)", d->name, var);
+    CHECK(v->alias_ignored == (alias_text != NULL), "alias_ignored is wrong", d->name, text);
     size_t len = strlen(text);
     CHECK(v->raw_truncated == (len >= PARAM_RAW_MAX), "raw_truncated is wrong", d->name, text);
     CHECK(strncmp(v->raw, text, PARAM_RAW_MAX - 1) == 0 &&
@@ -244,8 +284,22 @@ static void check_params(char *const *envp, const params_t *p, const char *warni
       warned++;
       /* its warning names the variable */
       char head[PARAM_RAW_MAX + 64];
-      snprintf(head, sizeof(head), "pinheap: warning: %s=\"", d->name);
-      CHECK(strstr(warnings, head) != NULL, "no warning for an invalid value", d->name, text);
+      snprintf(head, sizeof(head), "pinheap: warning: %s=\"", var);
+      CHECK(strstr(warnings, head) != NULL, "no warning for an invalid value", var, text);
+    }
+    if (alias_text != NULL) {
+      /* both names: the same text, or the same valid value, is no conflict */
+      bool same = strcmp(text, alias_text) == 0 ||
+                  (v->is_valid && oracle_parse(d->kind, alias_text, &alias_want) &&
+                   alias_want == v->value);
+      if (!same) {
+        warned++;
+        char both[256];
+        snprintf(both, sizeof(both), "are both set and differ: %s wins, %s is ignored\n",
+                 d->name, d->alias);
+        CHECK(strstr(warnings, both) != NULL, "no warning naming both names", d->name,
+              alias_text);
+      }
     }
   }
   for (const char *s = warnings; *s != '\0'; s++) {

@@ -148,7 +148,11 @@ def write_dir(name, seeds):
 
 
 # ---- fuzz_params encoding: '\n'-separated entries; a first byte below 0x40
-# names known_names[byte % 15]; a 0x00 byte starts the probe root. ----------
+# names known_names[byte % 32]; a 0x00 byte starts the probe root. ----------
+# known_names: 0-9 the first parameters, 10 PINHEAP_EVENTS, 11
+# PINHEAP_MALLOC_ALIGN, 12-14 PINHEAP_PATCH, _CODE_PATCH, _LATE_MALLOC, 15-23
+# the MCA-style aliases (mode, probe_root, arena_max, patch, late_malloc,
+# code_patch, log_level, events, malloc_align), 24-31 near misses.
 def var(i, value):
     return bytes([i]) + value + b"\n"
 
@@ -167,6 +171,15 @@ def params_seeds():
          + var(9, b"5")),
         ("decision", b"\x01\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x04\x00\x00\x00"
          + b"\x00\x00\x00\x00\x01\x00\x00\x00\n" + var(5, b"1") + b"\x00/"),
+        # an alias alone, a conflict, the same value under both names, an
+        # invalid alias beside a valid name
+        ("aliases", var(15, b"off") + var(9, b"info") + var(21, b"debug") + var(10, b"no")
+         + var(22, b"0") + var(17, b"8") + var(18, b"maybe") + var(12, b"1")
+         + b"OMPI_MCA_memory_pinheap_code_patch=false\n"),
+        ("align", var(11, b" 64 ") + var(23, b"4096")),
+        ("align_bad", var(11, b"48") + var(23, b"8192") + var(14, b"yes")),
+        ("align_edges", var(23, b"0000000000000000016") + var(11, b"99999999999999999999999")),
+        ("events", b"PINHEAP_EVENTS=0\nPINHEAP_MALLOC_ALIGN=8\n" + var(13, b"0")),
     ]
 
 
