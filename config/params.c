@@ -132,8 +132,11 @@ static const char *env_lookup(char *const *envp, const char *name)
   if (envp == NULL)
     return NULL;
   for (; *envp != NULL; envp++) {
-    if (strncmp(*envp, name, len) == 0 && (*envp)[len] == '=')
-      return *envp + len + 1;
+    const char *e = *envp;
+    /* the first byte settles most entries: no call for them (start-up
+     * looks up some thirty names in the whole environment) */
+    if (e[0] == name[0] && strncmp(e, name, len) == 0 && e[len] == '=')
+      return e + len + 1;
   }
   return NULL;
 }

@@ -41,14 +41,20 @@ static void decide(decision_t *out_p, int enabled, decision_reason_t reason)
   out_p->reason = reason;
 }
 
+/* The override's variable, as it was set (PINHEAP_MODE or its alias). */
+static const char *mode_var(const decision_input_t *in)
+{
+  return in->mode_var != NULL ? in->mode_var : PINHEAP_ENV_MODE;
+}
+
 /* Reason text for a safety switch, noting when it beat PINHEAP_MODE=on. */
 static void decide_blocked(const decision_input_t *in, decision_t *out_p,
                            decision_reason_t reason, const char *var, const char *why)
 {
   decide(out_p, 0, reason);
-  text_set(out_p, "disabled by ", var, why,
-           in->mode == PARAM_MODE_ON ? " (" PINHEAP_ENV_MODE "=on does not override it)" : "",
-           (const char *)NULL);
+  text_set(out_p, "disabled by ", var, why, in->mode == PARAM_MODE_ON ? " (" : "",
+           in->mode == PARAM_MODE_ON ? mode_var(in) : "",
+           in->mode == PARAM_MODE_ON ? "=on does not override it)" : "", (const char *)NULL);
 }
 
 void decision_make(const decision_input_t *in, decision_t *out_p)
@@ -59,7 +65,7 @@ void decision_make(const decision_input_t *in, decision_t *out_p)
   /* 1. override off always wins */
   if (in->mode == PARAM_MODE_OFF) {
     decide(out_p, 0, DECISION_REASON_MODE_OFF);
-    text_set(out_p, "disabled by " PINHEAP_ENV_MODE "=off", (const char *)NULL);
+    text_set(out_p, "disabled by ", mode_var(in), "=off", (const char *)NULL);
     return;
   }
 
@@ -87,7 +93,7 @@ void decision_make(const decision_input_t *in, decision_t *out_p)
   /* 3. override on */
   if (in->mode == PARAM_MODE_ON) {
     decide(out_p, 1, DECISION_REASON_MODE_ON);
-    text_set(out_p, "enabled by " PINHEAP_ENV_MODE "=on", (const char *)NULL);
+    text_set(out_p, "enabled by ", mode_var(in), "=on", (const char *)NULL);
     return;
   }
 
@@ -160,6 +166,7 @@ void decision_inputs_from_params(const params_t *params, int is_preloaded,
   if (params->v[PARAM_SANDBOX_ON].value)
     out_p->blockers |= DECISION_BLOCK_SANDBOX_ON;
   out_p->mode = params->v[PARAM_MODE].value;
+  out_p->mode_var = params->v[PARAM_MODE].from;
   out_p->is_preloaded = is_preloaded != 0;
   out_p->probe_found = 0;
   out_p->probe_path = NULL;

@@ -53,6 +53,8 @@ typedef struct decision_input_s {
   int is_disable_set;     /* the disable parameter is true */
   int blockers;           /* DECISION_BLOCK_* bits */
   int mode;               /* param_mode_t: the override */
+  const char *mode_var;   /* the variable that set it (PINHEAP_MODE or its
+                             MCA alias); NULL: PINHEAP_MODE */
   int is_preloaded;       /* the preload shim wants enabled-by-default */
   int probe_found;        /* an OS-bypass device was found */
   const char *probe_path; /* where (may be NULL); only used in the reason */

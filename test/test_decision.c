@@ -384,6 +384,39 @@ Test(decision, inputs_from_a_parameter_table)
   cr_assert_eq(in.is_preloaded, 0);
 }
 
+/* The override set through its MCA alias: the reason names the variable
+ * the user set, not PINHEAP_MODE. */
+Test(decision, reason_names_the_variable_that_set_the_override)
+{
+  char *envp_on[] = { PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_mode=on", NULL };
+  char *envp_off[] = { PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_mode=off", NULL };
+  char *envp_sandbox[] = { PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_mode=on", "SANDBOX_ON=1",
+                           NULL };
+  params_t p;
+  decision_input_t in;
+  decision_t d;
+
+  params_eval(envp_on, &p);
+  decision_inputs_from_params(&p, 0, &in);
+  decision_make(&in, &d);
+  cr_assert_eq(d.enabled, 1);
+  cr_assert_str_eq(d.text, "enabled by " PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_mode=on");
+
+  params_eval(envp_off, &p);
+  decision_inputs_from_params(&p, 0, &in);
+  decision_make(&in, &d);
+  cr_assert_eq(d.enabled, 0);
+  cr_assert_str_eq(d.text, "disabled by " PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_mode=off");
+
+  params_eval(envp_sandbox, &p);
+  decision_inputs_from_params(&p, 0, &in);
+  decision_make(&in, &d);
+  cr_assert_eq(d.enabled, 0);
+  cr_assert(strstr(d.text, "(" PINHEAP_PARAM_PREFIX_STRING
+                           "memory_pinheap_mode=on does not override it)") != NULL,
+            "%s", d.text);
+}
+
 Test(decision, invalid_parameter_counts_as_not_found_in_the_matrix)
 {
   char *envp[] = { PINHEAP_ENV_LEAVE_PINNED "=2", PINHEAP_ENV_LEAVE_PINNED_PIPELINE "=0", NULL };
