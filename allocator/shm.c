@@ -968,31 +968,37 @@ static void shm_rel_hear(shm_hdr_t *h)
   atomic_store_explicit(&rec->heard, at, memory_order_release);
 }
 
-/* Has every live process but this one heard entry s? */
-static bool shm_rel_heard(shm_hdr_t *h, uint64_t s)
+/* The number of the first entry some live process but this one has not
+ * heard yet (every entry before it has been heard by all). */
+static uint64_t shm_rel_floor(shm_hdr_t *h)
 {
   uint32_t n = shm_recs(h);
+  uint64_t floor = UINT64_MAX;
 
   for (uint32_t i = 0; i < n; i++) {
     int pid = atomic_load_explicit(&h->recs[i].pid, memory_order_acquire);
-    if ((int)i == shm_me || pid == 0 ||
-        atomic_load_explicit(&h->recs[i].heard, memory_order_acquire) > s)
-      continue;
-    if (!pid_gone(pid))
-      return false;
+    uint64_t heard = atomic_load_explicit(&h->recs[i].heard, memory_order_acquire);
+    if ((int)i != shm_me && pid != 0 && heard < floor && !pid_gone(pid))
+      floor = heard;
   }
-  return true;
+  return floor;
 }
 
 /* Settles this process's entries that every live process has heard. */
 static void shm_rel_reap(shm_hdr_t *h)
 {
-  uint64_t s;
+  uint64_t s, floor = UINT64_MAX;
+  bool floor_known = false;
 
   for (uint32_t i = 0; i < SHM_RING && atomic_load(&shm_pending) != 0; i++) {
     shm_rel_t *e = &h->rel[i];
-    if (!shm_rel_held(h, i, &s) || atomic_load_explicit(&e->poster, memory_order_relaxed) != shm_me ||
-        !shm_rel_heard(h, s))
+    if (!shm_rel_held(h, i, &s) || atomic_load_explicit(&e->poster, memory_order_relaxed) != shm_me)
+      continue;
+    if (!floor_known) {
+      floor = shm_rel_floor(h);
+      floor_known = true;
+    }
+    if (s >= floor)
       continue;
     int r = ms_release_settle((mstate_t *)atomic_load_explicit(&e->heap, memory_order_relaxed),
                               (void *)atomic_load_explicit(&e->chunk, memory_order_relaxed),
@@ -1111,3 +1117,4 @@ int shm_index(void) { return shm_hdr != NULL ? shm_me : -1; }
 const char *shm_name(void) { return shm_hdr != NULL ? shm_obj : NULL; }
 
 int shm_poll(void) { return shm_rel_poll(); }
+

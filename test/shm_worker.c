@@ -42,7 +42,8 @@
  *                   hears (it never allocates with pinheap): starts the
  *                   processes below on a job of its own, checks their exit
  *                   and that nothing is left in /dev/shm; prints
- *                   "release HOW ok".  HOW: heard, reused, grown or dead.
+ *                   "release HOW ok".  HOW: heard, reused, grown, dead or
+ *                   churn.
  *   rel_give FD HOW frees a large block another process holds a pointer to
  *                   and trims: the pages stay until the other process has
  *                   heard (heard), are not removed once malloc took the
@@ -51,12 +52,15 @@
  *                   and go once it is killed (dead)
  *   rel_hear FD HOW the other process: its listener hears the range while
  *                   the pages still hold the block's bytes
+ *   rel_churn FD    one of two processes that allocate, grow, free and trim
+ *                   large blocks, polling: no live block loses its bytes
  *
  * hold ends with exit(0) on SIGTERM, so that it leaves the heap properly.
  *
  * Exit status 0 when every check passed; otherwise one "FAIL ..." line.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -688,6 +692,90 @@ static int rel_hear(int fd, const char *how)
   return 0;
 }
 
+/* Both processes allocate, grow, free and trim large blocks for a while,
+ * polling between: a block's pages never go while it is live, whoever
+ * posted what. */
+#define CHURN_LIVE 8
+#define CHURN_ROUNDS 600
+
+typedef struct churn_block_s {
+  unsigned char *p;
+  size_t n;
+  unsigned char v;
+} churn_block_t;
+
+static void churn_check(const churn_block_t *b, int round)
+{
+  for (size_t i = 0; i < b->n; i += 509) {
+    if (b->p[i] != b->v)
+      fail("a live block lost its bytes (round, offset)", round, (long)i);
+  }
+  if (b->p[b->n - 1] != b->v)
+    fail("a live block lost its last byte (round)", round, 0);
+}
+
+static int rel_churn(int fd)
+{
+  char token = 0;
+  churn_block_t live[CHURN_LIVE] = { { NULL, 0, 0 } };
+  unsigned seed = (unsigned)getpid();
+  void *warm = PINHEAP_NAME(malloc)(16);
+  PINHEAP_NAME(free)(warm);
+  io_all(fd, &token, 1, 1);
+  io_all(fd, &token, 1, 0);                  /* both on the heap */
+  for (int round = 0; round < CHURN_ROUNDS; round++) {
+    seed = seed * 1103515245u + 12345u;
+    churn_block_t *b = &live[(seed >> 8) % CHURN_LIVE];
+    size_t n = ((size_t)16 << 10) + (size_t)((seed >> 4) % (3u << 20));
+    if (b->p != NULL) {
+      churn_check(b, round);
+      if ((seed >> 20) % 3 == 0 && b->n + n <= ((size_t)6 << 20)) {   /* grows (in place if it can) */
+        unsigned char *q = PINHEAP_NAME(realloc)(b->p, b->n + n);
+        if (q == NULL)
+          fail("realloc", (long)(b->n + n), errno);
+        b->p = q;
+        churn_check(b, round);
+        memset(q + b->n, b->v, n);
+        b->n += n;
+        continue;
+      }
+      PINHEAP_NAME(free)(b->p);
+    }
+    b->p = PINHEAP_NAME(malloc)(n);
+    if (b->p == NULL)
+      fail("malloc", (long)n, errno);
+    b->n = n;
+    b->v = (unsigned char)(round | 1);
+    memset(b->p, b->v, n);
+    if (round % 7 == 0)
+      PINHEAP_NAME(malloc_trim)(0);
+    PINHEAP_NAME(shm_poll)();
+    for (int k = 0; k < CHURN_LIVE; k++) {
+      if (live[k].p != NULL)
+        churn_check(&live[k], round);
+    }
+  }
+  for (int k = 0; k < CHURN_LIVE; k++)
+    PINHEAP_NAME(free)(live[k].p);
+  PINHEAP_NAME(malloc_trim)(0);
+  /* each side's releases wait for the other to hear them: both poll until
+   * both are done */
+  settle_all();
+  io_all(fd, &token, 1, 1);
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  int t = 0;
+  for (; t < 5000 && read(fd, &token, 1) != 1; t++) {
+    PINHEAP_NAME(shm_poll)();
+    usleep(1000);
+  }
+  if (t == 5000)
+    fail("the other process did not finish", 0, 0);
+  if (PINHEAP_NAME(malloc_check)() != 0)
+    fail("malloc_check", 1, 0);
+  printf("churned ok\n");
+  return 0;
+}
+
 /* Starts this program with args, fd kept open across the exec (-1: none),
  * its stdout to out_fd (-1: this one's). */
 static pid_t rel_spawn(const char *self, char *const *args, int keep_fd, int out_fd)
@@ -729,7 +817,7 @@ static int release_run(const char *self, const char *how)
   snprintf(job, sizeof(job), "rel%d-%s", (int)getpid(), how);
   snprintf(path, sizeof(path), "/dev/shm/pinheap-%u-%s", (unsigned)geteuid(), job);
   setenv("PINHEAP_SHM_JOB", job, 1);
-  setenv("PINHEAP_SHM_SIZE", "64M", 1);
+  setenv("PINHEAP_SHM_SIZE", "256M", 1);
   unsetenv("PINHEAP_SHM_RANKS");
   unsetenv("PINHEAP_SHM_FALLBACK");
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
@@ -738,13 +826,16 @@ static int release_run(const char *self, const char *how)
   snprintf(fds[1], 12, "%d", sv[1]);
   char *give[] = { "rel_give", fds[0], (char *)how, NULL };
   if (strcmp(how, "dead") != 0) {
+    /* the giver and the process that hears (churn: two of a kind) */
+    bool churn = strcmp(how, "churn") == 0;
     char *hear[] = { "rel_hear", fds[1], (char *)how, NULL };
-    pid_t a = rel_spawn(self, give, sv[0], -1);
-    pid_t b = rel_spawn(self, hear, sv[1], -1);
+    char *one[] = { "rel_churn", fds[0], NULL }, *two[] = { "rel_churn", fds[1], NULL };
+    pid_t a = rel_spawn(self, churn ? one : give, sv[0], -1);
+    pid_t b = rel_spawn(self, churn ? two : hear, sv[1], -1);
     close(sv[0]);
     close(sv[1]);
-    bad += rel_wait(a, "the giver");
-    bad += rel_wait(b, "the hearer");
+    bad += rel_wait(a, "the giver (the first process)");
+    bad += rel_wait(b, "the process that hears (the second)");
   } else {
     /* an idle process on the heap, killed once the giver has posted */
     int out[2];
@@ -889,6 +980,8 @@ int main(int argc, char **argv)
     return rel_give(atoi(argv[2]), argv[3]);
   if (strcmp(argv[1], "rel_hear") == 0 && argc == 4)
     return rel_hear(atoi(argv[2]), argv[3]);
+  if (strcmp(argv[1], "rel_churn") == 0 && argc == 3)
+    return rel_churn(atoi(argv[2]));
   if (strcmp(argv[1], "ring") == 0 && argc == 4)
     return ring(atoi(argv[2]), atoi(argv[3]));
   if (strcmp(argv[1], "exhaust") == 0 && argc == 3) {
