@@ -221,14 +221,36 @@ static void shm_nap(void)
   nanosleep(&ts, NULL);
 }
 
-static bool pid_gone(int pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
-
 static void str_cat(char *dst, size_t cap, const char *src)
 {
   size_t n = strlen(dst);
   while (*src != '\0' && n + 1 < cap)
     dst[n++] = *src++;
   dst[n] = '\0';
+}
+
+/* Has the process pid ended?  One that its parent has not reaped yet (a
+ * zombie) still answers kill(pid, 0): the state in /proc/<pid>/stat tells. */
+static bool pid_gone(int pid)
+{
+  int saved = errno;
+  bool gone = pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+
+  if (!gone && pid > 0) {
+    char path[48] = "/proc/", num[24], buf[128];
+    str_cat(path, sizeof(path), ph_fmt_dec(num, (uint64_t)pid));
+    str_cat(path, sizeof(path), "/stat");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t n = read(fd, buf, sizeof(buf) - 1);
+      close(fd);
+      buf[n > 0 ? n : 0] = '\0';
+      const char *p = strrchr(buf, ')');  /* after the command's name, which may hold one */
+      gone = p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+    }
+  }
+  errno = saved;
+  return gone;
 }
 
 /* ---- /proc/self/maps, read into a fixed buffer --------------------------- */
@@ -969,18 +991,30 @@ static void shm_rel_hear(shm_hdr_t *h)
 }
 
 /* The number of the first entry some live process but this one has not
- * heard yet (every entry before it has been heard by all). */
+ * heard yet (every entry before it has been heard by all).  Whether a
+ * process that lags is alive is asked of the system at most every
+ * SHM_ALIVE_MS (a program may poll in a tight loop while one lags). */
+#define SHM_ALIVE_MS 10u
+static _Atomic uint64_t shm_alive_at;
+
 static uint64_t shm_rel_floor(shm_hdr_t *h)
 {
   uint32_t n = shm_recs(h);
-  uint64_t floor = UINT64_MAX;
+  uint64_t floor = UINT64_MAX, now = shm_now_ms();
+  bool ask = now - atomic_load_explicit(&shm_alive_at, memory_order_relaxed) >= SHM_ALIVE_MS;
 
   for (uint32_t i = 0; i < n; i++) {
     int pid = atomic_load_explicit(&h->recs[i].pid, memory_order_acquire);
     uint64_t heard = atomic_load_explicit(&h->recs[i].heard, memory_order_acquire);
-    if ((int)i != shm_me && pid != 0 && heard < floor && !pid_gone(pid))
+    if ((int)i == shm_me || pid == 0 || heard >= floor)
+      continue;
+    if (!ask)
+      floor = heard;
+    else if (!pid_gone(pid))
       floor = heard;
   }
+  if (ask && floor != UINT64_MAX)
+    atomic_store_explicit(&shm_alive_at, now, memory_order_relaxed);
   return floor;
 }
 

@@ -860,16 +860,12 @@ static int release_run(const char *self, const char *how)
     /* the giver's side of the exchange; if it fails, the giver says why */
     if (read(sv[1], &block, sizeof(block)) == (ssize_t)sizeof(block) && write(sv[1], &token, 1) == 1 &&
         read(sv[1], &token, 1) == 1) {       /* posted, and waiting for the idle one */
-      kill(idle, SIGKILL);
-      waitpid(idle, NULL, 0);                /* (a zombie's pid still answers) */
-      idle = -1;
+      kill(idle, SIGKILL);                   /* not reaped yet: a zombie counts as gone */
       if (write(sv[1], &token, 1) == 1 && read(sv[1], &token, 1) == 1)   /* settled */
         (void)!write(sv[1], &token, 1);
     }
-    if (idle > 0) {
-      kill(idle, SIGKILL);
-      waitpid(idle, NULL, 0);
-    }
+    kill(idle, SIGKILL);
+    waitpid(idle, NULL, 0);
     close(sv[1]);
     bad += rel_wait(a, "the giver");
     /* the killed process's object is stale: the next process replaces it,
