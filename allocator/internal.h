@@ -261,10 +261,15 @@ enum shm_post_e {
   SHM_POST_LATER,  /* posted: they go once every process has heard (ms_release_settle) */
   SHM_POST_FULL    /* the ring is full: nothing posted, the pages stay for now */
 };
+/** Where a chunk posted to the ring keeps its entry's token: the first
+ *  word past its header and bin links.  A later post of a chunk at the same
+ *  place overwrites it, so a mark on the chunk is the entry's only while the
+ *  token is there. */
+PH_INLINE uint64_t *shm_rel_token_at(void *chunk) { return (uint64_t *)((chunk_t *)chunk + 1); }
 /** The pages [addr, addr+len) of the borrowed free chunk of this process's
  *  shared heap ms are to go back: posts them for every other process to
- *  hear first (and writes the entry's token in their first word).  Lock-free;
- *  call it with ms unlocked.  @return enum shm_post_e. */
+ *  hear first (and writes the entry's token in the chunk).  Lock-free; call
+ *  it with ms unlocked.  @return enum shm_post_e. */
 PH_HIDDEN int shm_rel_post(mstate_t *ms, void *chunk, void *addr, size_t len);
 /** Is there a release to hear or one of this process's to settle?  A few
  *  relaxed loads. */

@@ -242,6 +242,7 @@ static void shared_put_back(mstate_t *ms, chunk_t *list, chunk_t *top, seg_t *ts
     if (ms->top == NULL && ms->top_seg == tseg && chunk_pinuse(top)) {
       /* untouched meanwhile: the top again */
       head_set(ms, top, ts | PH_PINUSE | shared_marked(top));
+      top->bk = NULL;                   /* not borrowed any more */
       head_set_pinuse(ms, chunk_at(top, ts), false);
       ms->top = top;
       top = NULL;
@@ -254,10 +255,11 @@ static void shared_put_back(mstate_t *ms, chunk_t *list, chunk_t *top, seg_t *ts
     chunk_t *c = list;
     size_t cs = chunk_size(c);
     chunk_t *next = chunk_at(c, cs);
+    size_t mark = shared_marked(c);
     list = c->fd;
+    c->bk = NULL;                       /* not borrowed any more */
     if (c != top && chunk_pinuse(c) && next != ms->top && chunk_cinuse(next)) {
       /* no free neighbour appeared: back in its bin */
-      size_t mark = shared_marked(c);
       chunk_set_free(ms, c, cs);
       head_set(ms, c, cs | PH_PINUSE | mark);
       bin_insert(ms, c, cs);
@@ -329,9 +331,9 @@ static bool shared_is_chunk(mstate_t *ms, const chunk_t *c)
 
 /* The release [addr, addr+len) of ms's free chunk, posted to the ring by
  * this process, has been heard by every other process (shm.c).  If chunk is
- * still that free chunk -- a chunk of ms, free, marked decommitted, covering
- * the range, the range's first word still the entry's token: nothing of it
- * was allocated since -- its pages go now, listener first, as
+ * still that free chunk -- a chunk of ms, free, marked decommitted (by this
+ * entry: its token is still in it), covering the range: nothing of it was
+ * allocated since -- its pages go now, listener first, as
  * shared_give_back gives them back.  Otherwise the entry is dropped (and a
  * top that kept the mark of a chunk it was carved from loses it, so that a
  * trim gives it back later).  Takes and drops ms's lock.  @return 1 if the
@@ -344,7 +346,7 @@ int ms_release_settle(mstate_t *ms, void *chunk, void *addr, size_t len, uint64_
   seg_t *tseg = NULL;
 
   ms_lock(ms);
-  bool ours = *(const uint64_t *)addr == token && head_ok(ms, c) &&
+  bool ours = *shm_rel_token_at(c) == token && head_ok(ms, c) &&
               lo >= (uintptr_t)c + sizeof(chunk_t) && hi <= (uintptr_t)c + chunk_size(c) &&
               shared_is_chunk(ms, c);
   if (ours && chunk_cinuse(c) && shared_busy(c)) {

@@ -87,7 +87,7 @@ typedef struct shm_rel_s {
   _Atomic uint64_t len;
   _Atomic uint64_t heap;     /* the poster's heap (mstate_t *) and its free chunk */
   _Atomic uint64_t chunk;
-  _Atomic uint64_t token;    /* also in the range's first word while it stays free */
+  _Atomic uint64_t token;    /* also in the chunk (shm_rel_token_at) while it stays free */
   _Atomic int poster;        /* the poster's index */
 } shm_rel_t;
 
@@ -853,7 +853,7 @@ mstate_t *shm_fallback_heap(void)
  * stale.  So, while another process is attached, the giver posts the range
  * to a ring in the header (shm_rel_post, from segment.c's shared_release)
  * and puts the chunk back free, marked decommitted (no trim posts it again),
- * a token in the range's first word.  Every process, in shm_rel_poll() (the
+ * the entry's token in it (shm_rel_token_at).  Every process, in shm_rel_poll() (the
  * public shm_poll, and segment.c after a give-back), calls its release
  * listeners for each entry it has not heard yet -- the poster's own are
  * skipped: it hears its ranges as they go -- and publishes in its record the
@@ -951,7 +951,7 @@ int shm_rel_post(mstate_t *ms, void *chunk, void *addr, size_t len)
   }
   shm_rel_t *e = &h->rel[s % SHM_RING];
   uint64_t token = shm_token(s, (uintptr_t)chunk);
-  *(uint64_t *)addr = token;
+  *shm_rel_token_at(chunk) = token;
   atomic_store_explicit(&e->addr, (uintptr_t)addr, memory_order_relaxed);
   atomic_store_explicit(&e->len, len, memory_order_relaxed);
   atomic_store_explicit(&e->heap, (uintptr_t)ms, memory_order_relaxed);

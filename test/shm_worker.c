@@ -42,14 +42,15 @@
  *                   hears (it never allocates with pinheap): starts the
  *                   processes below on a job of its own, checks their exit
  *                   and that nothing is left in /dev/shm; prints
- *                   "release HOW ok".  HOW: heard, reused, grown, dead or
- *                   churn.
+ *                   "release HOW ok".  HOW: heard, reused, untouched,
+ *                   grown, dead or churn.
  *   rel_give FD HOW frees a large block another process holds a pointer to
  *                   and trims: the pages stay until the other process has
  *                   heard (heard), are not removed once malloc took the
- *                   block again (reused) or realloc grew the block before it
- *                   over it in place (grown), or wait for an idle process
- *                   and go once it is killed (dead)
+ *                   block again, written (reused) or not (untouched), or
+ *                   realloc grew the block before it over it in place
+ *                   (grown), or wait for an idle process and go once it is
+ *                   killed (dead)
  *   rel_hear FD HOW the other process: its listener hears the range while
  *                   the pages still hold the block's bytes
  *   rel_churn FD    one of two processes that allocate, grow, free and trim
@@ -577,7 +578,8 @@ static void on_rel_given(void *addr, size_t len, void *ctx)
 static int rel_give(int fd, const char *how)
 {
   char token = 0;
-  bool reused = strcmp(how, "reused") == 0, grown = strcmp(how, "grown") == 0;
+  bool untouched = strcmp(how, "untouched") == 0, grown = strcmp(how, "grown") == 0;
+  bool reused = untouched || strcmp(how, "reused") == 0;
   void *warm = PINHEAP_NAME(malloc)(16);
   PINHEAP_NAME(free)(warm);
   unsigned char *head = grown ? PINHEAP_NAME(malloc)(REL_HEAD) : NULL;
@@ -599,11 +601,13 @@ static int rel_give(int fd, const char *how)
   if (PINHEAP_NAME(shm_poll)() == 0)
     fail("no release waits for the other process", 0, 0);
   unsigned char *again = NULL;
-  if (reused) {                              /* malloc takes the block again, writes it all */
+  if (reused) {                              /* malloc takes the block again and writes it
+                                                all, or nothing (a buffer for a transfer) */
     again = PINHEAP_NAME(malloc)(REL_SIZE);
     if (again == NULL || !overlaps(again, REL_SIZE, block + REL_SIZE / 2, 1))
       fail("the block was not used again (scenario)", (long)(again - block), 0);
-    memset(again, REL_NEW, REL_SIZE);
+    if (!untouched)
+      memset(again, REL_NEW, REL_SIZE);
     rel_given.live = again;
     rel_given.live_len = REL_SIZE;
   }
@@ -637,12 +641,12 @@ static int rel_give(int fd, const char *how)
            (long)after);
     if (rel_given.over_live != 0)
       fail("this process heard a release over its live block", (long)rel_given.over_live, 0);
-    for (size_t i = 0; reused && i < REL_SIZE; i++) {
+    for (size_t i = 0; reused && !untouched && i < REL_SIZE; i++) {
       if (again[i] != REL_NEW)
         fail("the block used again changed at", (long)i, again[i]);
     }
-    if (grown && block[REL_SIZE / 2 + 123] != REL_OLD)
-      fail("the bytes of the grown block changed", block[REL_SIZE / 2 + 123], REL_OLD);
+    if ((grown || untouched) && block[REL_SIZE / 2 + 123] != REL_OLD)
+      fail("the bytes of the block used again changed", block[REL_SIZE / 2 + 123], REL_OLD);
   } else {
     if (before - after < (long long)(REL_SIZE - (1 << 20)))
       fail("the pages did not leave the object once heard (before, after)", (long)before,
@@ -682,7 +686,7 @@ static int rel_hear(int fd, const char *how)
     fail("the pages were gone when the listener heard of them", *rel_heard.watch, 0);
   io_all(fd, &token, 1, 1);
   io_all(fd, &token, 1, 0);                  /* settled over there */
-  unsigned char want = strcmp(how, "reused") == 0 ? REL_NEW : strcmp(how, "grown") == 0 ? REL_OLD : 0;
+  unsigned char want = strcmp(how, "reused") == 0 ? REL_NEW : strcmp(how, "heard") == 0 ? 0 : REL_OLD;
   if (*rel_heard.watch != want)
     fail("after the other side settled, the block's byte is not what it should be (is, want)",
          *rel_heard.watch, want);
