@@ -63,6 +63,7 @@
 #define shm_size                PINHEAP_NAME(shm_size)
 #define shm_index               PINHEAP_NAME(shm_index)
 #define shm_name                PINHEAP_NAME(shm_name)
+#define shm_poll                PINHEAP_NAME(shm_poll)
 #define malloc_prefork_lock     PINHEAP_NAME(malloc_prefork_lock)
 #define malloc_postfork_unlock  PINHEAP_NAME(malloc_postfork_unlock)
 #endif /* PINHEAP_NO_CLASSIC_RENAME */
@@ -237,6 +238,10 @@
 #define shm_fallback_active     PINHEAP_NAME(shm_fallback_active)
 #define shm_fallback_heap       PINHEAP_NAME(shm_fallback_heap)
 #define shm_fork_child          PINHEAP_NAME(shm_fork_child)
+#define shm_rel_post            PINHEAP_NAME(shm_rel_post)
+#define shm_rel_due             PINHEAP_NAME(shm_rel_due)
+#define shm_rel_poll            PINHEAP_NAME(shm_rel_poll)
+#define ms_release_settle       PINHEAP_NAME(ms_release_settle)
 #define owner_map_adopt         PINHEAP_NAME(owner_map_adopt)
 #define ms_any                  PINHEAP_NAME(ms_any)
 

@@ -157,8 +157,9 @@ PH_HIDDEN void   os_decommit(void *addr, size_t len);
  *  (MADV_REMOVE; MADV_DONTNEED would leave them there): listener first.
  *  The range stays mapped, reads back as zeros, and is filled again on use,
  *  in every process that maps the region.  A kernel that refuses it is
- *  named once; the pages then stay. */
-PH_HIDDEN void   os_release_shared(void *addr, size_t len);
+ *  named once; the pages then stay.  remove false: only the listener hears
+ *  it (another process gives those pages back once all have heard). */
+PH_HIDDEN void   os_release_shared(void *addr, size_t len, bool remove);
 /** Resizes the mapping at addr in place (never moves).  Shrinking releases
  *  the tail, listener first.  @return 0 on success, -1 if it cannot. */
 PH_HIDDEN int    os_remap(void *addr, size_t oldlen, size_t newlen);
@@ -254,6 +255,30 @@ PH_HIDDEN mstate_t *shm_fallback_heap(void);
 /** Fork, in the child: the child gets a private copy of the region at the
  *  same address (its blocks stay valid; the others' heap is untouched). */
 PH_HIDDEN void shm_fork_child(void);
+/* Releases every process hears (shm.c: "releases every process hears"). */
+enum shm_post_e {
+  SHM_POST_NOW,    /* no other process attached: the caller gives the pages back now */
+  SHM_POST_LATER,  /* posted: they go once every process has heard (ms_release_settle) */
+  SHM_POST_FULL    /* the ring is full: nothing posted, the pages stay for now */
+};
+/** Where a chunk posted to the ring keeps its entry's token: the first
+ *  word past its header and bin links.  A later post of a chunk at the same
+ *  place overwrites it, so a mark on the chunk is the entry's only while the
+ *  token is there. */
+PH_INLINE uint64_t *shm_rel_token_at(void *chunk) { return (uint64_t *)((chunk_t *)chunk + 1); }
+/** The pages [addr, addr+len) of the borrowed free chunk of this process's
+ *  shared heap ms are to go back: posts them for every other process to
+ *  hear first (and writes the entry's token in the chunk).  Lock-free; call
+ *  it with ms unlocked.  @return enum shm_post_e. */
+PH_HIDDEN int shm_rel_post(mstate_t *ms, void *chunk, void *addr, size_t len);
+/** Is there a release to hear or one of this process's to settle?  A few
+ *  relaxed loads. */
+PH_HIDDEN bool shm_rel_due(void);
+/** Calls this process's release listeners for every release other processes
+ *  posted since the last time, then gives back the pages of its own that
+ *  every live process has heard.  No heap lock may be held.  @return how
+ *  many of its own still wait. */
+PH_HIDDEN int shm_rel_poll(void);
 
 /* ======================================================================= */
 /*  init.c -- tunables, the default heap, a heap's set-up, front_init       */
@@ -341,6 +366,10 @@ PH_HIDDEN void ms_trim_decay(mstate_t *ms, release_t *rel);
 PH_HIDDEN void seg_take_out(mstate_t *ms, seg_t **pp, release_t *rel);
 /** Takes idle segments out (all if force), up to max, into out[]. */
 PH_HIDDEN unsigned ms_idle_collect(mstate_t *ms, release_t *out, unsigned max, bool force);
+/** The shared heap: the pages [addr, addr+len) of the free chunk of ms that
+ *  this process posted (token: the entry's) go now, if the chunk stayed free
+ *  and untouched.  Takes the lock.  @return 1 gone, 0 dropped, -1 not yet. */
+PH_HIDDEN int ms_release_settle(mstate_t *ms, void *chunk, void *addr, size_t len, uint64_t token);
 
 /* ======================================================================= */
 /*  huge.c -- huge chunks and the mapping cache                             */

@@ -246,11 +246,13 @@ void os_decommit(void *addr, size_t len)
 
 static atomic_flag os_remove_said = ATOMIC_FLAG_INIT;
 
-void os_release_shared(void *addr, size_t len)
+void os_release_shared(void *addr, size_t len, bool remove)
 {
   int saved = errno;
 
   os_notify(addr, len);
+  if (!remove)                  /* another process gives them back: heard only */
+    return;
   /* MADV_DONTNEED would only drop this process's page table entries: the
    * pages stay in the object.  MADV_REMOVE punches them out of it. */
   if (os_sys(madvise)(addr, len, MADV_REMOVE) != 0) {

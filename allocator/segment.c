@@ -165,15 +165,33 @@ fail:
  * and no process allocates from it while the lock is dropped around the
  * release; then it is put back, known decommitted.  Only free chunks are
  * borrowed, and the page of a chunk's header stays: the pages of a live
- * block are never released.
+ * block are never released.  While another process is attached, the
+ * pages leave the object only once it has heard of them (shm.c: "releases
+ * every process hears"): the chunk goes back marked decommitted all the
+ * same, and ms_release_settle gives its pages back later if it is still
+ * free and untouched then.
  */
 
-static void shared_release(void *addr, size_t len)
+/* The pages [lo, hi) of the borrowed chunk c go back: at once, or posted
+ * for the other processes to hear first (shm.c: shm_rel_post; they go when
+ * all have heard, ms_release_settle).  @return whether they are gone or on
+ * their way (then the chunk goes back marked decommitted, and no trim posts
+ * it again); not with the ring full. */
+static bool shared_release(mstate_t *ms, chunk_t *c, uintptr_t lo, uintptr_t hi)
 {
-  if (shm_on())
-    os_release_shared(addr, len);
-  else
-    os_decommit(addr, len);             /* a forked child: a private copy */
+  if (!shm_on()) {
+    os_decommit((void *)lo, hi - lo);   /* a forked child: a private copy */
+    return true;
+  }
+  switch (shm_rel_post(ms, c, (void *)lo, hi - lo)) {
+  case SHM_POST_NOW:
+    os_release_shared((void *)lo, hi - lo, true);
+    return true;
+  case SHM_POST_LATER:
+    return true;
+  default:
+    return false;
+  }
 }
 
 /* The whole pages of the chunk c past its header and keep bytes more. */
@@ -194,28 +212,37 @@ static void shared_borrow(mstate_t *ms, chunk_t *c, chunk_t **list_p)
   *list_p = c;
 }
 
-/* Gives back the pages of the borrowed chunks (a list through fd) and of
- * the borrowed top (NULL: none; past tkeep bytes; it was the top of tseg),
- * then puts them back.  Called and returns locked; the lock is dropped
- * around the releases (and a chunk that gained a free neighbour meanwhile
- * is freed again, which may drop it too). */
-static void shared_give_back(mstate_t *ms, chunk_t *list, chunk_t *top, seg_t *tseg, size_t tkeep)
+/* A borrowed chunk says so in its bk (unused while it is in use) until it
+ * is put back: its own address | SHARED_BUSY, and | SHARED_GONE once its
+ * pages are gone or on their way (it goes back marked decommitted). */
+#define SHARED_BUSY ((uintptr_t)1)
+#define SHARED_GONE ((uintptr_t)2)
+PH_INLINE void shared_mark(chunk_t *c, bool gone)
 {
-  uintptr_t lo, hi;
+  c->bk = (chunk_t *)((uintptr_t)c | SHARED_BUSY | (gone ? SHARED_GONE : 0));
+}
+PH_INLINE bool shared_busy(const chunk_t *c)
+{
+  return ((uintptr_t)c->bk & ~(SHARED_BUSY | SHARED_GONE)) == (uintptr_t)c &&
+         ((uintptr_t)c->bk & SHARED_BUSY);
+}
+PH_INLINE size_t shared_marked(const chunk_t *c)
+{
+  return ((uintptr_t)c->bk & SHARED_GONE) ? PH_DECOMMITTED : 0;
+}
 
-  ms_unlock(ms);
-  if (top != NULL && shared_pages(top, tkeep, &lo, &hi))
-    shared_release((void *)lo, hi - lo);
-  for (chunk_t *c = list; c != NULL; c = c->fd)
-    if (shared_pages(c, 0, &lo, &hi))
-      shared_release((void *)lo, hi - lo);
-  ms_lock(ms);
-
+/* Puts the borrowed chunks (a list through fd) and the borrowed top (NULL:
+ * none; it was the top of tseg) back, marked decommitted as shared_mark
+ * says.  Locked (a chunk that gained a free neighbour meanwhile is freed
+ * again, which may drop the lock). */
+static void shared_put_back(mstate_t *ms, chunk_t *list, chunk_t *top, seg_t *tseg)
+{
   if (top != NULL) {
     size_t ts = chunk_size(top);
     if (ms->top == NULL && ms->top_seg == tseg && chunk_pinuse(top)) {
       /* untouched meanwhile: the top again */
-      head_set(ms, top, ts | PH_PINUSE | PH_DECOMMITTED);
+      head_set(ms, top, ts | PH_PINUSE | shared_marked(top));
+      top->bk = NULL;                   /* not borrowed any more */
       head_set_pinuse(ms, chunk_at(top, ts), false);
       ms->top = top;
       top = NULL;
@@ -228,11 +255,13 @@ static void shared_give_back(mstate_t *ms, chunk_t *list, chunk_t *top, seg_t *t
     chunk_t *c = list;
     size_t cs = chunk_size(c);
     chunk_t *next = chunk_at(c, cs);
+    size_t mark = shared_marked(c);
     list = c->fd;
+    c->bk = NULL;                       /* not borrowed any more */
     if (c != top && chunk_pinuse(c) && next != ms->top && chunk_cinuse(next)) {
       /* no free neighbour appeared: back in its bin */
       chunk_set_free(ms, c, cs);
-      head_set(ms, c, cs | PH_PINUSE | PH_DECOMMITTED);
+      head_set(ms, c, cs | PH_PINUSE | mark);
       bin_insert(ms, c, cs);
       continue;
     }
@@ -251,6 +280,103 @@ static void shared_give_back(mstate_t *ms, chunk_t *list, chunk_t *top, seg_t *t
     head_set(ms, last, ls | PH_PINUSE);
     ms->top = last;
   }
+}
+
+/* Gives back the pages of the borrowed chunks (a list through fd) and of
+ * the borrowed top (NULL: none; past tkeep bytes; it was the top of tseg),
+ * then puts them back.  Called and returns locked; the lock is dropped
+ * around the releases, and after, if the releases of other processes are
+ * to be heard or this process's to be settled (shm.c: shm_rel_poll). */
+static void shared_give_back(mstate_t *ms, chunk_t *list, chunk_t *top, seg_t *tseg, size_t tkeep)
+{
+  uintptr_t lo, hi;
+
+  if (top != NULL)
+    shared_mark(top, false);
+  for (chunk_t *c = list; c != NULL; c = c->fd)
+    shared_mark(c, false);
+  ms_unlock(ms);
+  if (top != NULL)
+    shared_mark(top, !shared_pages(top, tkeep, &lo, &hi) || shared_release(ms, top, lo, hi));
+  for (chunk_t *c = list; c != NULL; c = c->fd)
+    shared_mark(c, !shared_pages(c, 0, &lo, &hi) || shared_release(ms, c, lo, hi));
+  ms_lock(ms);
+  shared_put_back(ms, list, top, tseg);
+  if (shm_rel_due()) {
+    ms_unlock(ms);
+    shm_rel_poll();
+    ms_lock(ms);
+  }
+}
+
+/* Is c a chunk of ms: its top, or a chunk boundary of its segment (not a
+ * stale header inside a chunk that grew over it, as realloc leaves)?
+ * Walks the segment from its start.  Locked. */
+static bool shared_is_chunk(mstate_t *ms, const chunk_t *c)
+{
+  if (c == ms->top)
+    return true;
+  uintptr_t o = owner_map_get(c);
+  if (o == 0 || (o & PH_OWNER_TAGS) != 0 || owner_seg(o)->ms != ms)
+    return false;
+  seg_t *seg = owner_seg(o);
+  for (chunk_t *x = seg_first(seg); (char *)x < seg_fence(seg) && x <= c; x = chunk_next(x)) {
+    if (x == c)
+      return true;
+    if (!head_ok(ms, x) || chunk_size(x) < PH_MIN_CHUNK)
+      return false;
+  }
+  return false;
+}
+
+/* The release [addr, addr+len) of ms's free chunk, posted to the ring by
+ * this process, has been heard by every other process (shm.c).  If chunk is
+ * still that free chunk -- a chunk of ms, free, marked decommitted (by this
+ * entry: its token is still in it), covering the range: nothing of it was
+ * allocated since -- its pages go now, listener first, as
+ * shared_give_back gives them back.  Otherwise the entry is dropped (and a
+ * top that kept the mark of a chunk it was carved from loses it, so that a
+ * trim gives it back later).  Takes and drops ms's lock.  @return 1 if the
+ * pages went, 0 if the entry is dropped, -1 if the chunk is borrowed by a
+ * give-back under way (which posted the entry: ask again later). */
+int ms_release_settle(mstate_t *ms, void *chunk, void *addr, size_t len, uint64_t token)
+{
+  chunk_t *c = chunk, *list = NULL, *top = NULL;
+  uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+  seg_t *tseg = NULL;
+
+  ms_lock(ms);
+  bool ours = *shm_rel_token_at(c) == token && head_ok(ms, c) &&
+              lo >= (uintptr_t)c + sizeof(chunk_t) && hi <= (uintptr_t)c + chunk_size(c) &&
+              shared_is_chunk(ms, c);
+  if (ours && chunk_cinuse(c) && shared_busy(c)) {
+    ms_unlock(ms);
+    return -1;
+  }
+  if (!ours || chunk_cinuse(c) || !(chunk_head(c) & PH_DECOMMITTED)) {
+    chunk_t *t = ms->top;
+    if (t != NULL && (chunk_head(t) & PH_DECOMMITTED) && (uintptr_t)t > (uintptr_t)c &&
+        (uintptr_t)t < hi)
+      head_set(ms, t, chunk_head(t) & (PH_SIZE_MASK | PH_FLAGS) & ~PH_DECOMMITTED);
+    ms_unlock(ms);
+    return 0;
+  }
+  if (c == ms->top) {
+    chunk_set_inuse(ms, c, chunk_size(c));   /* the fence now follows an in-use chunk */
+    ms->top = NULL;                         /* a grow meanwhile makes a new top */
+    top = c;
+    tseg = ms->top_seg;
+  } else {
+    bin_unlink(ms, c, chunk_size(c));
+    shared_borrow(ms, c, &list);
+  }
+  shared_mark(c, true);
+  ms_unlock(ms);
+  os_release_shared(addr, len, true);
+  ms_lock(ms);
+  shared_put_back(ms, list, top, tseg);
+  ms_unlock(ms);
+  return 1;
 }
 
 /* ms_trim_top in the shared heap: the top's pages past pad go back. */
@@ -308,8 +434,13 @@ static unsigned shared_idle_collect(mstate_t *ms, bool force)
       }
     }
   }
-  if (list != NULL)
+  if (list != NULL) {
     shared_give_back(ms, list, NULL, NULL, 0);
+  } else if (force && shm_rel_due()) {    /* malloc_trim hears the others' releases too */
+    ms_unlock(ms);
+    shm_rel_poll();
+    ms_lock(ms);
+  }
   return 0;
 }
 

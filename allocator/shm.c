@@ -33,7 +33,9 @@
  * its state -- bins, remote stack, cookie, lock -- is reachable from every
  * process; a block freed by another process goes to its owner through the
  * lock-free remote stack (small blocks, defer.c) or under the owner heap's
- * lock (a spin lock in the region).
+ * lock (a spin lock in the region).  Pages given back from the region are
+ * first heard by every process attached (a ring of releases in the header:
+ * see "releases every process hears"; shm_poll).
  */
 #include "chunk.h"
 
@@ -58,7 +60,7 @@ extern char **environ;
 #endif
 
 #define SHM_MAGIC    0x316d68737061656eULL   /* "neapshm1" */
-#define SHM_VERSION  1u
+#define SHM_VERSION  2u
 #define SHM_MAX_PROCS PARAM_RANKS_MAX
 #define SHM_SLOT     ((uintptr_t)1 << (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS))  /* 4 GiB */
 #define SHM_LEAF_BYTES (sizeof(uintptr_t) << PH_OWNER_LEAF_BITS)
@@ -74,7 +76,20 @@ enum { SHM_INIT = 0, SHM_READY = 1, SHM_DEAD = 2 };
 typedef struct shm_rec_s {
   _Atomic int pid;           /* 0: left (or never joined) */
   int joined;                /* 1 once the process took its index */
+  _Atomic uint64_t heard;    /* its listeners heard every release posted before */
 } shm_rec_t;
+
+/* A release posted to the ring (below: "releases every process hears"). */
+#define SHM_RING 64u         /* a power of two */
+typedef struct shm_rel_s {
+  _Atomic uint64_t turn;     /* s: free for entry s; s + 1: holds entry s */
+  _Atomic uint64_t addr;     /* the pages [addr, addr + len) */
+  _Atomic uint64_t len;
+  _Atomic uint64_t heap;     /* the poster's heap (mstate_t *) and its free chunk */
+  _Atomic uint64_t chunk;
+  _Atomic uint64_t token;    /* also in the chunk (shm_rel_token_at) while it stays free */
+  _Atomic int poster;        /* the poster's index */
+} shm_rel_t;
 
 typedef struct shm_hdr_s {
   uint64_t magic;
@@ -93,6 +108,8 @@ typedef struct shm_hdr_s {
   uint64_t data_off;         /* the first slice */
   uint64_t free_key;         /* chunk_free_key of every process */
   mem_source_t source;       /* what every heap of the region points at */
+  _Atomic uint64_t rel_head; /* the next entry's number */
+  shm_rel_t rel[SHM_RING];
   shm_rec_t recs[SHM_MAX_PROCS];
 } shm_hdr_t;
 
@@ -204,14 +221,36 @@ static void shm_nap(void)
   nanosleep(&ts, NULL);
 }
 
-static bool pid_gone(int pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
-
 static void str_cat(char *dst, size_t cap, const char *src)
 {
   size_t n = strlen(dst);
   while (*src != '\0' && n + 1 < cap)
     dst[n++] = *src++;
   dst[n] = '\0';
+}
+
+/* Has the process pid ended?  One that its parent has not reaped yet (a
+ * zombie) still answers kill(pid, 0): the state in /proc/<pid>/stat tells. */
+static bool pid_gone(int pid)
+{
+  int saved = errno;
+  bool gone = pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+
+  if (!gone && pid > 0) {
+    char path[48] = "/proc/", num[24], buf[128];
+    str_cat(path, sizeof(path), ph_fmt_dec(num, (uint64_t)pid));
+    str_cat(path, sizeof(path), "/stat");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t n = read(fd, buf, sizeof(buf) - 1);
+      close(fd);
+      buf[n > 0 ? n : 0] = '\0';
+      const char *p = strrchr(buf, ')');  /* after the command's name, which may hold one */
+      gone = p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+    }
+  }
+  errno = saved;
+  return gone;
 }
 
 /* ---- /proc/self/maps, read into a fixed buffer --------------------------- */
@@ -431,6 +470,8 @@ static bool shm_create(int fd)
    * joins always finds a live process in the records. */
   atomic_store_explicit(&h->recs[0].pid, (int)getpid(), memory_order_relaxed);
   h->recs[0].joined = 1;
+  for (uint32_t i = 0; i < SHM_RING; i++)
+    atomic_store_explicit(&h->rel[i].turn, i, memory_order_relaxed);
   atomic_store_explicit(&h->nprocs, 1, memory_order_relaxed);
   shm_me = 0;
   /* Test hook: a creator that stalls before "ready" (test/test_shm.c). */
@@ -592,7 +633,9 @@ static bool shm_register(void)
     say(")");
     return false;
   }
-  atomic_store_explicit(&h->recs[i].pid, (int)getpid(), memory_order_relaxed);
+  /* Releases posted before now concern no block this process can have seen. */
+  atomic_store_explicit(&h->recs[i].heard, atomic_load(&h->rel_head), memory_order_relaxed);
+  atomic_store_explicit(&h->recs[i].pid, (int)getpid(), memory_order_release);
   h->recs[i].joined = 1;
   shm_me = (int)i;
   /* A record with our pid is this process before it called exec (a shell's
@@ -801,6 +844,233 @@ mstate_t *shm_fallback_heap(void)
   return ms;
 }
 
+/* ---- releases every process hears ---------------------------------------
+ *
+ * Pages of the region that a process gives back must not leave the shared
+ * object while another process may hold a registration on them (it was
+ * sent a pointer into the block and registered it for RDMA): after
+ * MADV_REMOVE its mapping faults in new pages and the registration is
+ * stale.  So, while another process is attached, the giver posts the range
+ * to a ring in the header (shm_rel_post, from segment.c's shared_release)
+ * and puts the chunk back free, marked decommitted (no trim posts it again),
+ * the entry's token in it (shm_rel_token_at).  Every process, in shm_rel_poll() (the
+ * public shm_poll, and segment.c after a give-back), calls its release
+ * listeners for each entry it has not heard yet -- the poster's own are
+ * skipped: it hears its ranges as they go -- and publishes in its record the
+ * number of the next entry to hear.  Once every live process has heard an
+ * entry, the poster, in its own poll, gives the pages back if the chunk
+ * stayed free and untouched (segment.c: ms_release_settle), and frees the
+ * slot; a block reused meanwhile is not removed (the others heard of a
+ * release that did not happen: harmless).
+ *
+ * The ring: entry s lives in slot s % SHM_RING, whose turn goes from s (free
+ * for s) to s + 1 (holds s) to s + SHM_RING (free for the next lap).  A
+ * poster claims s by a compare-and-swap on rel_head while the slot's turn is
+ * s, fills it and publishes it with a release store of s + 1.  A full ring
+ * posts nothing (the pages stay resident, the chunk unmarked, until a later
+ * give-back finds room).  A process that is gone (its pid) blocks no entry,
+ * and its own entries are freed by the next poster that finds the ring
+ * full.  A live process that never polls delays the removals, never more;
+ * so does a process killed between claiming an entry and publishing it (a
+ * few stores): the entries after it are heard no more, and nothing goes.
+ * Alone (no other process attached, or a participant count of 1), the pages
+ * go at once, as they always did.
+ */
+
+static atomic_flag shm_polling = ATOMIC_FLAG_INIT;   /* one thread polls at a time */
+static atomic_uint shm_pending;                       /* own entries not settled */
+
+static uint64_t shm_token(uint64_t s, uintptr_t chunk)
+{
+  uint64_t x = ((s + 1) * 0x9e3779b97f4a7c15ULL) ^ chunk ^ shm_hdr->free_key;
+  return x ^ (x >> 31);
+}
+
+/* The number of records handed out. */
+static uint32_t shm_recs(const shm_hdr_t *h)
+{
+  uint32_t n = atomic_load_explicit(&((shm_hdr_t *)h)->nprocs, memory_order_acquire);
+  return n > h->max_procs ? h->max_procs : n;
+}
+
+/* Does slot i hold an entry?  @return its number in *s_p. */
+static bool shm_rel_held(shm_hdr_t *h, uint32_t i, uint64_t *s_p)
+{
+  uint64_t t = atomic_load_explicit(&h->rel[i].turn, memory_order_acquire);
+  *s_p = t - 1;
+  return t % SHM_RING == (i + 1) % SHM_RING;
+}
+
+/* Frees the slot of entry s, unless someone did first. */
+static void shm_rel_retire(shm_rel_t *e, uint64_t s)
+{
+  uint64_t t = s + 1;
+  atomic_compare_exchange_strong_explicit(&e->turn, &t, s + SHM_RING, memory_order_release,
+                                          memory_order_relaxed);
+}
+
+/* Frees the slots of the entries whose poster is gone. */
+static void shm_rel_sweep(shm_hdr_t *h)
+{
+  uint64_t s;
+
+  for (uint32_t i = 0; i < SHM_RING; i++) {
+    if (!shm_rel_held(h, i, &s))
+      continue;
+    int p = atomic_load_explicit(&h->rel[i].poster, memory_order_relaxed);
+    if (p == shm_me || p < 0 || (uint32_t)p >= shm_recs(h))
+      continue;
+    int pid = atomic_load_explicit(&h->recs[p].pid, memory_order_acquire);
+    if (pid == 0 || pid_gone(pid))
+      shm_rel_retire(&h->rel[i], s);
+  }
+}
+
+int shm_rel_post(mstate_t *ms, void *chunk, void *addr, size_t len)
+{
+  shm_hdr_t *h = shm_hdr;
+
+  if (h->max_procs == 1 || atomic_load_explicit(&h->refcount, memory_order_acquire) <= 1)
+    return SHM_POST_NOW;
+  uint64_t s = atomic_load_explicit(&h->rel_head, memory_order_relaxed);
+  bool swept = false;
+  for (;;) {
+    uint64_t t = atomic_load_explicit(&h->rel[s % SHM_RING].turn, memory_order_acquire);
+    if (t == s) {
+      if (atomic_compare_exchange_weak_explicit(&h->rel_head, &s, s + 1, memory_order_acq_rel,
+                                                memory_order_relaxed))
+        break;
+    } else if (t > s) {                        /* rel_head moved on meanwhile */
+      s = atomic_load_explicit(&h->rel_head, memory_order_relaxed);
+    } else {                                   /* still entry s - SHM_RING: full */
+      if (swept)
+        return SHM_POST_FULL;
+      shm_rel_sweep(h);
+      swept = true;
+    }
+  }
+  shm_rel_t *e = &h->rel[s % SHM_RING];
+  uint64_t token = shm_token(s, (uintptr_t)chunk);
+  *shm_rel_token_at(chunk) = token;
+  atomic_store_explicit(&e->addr, (uintptr_t)addr, memory_order_relaxed);
+  atomic_store_explicit(&e->len, len, memory_order_relaxed);
+  atomic_store_explicit(&e->heap, (uintptr_t)ms, memory_order_relaxed);
+  atomic_store_explicit(&e->chunk, (uintptr_t)chunk, memory_order_relaxed);
+  atomic_store_explicit(&e->token, token, memory_order_relaxed);
+  atomic_store_explicit(&e->poster, shm_me, memory_order_relaxed);
+  atomic_fetch_add_explicit(&shm_pending, 1, memory_order_relaxed);
+  atomic_store_explicit(&e->turn, s + 1, memory_order_release);
+  return SHM_POST_LATER;
+}
+
+/* Calls the listeners for every entry of other processes not heard yet,
+ * then publishes how far this process has heard. */
+static void shm_rel_hear(shm_hdr_t *h)
+{
+  shm_rec_t *rec = &h->recs[shm_me];
+  uint64_t at = atomic_load_explicit(&rec->heard, memory_order_relaxed);
+  uint64_t head = atomic_load_explicit(&h->rel_head, memory_order_acquire);
+
+  for (; at < head; at++) {
+    shm_rel_t *e = &h->rel[at % SHM_RING];
+    uint64_t t = atomic_load_explicit(&e->turn, memory_order_acquire);
+    if (t == at)
+      break;                                   /* being written: the next poll */
+    if (t != at + 1)
+      continue;                                /* dropped (or its poster gone) already */
+    int poster = atomic_load_explicit(&e->poster, memory_order_relaxed);
+    uintptr_t addr = atomic_load_explicit(&e->addr, memory_order_relaxed);
+    size_t len = atomic_load_explicit(&e->len, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&e->turn, memory_order_relaxed) != at + 1)
+      continue;                                /* dropped while read */
+    if (poster != shm_me && addr - (uintptr_t)h < h->size && len <= h->size - (addr - (uintptr_t)h))
+      os_release_shared((void *)addr, len, false);
+  }
+  atomic_store_explicit(&rec->heard, at, memory_order_release);
+}
+
+/* The number of the first entry some live process but this one has not
+ * heard yet (every entry before it has been heard by all).  Whether a
+ * process that lags is alive is asked of the system at most every
+ * SHM_ALIVE_MS (a program may poll in a tight loop while one lags). */
+#define SHM_ALIVE_MS 10u
+static _Atomic uint64_t shm_alive_at;
+
+static uint64_t shm_rel_floor(shm_hdr_t *h)
+{
+  uint32_t n = shm_recs(h);
+  uint64_t floor = UINT64_MAX, now = shm_now_ms();
+  bool ask = now - atomic_load_explicit(&shm_alive_at, memory_order_relaxed) >= SHM_ALIVE_MS;
+
+  for (uint32_t i = 0; i < n; i++) {
+    int pid = atomic_load_explicit(&h->recs[i].pid, memory_order_acquire);
+    uint64_t heard = atomic_load_explicit(&h->recs[i].heard, memory_order_acquire);
+    if ((int)i == shm_me || pid == 0 || heard >= floor)
+      continue;
+    if (!ask)
+      floor = heard;
+    else if (!pid_gone(pid))
+      floor = heard;
+  }
+  if (ask && floor != UINT64_MAX)
+    atomic_store_explicit(&shm_alive_at, now, memory_order_relaxed);
+  return floor;
+}
+
+/* Settles this process's entries that every live process has heard. */
+static void shm_rel_reap(shm_hdr_t *h)
+{
+  uint64_t s, floor = UINT64_MAX;
+  bool floor_known = false;
+
+  for (uint32_t i = 0; i < SHM_RING && atomic_load(&shm_pending) != 0; i++) {
+    shm_rel_t *e = &h->rel[i];
+    if (!shm_rel_held(h, i, &s) || atomic_load_explicit(&e->poster, memory_order_relaxed) != shm_me)
+      continue;
+    if (!floor_known) {
+      floor = shm_rel_floor(h);
+      floor_known = true;
+    }
+    if (s >= floor)
+      continue;
+    int r = ms_release_settle((mstate_t *)atomic_load_explicit(&e->heap, memory_order_relaxed),
+                              (void *)atomic_load_explicit(&e->chunk, memory_order_relaxed),
+                              (void *)atomic_load_explicit(&e->addr, memory_order_relaxed),
+                              atomic_load_explicit(&e->len, memory_order_relaxed),
+                              atomic_load_explicit(&e->token, memory_order_relaxed));
+    if (r < 0)
+      continue;                                /* its chunk is still being given back */
+    shm_rel_retire(e, s);
+    atomic_fetch_sub(&shm_pending, 1);
+  }
+}
+
+bool shm_rel_due(void)
+{
+  shm_hdr_t *h = shm_hdr;
+
+  if (h == NULL || shm_left || shm_me < 0)
+    return false;
+  return atomic_load_explicit(&shm_pending, memory_order_relaxed) != 0 ||
+         atomic_load_explicit(&h->rel_head, memory_order_relaxed) !=
+             atomic_load_explicit(&h->recs[shm_me].heard, memory_order_relaxed);
+}
+
+int shm_rel_poll(void)
+{
+  shm_hdr_t *h = shm_hdr;
+
+  if (!shm_rel_due())
+    return 0;
+  if (!atomic_flag_test_and_set_explicit(&shm_polling, memory_order_acquire)) {
+    shm_rel_hear(h);
+    shm_rel_reap(h);
+    atomic_flag_clear_explicit(&shm_polling, memory_order_release);
+  }
+  return (int)atomic_load(&shm_pending);
+}
+
 /* ---- fork and exit ------------------------------------------------------- */
 
 void shm_fork_child(void)
@@ -839,6 +1109,13 @@ __attribute__((destructor)) static void shm_leave(void)
    * thread cache gathers them into bundles; the main thread's cache is not
    * emptied at exit otherwise). */
   tcache_flush_mine();
+  /* Its releases still waiting will not be settled: their slots go (the
+   * pages stay in the object while it lives). */
+  uint64_t s;
+  for (uint32_t i = 0; i < SHM_RING; i++) {
+    if (shm_rel_held(h, i, &s) && atomic_load_explicit(&h->rel[i].poster, memory_order_relaxed) == shm_me)
+      shm_rel_retire(&h->rel[i], s);
+  }
   atomic_store_explicit(&h->recs[shm_me].pid, 0, memory_order_relaxed);
   if (atomic_fetch_sub(&h->refcount, 1) == 1) {
     uint32_t ready = SHM_READY;
@@ -872,3 +1149,6 @@ size_t shm_size(void) { return shm_hdr != NULL ? (size_t)shm_hdr->size : 0; }
 int shm_index(void) { return shm_hdr != NULL ? shm_me : -1; }
 
 const char *shm_name(void) { return shm_hdr != NULL ? shm_obj : NULL; }
+
+int shm_poll(void) { return shm_rel_poll(); }
+

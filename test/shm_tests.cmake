@@ -28,3 +28,14 @@ if(TARGET pinheap-info)
     PASS_REGULAR_EXPRESSION
     "shared-memory heap: on\n.*PINHEAP_SHM_SIZE +\"16M\"\n.*job info[0-9]+ \\(PINHEAP_SHM_JOB\\).*this process: index 0, region 0x[0-9a-f]+ \\(16777216 bytes\\).*no-object-left")
 endif()
+
+# Releases every process hears (issue 11, item 3): memory one process gives
+# back from the region fires the release listeners of the others before its
+# pages leave the shared object.  shm_worker's "release" mode drives each
+# scenario on a job of its own (the giver, the process that hears, an idle
+# one killed) and checks nothing is left in /dev/shm.
+foreach(how heard reused untouched grown dead churn)
+  add_test(NAME shm_release_${how} COMMAND shm_worker release ${how})
+  set_tests_properties(shm_release_${how} PROPERTIES LABELS "shm" TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "release ${how} ok" FAIL_REGULAR_EXPRESSION "FAIL")
+endforeach()
