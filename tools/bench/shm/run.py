@@ -142,7 +142,7 @@ def main():
                 failed[m] = (p.stdout + p.stderr).strip()[-600:]
                 continue
             for n, v in rows.items():
-                samples[m].setdefault(n, []).append(v)
+                samples[m].setdefault(n, {})[r] = v
     failures = 0
     for m, why in failed.items():
         said = [l for l in why.splitlines() if l.startswith("shm_bench")]
@@ -154,8 +154,8 @@ def main():
             failures += 1
 
     sizes = sorted({n for m in METHODS for n in samples[m]})
-    med = {m: {n: (statistics.median(v[0] for v in samples[m][n]),
-                   statistics.median(v[1] for v in samples[m][n]))
+    med = {m: {n: (statistics.median(v[0] for v in samples[m][n].values()),
+                   statistics.median(v[1] for v in samples[m][n].values()))
                for n in samples[m]} for m in METHODS}
     shown = [m for m in METHODS if med[m]]
 
@@ -163,7 +163,16 @@ def main():
         return n / med[m][n][0] / 1e3 if n in med[m] else None
 
     def ratio(a, b, n):
-        return "%.2f" % (med[b][n][0] / med[a][n][0]) if n in med[a] and n in med[b] else "-"
+        # per round (the two runs were next to each other), then the median:
+        # this VM's core-to-core latency flips between two modes (host vCPU
+        # placement), and a ratio of two medians can pair a fast round of
+        # one method with a slow round of the other
+        if n not in samples[a] or n not in samples[b]:
+            return "-"
+        both = sorted(set(samples[a][n]) & set(samples[b][n]))
+        if not both:
+            return "-"
+        return "%.2f" % statistics.median(samples[b][n][r][0] / samples[a][n][r][0] for r in both)
 
     lines = ["time per message, us (bandwidth GB/s), median of %d interleaved rounds; "
              "sender and receiver on different cores" % runs,
@@ -181,8 +190,9 @@ def main():
     for n in sizes:
         lines.append("%-6s" % fmt_size(n) + "".join(
             "%-12s" % ("%.2f" % med[m][n][1] if n in med[m] else "-") for m in shown))
-    lines.append("(ratios: speed of the first over the second, >1 is faster; heap~raw near "
-                 "1.00 means the heap adds nothing to the copy)")
+    lines.append("(ratios: speed of the first over the second, >1 is faster, the median of "
+                 "the rounds' own ratios; heap~raw near 1.00 means the heap adds nothing to "
+                 "the copy)")
     text = "\n".join(lines)
     print(text)
     with open(os.path.join(out, "table.txt"), "w") as f:
