@@ -109,6 +109,19 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
  * each chunk's header is checked when malloc hands it out (front.h). */
 #define PH_BUNDLE_SHIFT 48
 #define PH_BUNDLE_LINK_MASK (((uintptr_t)1 << PH_BUNDLE_SHIFT) - 1)
+/* Slab pages (slab.c): blocks of one size class (16-byte steps up to
+ * PH_SLAB_MAX) carved from one granule, headerless.  Class i holds blocks
+ * of (i + 1) * 16 bytes. */
+#define PH_SLAB_MAX    1024u
+#define PH_SLAB_NCLASS (PH_SLAB_MAX >> 4)
+#define PH_SLAB_HDR    128u      /* the page header */
+/* Blocks start the granule (a block's offset in its granule is its offset
+ * from the first block); the header follows them, at the end of the
+ * page's chunk, which ends 16 bytes before the next granule, where the
+ * next chunk's header lies. */
+#define PH_SLAB_AREA   (PH_GRANULE - PH_CHUNK_HDR - PH_SLAB_HDR)
+#define PH_SLAB_HDR_OFF PH_SLAB_AREA   /* the header's offset in the granule */
+
 typedef struct chunk_s {
   size_t prev_foot;          /* size of the previous chunk, if it is free */
   size_t head;               /* size | flags | check byte << 56 */
@@ -200,6 +213,11 @@ typedef struct mstate_s {
   void *_Atomic remote;      /* bundles of in-use chunks freed by other threads
                                 (a stack, as fast[]); drained under the lock */
   struct mstate_s *all_next; /* every heap of the process (fork, statistics) */
+  struct slab_page_s *slab_all;    /* every slab page of this arena (slab.c) */
+  struct slab_page_s *slab_cache;  /* empty slab pages kept for reuse */
+  unsigned slab_cached;
+  struct slab_page_s *slab_orphans[PH_SLAB_NCLASS];  /* pages of exited threads,
+                                by size class, to be adopted */
   uint64_t binmap[PH_BINMAP_WORDS];
   uint64_t binmap_words;     /* bit w: binmap[w] != 0, so a search skips
                                 runs of empty bins in one step */
@@ -243,6 +261,8 @@ typedef struct mparams_s {
 #define PH_KIND_USER  3u     /* a segment of a caller's mspace */
 #define PH_KIND_SHM   4u     /* the shared heap's region, but for this process's
                                 own arenas' slices (shm.c) */
+#define PH_KIND_SLAB  5u     /* a slab page (slab.c) inside an arena's segment:
+                                its owner map entry stays the segment's */
 /* A segment of arena i < PH_KIND_TAGS: the thread caches of that arena's
  * threads take its chunks on their fast path (one compare). */
 #define PH_KIND_TAGS 126u
@@ -278,7 +298,48 @@ typedef struct tcache_s {
                                  on their way back to it as bundles */
   size_t grown;        /* bytes the lists' limits were raised by, in all */
   unsigned trips;      /* refills and bundles given back, in all */
+  bool slab_on;        /* small blocks come from slab pages (not the shared heap) */
+  /* Slab pages (slab.c) by size class: the current page (a sentinel page
+   * that is always empty when none), the pages with room (fast frees), the
+   * full ones (oldest first; their first local free goes slow). */
+  struct slab_page_s *slab[PH_SLAB_NCLASS];
+  struct slab_page_s *slab_avail[PH_SLAB_NCLASS];
+  struct slab_page_s *slab_full[PH_SLAB_NCLASS];
+  struct slab_page_s *slab_full_tail[PH_SLAB_NCLASS];
 } tcache_t;
+
+/* The header of a slab page, after its blocks (slab.c).  The
+ * fields marked "owner" are read and written only by the owning thread;
+ * fast_tc, owner and remote are read by every thread (relaxed atomics);
+ * the rest is set when the page is laid out, under its arena's lock, and
+ * stays while the page is one. */
+typedef struct slab_page_s {
+  void *free;                /* owner: free blocks, links stored ^ secret;
+                                the page itself ends the list */
+  uintptr_t secret;          /* mixed into every link */
+  uint32_t used;             /* owner: blocks not in `free` nor uncarved, +1
+                                while the page is its class's current one */
+  uint32_t span;             /* bytes from the first block (the granule's
+                                start) past the last */
+  uint64_t divc;             /* u is a multiple of bsize iff u * divc < divc */
+  struct tcache_s *fast_tc;  /* == owner while frees may take the fast path
+                                (the page is not full); else NULL */
+  struct tcache_s *owner;    /* the owning thread's cache; NULL: none */
+  void *remote;              /* blocks freed by other threads (a stack) */
+  uint32_t bsize;            /* block size */
+  uint16_t cls;              /* size class: bsize / 16 - 1 */
+  uint8_t state;             /* owner (or arena lock without owner): SLAB_* */
+  uint8_t pad_;
+  char *bump;                /* owner: the part not carved yet */
+  char *end;
+  struct slab_page_s *next;  /* the owner's list, or the arena's cache or orphans */
+  struct slab_page_s *prev;
+  struct slab_page_s *all_next;   /* the arena's list of pages (its lock) */
+  struct slab_page_s *all_prev;
+  struct mstate_s *ms;
+  uint64_t magic;            /* secret ^ address: the checker's test */
+} slab_page_t;
+_Static_assert(sizeof(slab_page_t) <= PH_SLAB_HDR, "the slab page header fits");
 
 /* A range to give back to the OS once the heap lock is dropped. */
 typedef struct release_s {
