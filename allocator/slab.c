@@ -321,11 +321,9 @@ static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
     if (pg->next != NULL)
       pg->next->prev = NULL;
     page_set_owner(pg, tc);
-    if (slab_refill(pg)) {
-      ms_unlock(ms);
-      return pg;
-    }
-    full_append(tc, pg);
+    slab_collect(pg);
+    ms_unlock(ms);
+    return pg;                           /* (the caller files it as full if it is) */
   }
   pg = ms->slab_cache;
   if (pg != NULL) {
@@ -387,31 +385,35 @@ void *slab_malloc_slow(size_t n)
     full_append(tc, pg);
   }
   int saved = errno;
-  pg = slab_next_page(tc, c);
-  if (pg == NULL) {
-    if (!tc->slab_on)
-      return slab_chunk_path(tc, n);
-    errno = ENOMEM;
-    return NULL;
+  for (;;) {
+    pg = slab_next_page(tc, c);
+    if (pg == NULL) {
+      if (!tc->slab_on)
+        return slab_chunk_path(tc, n);
+      errno = ENOMEM;
+      return NULL;
+    }
+    if (slab_refill(pg))
+      break;
+    full_append(tc, pg);                 /* (an orphan taken in full) */
   }
   errno = saved;
   /* a release listener run meanwhile may have made a current page */
   if (ph_unlikely(tc->slab[c] != &slab_none)) {
     slab_page_t *other = tc->slab[c];
+    tc->slab[c] = &slab_none;
     other->used--;
-    if (other->used == 0) {
-      tc->slab[c] = &slab_none;
+    if (other->used == 0)
       slab_page_give(other);
-    } else {
+    else if (slab_refill(other))
       avail_push(tc, other);
-    }
+    else
+      full_append(tc, other);
   }
   pg->state = SLAB_CUR;
   pg->used++;
   page_set_fast(pg, tc);
   tc->slab[c] = pg;
-  if (!slab_refill(pg))
-    slab_corrupt(pg, pg->free);          /* every page handed here has room */
   return slab_pop(pg, pg->free);
 }
 
@@ -633,6 +635,8 @@ size_t slab_info(mstate_t *ms)
   for (slab_page_t *pg = ms->slab_all; pg != NULL; pg = pg->all_next) {
     tcache_t *o = page_owner(pg);       /* others' pages: their fields are theirs */
     size_t whole = chunk_size(mem_chunk(page_first(pg)));
+    if (o == NULL && pg->state == SLAB_ORPHAN)
+      slab_collect(pg);                  /* frees into it since its thread exited */
     if (o == NULL && pg->state == SLAB_CACHED)
       free_bytes += whole;
     else if (o == NULL || o == me)
