@@ -177,6 +177,7 @@
 #define slab_malloc_slow        PINHEAP_NAME(slab_malloc_slow)
 #define slab_corrupt            PINHEAP_NAME(slab_corrupt)
 #define slab_page_idle          PINHEAP_NAME(slab_page_idle)
+#define slab_remote_flush       PINHEAP_NAME(slab_remote_flush)
 #define slab_free_slow          PINHEAP_NAME(slab_free_slow)
 #define slab_usable             PINHEAP_NAME(slab_usable)
 #define slab_realloc            PINHEAP_NAME(slab_realloc)

@@ -103,7 +103,7 @@ PH_INLINE bool front_free_fast(void *mem)
      * of the block size from the first) and not free already. */
     slab_page_t *pg = slab_page_at(mem);
     if (ph_unlikely(__atomic_load_n(&pg->fast_tc, __ATOMIC_RELAXED) != tc))
-      return false;
+      return false;                                  /* another thread's, or full: slow */
     uint32_t u = (uint32_t)((uintptr_t)mem & (PH_GRANULE - 1));
     if (ph_unlikely(u >= pg->span || (uint64_t)u * pg->divc >= pg->divc))
       return false;                                  /* interior: the slow path names it */

@@ -466,6 +466,8 @@ PH_HIDDEN void slab_page_idle(tcache_t *tc, slab_page_t *pg);
 /** Frees mem, a pointer into a slab page (the kind map says so): another
  *  thread's page, a full page, or misuse, which it names. */
 PH_HIDDEN void slab_free_slow(void *mem, const char *fn);
+/** Pushes the blocks of another thread's page this thread gathered. */
+PH_HIDDEN void slab_remote_flush(tcache_t *tc);
 /** The block size of mem, a pointer into a slab page (named if it is no
  *  block or a free one). */
 PH_HIDDEN size_t slab_usable(const void *mem, const char *fn);

@@ -53,6 +53,7 @@
 #define PH_SLAB_CACHE 16u      /* empty pages an arena keeps */
 #define SLAB_FULL_SCAN 4u      /* full pages looked at for remote frees */
 #define SLAB_CARVE 4096u       /* bytes of fresh blocks put on the list at once */
+#define SLAB_REMOTE_BATCH 32u  /* blocks of another thread's page pushed at once */
 
 slab_page_t slab_none = { .free = &slab_none };
 
@@ -419,6 +420,31 @@ void *slab_malloc_slow(size_t n)
 
 /* ---- free ----------------------------------------------------------------------- */
 
+/* Pushes the chain head .. tail (n blocks of pg, linked ^ secret, the
+ * tail's link to be set) on pg's remote stack. */
+static void slab_remote_push(slab_page_t *pg, void *head, void *tail, unsigned n)
+{
+  (void)n;
+  void *old = __atomic_load_n(&pg->remote, __ATOMIC_RELAXED);
+  do {
+    *(uintptr_t *)tail = link_enc(pg, old);
+  } while (!__atomic_compare_exchange_n(&pg->remote, &old, head, true, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED));
+}
+
+void slab_remote_flush(tcache_t *tc)
+{
+  slab_page_t *pg = tc->rb_page;
+  if (pg == NULL)
+    return;
+  void *head = tc->rb_head, *tail = tc->rb_tail;
+  unsigned n = tc->rb_count;
+  tc->rb_page = NULL;
+  tc->rb_head = tc->rb_tail = NULL;
+  tc->rb_count = 0;
+  slab_remote_push(pg, head, tail, n);
+}
+
 void slab_page_idle(tcache_t *tc, slab_page_t *pg)
 {
   int saved = errno;
@@ -451,13 +477,23 @@ void slab_free_slow(void *mem, const char *fn)
     errno = saved;
     return;
   }
-  /* another thread's page, or one without owner: its remote stack */
+  /* another thread's page, or one without owner: gathered, then pushed on
+   * its remote stack with the others of that page */
   ((uint64_t *)mem)[1] = chunk_free_key;
-  void *old = __atomic_load_n(&pg->remote, __ATOMIC_RELAXED);
-  do {
-    *(uintptr_t *)mem = link_enc(pg, old);
-  } while (!__atomic_compare_exchange_n(&pg->remote, &old, mem, true, __ATOMIC_RELEASE,
-                                        __ATOMIC_RELAXED));
+  if (tc->rb_page != pg) {
+    if (tc->arena == NULL) {             /* a sentinel, no cache: pushed alone */
+      slab_remote_push(pg, mem, mem, 1);
+      errno = saved;
+      return;
+    }
+    slab_remote_flush(tc);
+    tc->rb_page = pg;
+    tc->rb_tail = mem;
+  }
+  *(uintptr_t *)mem = link_enc(pg, tc->rb_head);
+  tc->rb_head = mem;
+  if (++tc->rb_count >= SLAB_REMOTE_BATCH)
+    slab_remote_flush(tc);
   errno = saved;
 }
 
@@ -515,6 +551,7 @@ static void slab_abandon(slab_page_t *pg)
 
 void slab_thread_exit(tcache_t *tc)
 {
+  slab_remote_flush(tc);
   for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
     slab_page_t *pg = tc->slab[c];
     if (pg != &slab_none) {
@@ -535,6 +572,7 @@ void slab_thread_exit(tcache_t *tc)
 
 void slab_flush_mine(tcache_t *tc)
 {
+  slab_remote_flush(tc);
   for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
     slab_page_t *pg = tc->slab[c];
     if (pg != &slab_none) {

@@ -31,6 +31,10 @@
  *   check byte  The top byte of `head`: a hash of the chunk's address, its
  *            size and flags, and the heap's secret cookie.  A header that was
  *            overwritten, or a pointer that is not a chunk, fails it.
+ *   slab page  A granule of an arena (an in-use chunk of it) cut into
+ *            headerless blocks of one size class, up to PH_SLAB_MAX bytes,
+ *            owned by one thread (slab.c).  Its kind map byte is
+ *            PH_KIND_SLAB; its header follows the blocks.
  */
 #ifndef PINHEAP_TYPES_H
 #define PINHEAP_TYPES_H
@@ -114,7 +118,7 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
  * of (i + 1) * 16 bytes. */
 #define PH_SLAB_MAX    1024u
 #define PH_SLAB_NCLASS (PH_SLAB_MAX >> 4)
-#define PH_SLAB_HDR    128u      /* the page header */
+#define PH_SLAB_HDR    176u      /* the page header: it starts a cache line */
 /* Blocks start the granule (a block's offset in its granule is its offset
  * from the first block); the header follows them, at the end of the
  * page's chunk, which ends 16 bytes before the next granule, where the
@@ -306,6 +310,11 @@ typedef struct tcache_s {
   struct slab_page_s *slab_avail[PH_SLAB_NCLASS];
   struct slab_page_s *slab_full[PH_SLAB_NCLASS];
   struct slab_page_s *slab_full_tail[PH_SLAB_NCLASS];
+  /* Blocks of another thread's page freed here, gathered (linked as on
+   * the page's remote stack) and pushed there together. */
+  struct slab_page_s *rb_page;
+  void *rb_head, *rb_tail;
+  unsigned rb_count;
 } tcache_t;
 
 /* The header of a slab page, after its blocks (slab.c).  The
@@ -314,32 +323,39 @@ typedef struct tcache_s {
  * the rest is set when the page is laid out, under its arena's lock, and
  * stays while the page is one. */
 typedef struct slab_page_s {
-  void *free;                /* owner: free blocks, links stored ^ secret;
-                                the page itself ends the list */
+  /* line 1: read by every thread that frees into the page, written rarely */
   uintptr_t secret;          /* mixed into every link */
-  uint32_t used;             /* owner: blocks not in `free` nor uncarved, +1
-                                while the page is its class's current one */
+  uint64_t divc;             /* u is a multiple of bsize iff u * divc < divc */
   uint32_t span;             /* bytes from the first block (the granule's
                                 start) past the last */
-  uint64_t divc;             /* u is a multiple of bsize iff u * divc < divc */
+  uint32_t bsize;            /* block size */
   struct tcache_s *fast_tc;  /* == owner while frees may take the fast path
                                 (the page is not full); else NULL */
   struct tcache_s *owner;    /* the owning thread's cache; NULL: none */
-  void *remote;              /* blocks freed by other threads (a stack) */
-  uint32_t bsize;            /* block size */
+  struct mstate_s *ms;
+  uint64_t magic;            /* secret ^ address: the checker's test */
   uint16_t cls;              /* size class: bsize / 16 - 1 */
-  uint8_t state;             /* owner (or arena lock without owner): SLAB_* */
-  uint8_t pad_;
-  char *bump;                /* owner: the part not carved yet */
+  uint8_t pad_[6];
+  /* line 2: the owner's */
+  void *free;                /* free blocks, links stored ^ secret; the page
+                                header itself ends the list */
+  uint32_t used;             /* blocks not in `free` nor uncarved, +1 while
+                                the page is its class's current one */
+  uint8_t state;             /* SLAB_* (the arena lock's without owner) */
+  uint8_t pad2_[3];
+  char *bump;                /* the part not carved yet */
   char *end;
   struct slab_page_s *next;  /* the owner's list, or the arena's cache or orphans */
   struct slab_page_s *prev;
   struct slab_page_s *all_next;   /* the arena's list of pages (its lock) */
   struct slab_page_s *all_prev;
-  struct mstate_s *ms;
-  uint64_t magic;            /* secret ^ address: the checker's test */
+  /* line 3: other threads' frees, a stack pushed with compare-and-swap */
+  void *remote;
 } slab_page_t;
 _Static_assert(sizeof(slab_page_t) <= PH_SLAB_HDR, "the slab page header fits");
+_Static_assert(offsetof(slab_page_t, free) == 64 && offsetof(slab_page_t, remote) == 128 &&
+                   PH_SLAB_HDR_OFF % 64 == 0,
+               "the slab page header's three parts are cache lines of their own");
 
 /* A range to give back to the OS once the heap lock is dropped. */
 typedef struct release_s {
