@@ -50,7 +50,7 @@
 #define SLAB_ORPHAN 5u   /* its owner exited: in its arena's orphans */
 #define SLAB_LOST   6u   /* fork child: another thread's page, in no list */
 
-#define PH_SLAB_CACHE 16u      /* empty pages an arena keeps */
+#define PH_SLAB_CACHE 4u       /* empty pages an arena keeps */
 #define SLAB_FULL_SCAN 4u      /* full pages looked at for remote frees */
 #define SLAB_CARVE 4096u       /* bytes of fresh blocks put on the list at once */
 #define SLAB_REMOTE_BATCH 32u  /* blocks of another thread's page pushed at once */
@@ -215,8 +215,11 @@ static void slab_release(release_t *rel, release_t *idle, unsigned nidle)
 }
 
 /* pg has no block in use and is in none of its owner's lists: into the
- * arena's cache, or back as a free chunk. */
-static void slab_page_give(slab_page_t *pg)
+ * arena's cache.  A cache over PH_SLAB_CACHE gives one page back as a free
+ * chunk -- unless !may_release: an exiting thread's pages wait in the cache
+ * (a release would run the release listeners on a thread that is going
+ * away, and whatever they allocate there would be lost). */
+static void slab_page_give_to(slab_page_t *pg, bool may_release)
 {
   mstate_t *ms = pg->ms;
   release_t rel = { NULL, 0 }, idle[4];
@@ -225,20 +228,25 @@ static void slab_page_give(slab_page_t *pg)
   page_set_fast(pg, NULL);
   ms_lock(ms);
   page_set_owner(pg, NULL);
-  if (ms->slab_cached < PH_SLAB_CACHE) {
-    pg->state = SLAB_CACHED;
-    pg->next = ms->slab_cache;
-    ms->slab_cache = pg;
-    ms->slab_cached++;
+  pg->state = SLAB_CACHED;
+  pg->next = ms->slab_cache;
+  ms->slab_cache = pg;
+  ms->slab_cached++;
+  if (!may_release || ms->slab_cached <= PH_SLAB_CACHE) {
     ms_unlock(ms);
     return;
   }
+  pg = ms->slab_cache;
+  ms->slab_cache = pg->next;
+  ms->slab_cached--;
   slab_page_release_locked(ms, pg, &rel);
   if (ms->idle_segs != 0)
     nidle = ms_idle_collect(ms, idle, 4, false);
   ms_unlock(ms);
   slab_release(&rel, idle, nidle);
 }
+
+static void slab_page_give(slab_page_t *pg) { slab_page_give_to(pg, true); }
 
 /* ---- the owner's side: refill ------------------------------------------------ */
 
@@ -532,7 +540,7 @@ static void slab_abandon(slab_page_t *pg)
 {
   slab_collect(pg);
   if (pg->used == 0) {
-    slab_page_give(pg);
+    slab_page_give_to(pg, false);
     return;
   }
   mstate_t *ms = pg->ms;
@@ -570,10 +578,14 @@ void slab_thread_exit(tcache_t *tc)
   }
 }
 
+/* A give-back may release memory, and a release listener may then free or
+ * malloc on this thread and change its lists: after each, the walk starts
+ * over. */
 void slab_flush_mine(tcache_t *tc)
 {
   slab_remote_flush(tc);
   for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
+  restart:;
     slab_page_t *pg = tc->slab[c];
     if (pg != &slab_none) {
       slab_collect(pg);
@@ -581,24 +593,26 @@ void slab_flush_mine(tcache_t *tc)
         tc->slab[c] = &slab_none;
         pg->used = 0;
         slab_page_give(pg);
+        goto restart;
       }
     }
-    for (slab_page_t *next, *p = tc->slab_avail[c]; p != NULL; p = next) {
-      next = p->next;
+    for (slab_page_t *p = tc->slab_avail[c]; p != NULL; p = p->next) {
       slab_collect(p);
       if (p->used == 0) {
         avail_remove(tc, p);
         slab_page_give(p);
+        goto restart;
       }
     }
     for (slab_page_t *next, *p = tc->slab_full[c]; p != NULL; p = next) {
       next = p->next;
       if (__atomic_load_n(&p->remote, __ATOMIC_RELAXED) != NULL && slab_collect(p) != 0) {
         full_remove(tc, p);
-        if (p->used == 0)
+        if (p->used == 0) {
           slab_page_give(p);
-        else
-          avail_push(tc, p);
+          goto restart;
+        }
+        avail_push(tc, p);
       }
     }
   }

@@ -116,7 +116,9 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
 /* Slab pages (slab.c): blocks of one size class (16-byte steps up to
  * PH_SLAB_MAX) carved from one granule, headerless.  Class i holds blocks
  * of (i + 1) * 16 bytes. */
-#define PH_SLAB_MAX    1024u
+#ifndef PH_SLAB_MAX
+#define PH_SLAB_MAX    512u      /* (a -D for measuring other limits) */
+#endif
 #define PH_SLAB_NCLASS (PH_SLAB_MAX >> 4)
 #define PH_SLAB_HDR    176u      /* the page header: it starts a cache line */
 /* Blocks start the granule (a block's offset in its granule is its offset

@@ -334,7 +334,7 @@ Test(misuse, corrupted_header_on_free)
 {
   static const uint64_t garbage[] = { 0xdeadbeefdeadbeefULL, 0x4141414141414141ULL, 0, 0x8,
                                       0xfffffffffffffff0ULL };
-  /* (1100 bytes: a chunk; blocks up to 1 KiB come from slab pages and
+  /* (1100 bytes: a chunk; blocks up to 512 bytes come from slab pages and
    * have no header -- test_slab.c damages their free lists instead) */
   for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++) {
     corrupt_assert(1100, garbage[i], act_free, "free");
@@ -460,7 +460,7 @@ Test(misuse, free_of_a_segment_base)
 
 /* ---- writes after free, caught before the chunk is handed out again -------- */
 
-/* Chunks of 1072 bytes (slab blocks, up to 1 KiB, have no header), few
+/* Chunks of 1072 bytes (slab blocks, up to 512 bytes, have no header), few
  * enough that the arena's deferred lists keep them (under 1 MiB). */
 #define WAF_CHUNKS 512
 #define WAF_SIZE 1064

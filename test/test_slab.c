@@ -1,6 +1,6 @@
 /*
  * test_slab.c -- the slab pages of small blocks (allocator/slab.c): blocks
- * of up to 1 KiB are headerless and packed by size class, misuse of them is
+ * of up to 512 bytes are headerless and packed by size class, misuse of them is
  * still named (interior pointers, the page header, double frees -- local,
  * on a full page, from another thread --, a damaged free list link), frees
  * from other threads and pages of exited threads come back, realloc keeps
@@ -9,7 +9,7 @@
  */
 #include "test_util.h"
 
-#define SLAB_MAX 1024u
+#define SLAB_MAX 512u
 
 /* ---- misuse in a child: one line on stderr, then SIGABRT ------------------- */
 
@@ -102,7 +102,7 @@ Test(slab, small_blocks_are_headerless_and_packed)
 }
 
 /* Every request size up to the limit gets a block of its class (malloc(0)
- * is a chunk's: the fast path tests 1 .. 1024 in one compare). */
+ * is a chunk's: the fast path tests 1 .. 512 in one compare). */
 Test(slab, every_class_has_its_block_size)
 {
   for (size_t n = 1; n <= SLAB_MAX; n++) {
@@ -157,11 +157,11 @@ Test(slab, the_page_header_is_no_block)
   char *p = PINHEAP_NAME(malloc)(16);
   cr_assert_not_null(p);
   char *granule = (char *)((uintptr_t)p & ~(uintptr_t)0xffff);
-  char *hdr = granule + 0x10000 - 16 - 128;
+  char *hdr = granule + 0x10000 - 16 - 176;     /* the header: 176 bytes before the next chunk */
   child_expect(act_free, hdr, "free", "invalid pointer", hdr);
-  char *q = PINHEAP_NAME(malloc)(48);          /* 1362 blocks of 48 end 16 bytes early */
+  char *q = PINHEAP_NAME(malloc)(48);          /* 1361 blocks of 48 end 16 bytes early */
   cr_assert_not_null(q);
-  char *past = (char *)((uintptr_t)q & ~(uintptr_t)0xffff) + 1362 * 48;
+  char *past = (char *)((uintptr_t)q & ~(uintptr_t)0xffff) + 1361 * 48;
   child_expect(act_free, past, "free", "invalid pointer", past);
 }
 
@@ -364,10 +364,10 @@ Test(slab, realloc_stays_in_its_class_and_moves_out_of_it)
     p[i] = (unsigned char)i;
   cr_assert_eq(PINHEAP_NAME(realloc)(p, 112), p, "realloc(100 -> 112) moved a 112-byte block");
   cr_assert_eq(PINHEAP_NAME(realloc)(p, 60), p, "realloc(112 -> 60) moved a 112-byte block");
-  unsigned char *q = PINHEAP_NAME(realloc)(p, 700);
+  unsigned char *q = PINHEAP_NAME(realloc)(p, 400);
   cr_assert_not_null(q);
   for (int i = 0; i < 60; i++)
-    cr_assert_eq(q[i], (unsigned char)i, "realloc to 700 lost byte %d", i);
+    cr_assert_eq(q[i], (unsigned char)i, "realloc to 400 lost byte %d", i);
   unsigned char *r = PINHEAP_NAME(realloc)(q, 5000);   /* to a chunk */
   cr_assert_not_null(r);
   for (int i = 0; i < 60; i++)
