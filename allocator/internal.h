@@ -497,7 +497,9 @@ PH_HIDDEN void slab_tcache_init(tcache_t *tc);
 /* The header of the slab page mem lies in. */
 PH_INLINE slab_page_t *slab_page_at(const void *mem)
 {
-  return (slab_page_t *)(((uintptr_t)mem & ~(PH_GRANULE - 1)) + PH_SLAB_HDR_OFF);
+  uintptr_t m = (uintptr_t)mem;
+  return (slab_page_t *)((m & ~(PH_GRANULE - 1)) + PH_SLAB_HDR_OFF -
+                         ((m >> (PH_GRANULE_SHIFT - 6)) & PH_SLAB_COLOR_MASK));
 }
 /* Is mem inside a slab page (by the kind map)?  The page, or NULL. */
 PH_INLINE slab_page_t *slab_page_of(const void *mem)

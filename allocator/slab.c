@@ -71,7 +71,15 @@ PH_INLINE void page_set_fast(slab_page_t *pg, tcache_t *tc)
 {
   __atomic_store_n(&pg->fast_tc, tc, __ATOMIC_RELAXED);
 }
-PH_INLINE char *page_first(const slab_page_t *pg) { return (char *)pg - PH_SLAB_HDR_OFF; }
+PH_INLINE char *page_first(const slab_page_t *pg)
+{
+  return (char *)((uintptr_t)pg & ~(PH_GRANULE - 1));
+}
+/* Bytes of blocks the page may hold: up to its header. */
+PH_INLINE uint32_t page_area(const slab_page_t *pg)
+{
+  return (uint32_t)((uintptr_t)pg & (PH_GRANULE - 1));
+}
 PH_INLINE uint32_t page_capacity(const slab_page_t *pg) { return pg->span / pg->bsize; }
 PH_INLINE uintptr_t link_enc(const slab_page_t *pg, const void *p) { return (uintptr_t)p ^ pg->secret; }
 
@@ -158,7 +166,7 @@ static void owner_list_remove(tcache_t *tc, slab_page_t *pg)
 static void slab_format(slab_page_t *pg, mstate_t *ms, unsigned cls, tcache_t *tc)
 {
   uint32_t bsize = (cls + 1) << 4;
-  uint32_t n = PH_SLAB_AREA / bsize;
+  uint32_t n = page_area(pg) / bsize;
 
   pg->secret = (((uintptr_t)pg ^ ms->cookie ^ chunk_free_key) * PH_CHECK_MUL) ^ chunk_free_key;
   pg->free = pg;
@@ -200,6 +208,17 @@ static void slab_page_release_locked(mstate_t *ms, slab_page_t *pg, release_t *r
   if (o == 0 || (o & PH_OWNER_TAGS) || seg->ms != ms || !head_ok(ms, c) || !chunk_cinuse(c) ||
       chunk_size(c) < PH_GRANULE)
     ph_fatal("free", "corrupted chunk header", base);
+  /* Its free blocks hold the free key in their second word; a chunk
+   * carved here later could have its payload's second word on one, and be
+   * taken for a waiting chunk: every key goes (every block is free). */
+  uint32_t n = 0, cap = page_capacity(pg);
+  for (void *b = pg->free; b != (void *)pg && n <= cap; n++) {
+    uintptr_t next = *(uintptr_t *)b ^ pg->secret;
+    if (((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0)
+      slab_corrupt(pg, b);
+    ((uint64_t *)b)[1] = 0;
+    b = (void *)next;
+  }
   all_unlink(ms, pg);
   owner_map_set(base, PH_GRANULE, o, ms->kind);
   ms_free_chunk(ms, seg, c, chunk_size(c), rel, "free");
@@ -709,13 +728,13 @@ static int slab_check_header(mstate_t *ms, const slab_page_t *pg)
 {
   int problems = 0;
   uintptr_t g = (uintptr_t)pg >> PH_GRANULE_SHIFT;
-  SLAB_CHECK(((uintptr_t)pg & (PH_GRANULE - 1)) == PH_SLAB_HDR_OFF, "slab page header misplaced", pg);
+  SLAB_CHECK(pg == slab_page_at(pg), "slab page header misplaced", pg);
   SLAB_CHECK(pg->magic == (pg->secret ^ (uintptr_t)pg) && pg->ms == ms, "slab page header damaged",
              pg);
   SLAB_CHECK(g < owner_kind_limit && owner_kind[g] == PH_KIND_SLAB,
              "slab page without its kind map byte", pg);
   SLAB_CHECK(pg->bsize == ((uint32_t)pg->cls + 1) << 4 && pg->cls < PH_SLAB_NCLASS &&
-                 pg->span == PH_SLAB_AREA / pg->bsize * pg->bsize,
+                 pg->span == page_area(pg) / pg->bsize * pg->bsize,
              "slab page with a wrong block size", pg);
   const chunk_t *c = mem_chunk(page_first(pg));
   SLAB_CHECK(head_ok(ms, c) && chunk_cinuse(c) && chunk_size(c) >= PH_GRANULE,

@@ -126,7 +126,14 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
  * page's chunk, which ends 16 bytes before the next granule, where the
  * next chunk's header lies. */
 #define PH_SLAB_AREA   (PH_GRANULE - PH_CHUNK_HDR - PH_SLAB_HDR)
-#define PH_SLAB_HDR_OFF PH_SLAB_AREA   /* the header's offset in the granule */
+#define PH_SLAB_HDR_OFF PH_SLAB_AREA   /* the last header offset in a granule */
+/* Headers at one offset of every granule would all fall into the same few
+ * sets of the L1 cache, which holds 8 lines per set: with more pages in
+ * use than that (a thread using many size classes), their headers would
+ * evict each other on every malloc and free.  So the header moves down by
+ * a cache line per granule, in a cycle of 8 (by the address bits 16-18),
+ * and the blocks end where it starts. */
+#define PH_SLAB_COLOR_MASK ((uintptr_t)7 << 6)   /* (granule address >> 10) & this */
 
 typedef struct chunk_s {
   size_t prev_foot;          /* size of the previous chunk, if it is free */
