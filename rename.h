@@ -174,6 +174,8 @@
 #define tcache_flush_mine       PINHEAP_NAME(tcache_flush_mine)
 #define tcache_get              PINHEAP_NAME(tcache_get)
 #define slab_none               PINHEAP_NAME(slab_none)
+#define slab_class_of           PINHEAP_NAME(slab_class_of)
+#define slab_class_size         PINHEAP_NAME(slab_class_size)
 #define slab_malloc_slow        PINHEAP_NAME(slab_malloc_slow)
 #define slab_corrupt            PINHEAP_NAME(slab_corrupt)
 #define slab_page_idle          PINHEAP_NAME(slab_page_idle)

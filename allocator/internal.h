@@ -454,6 +454,10 @@ PH_HIDDEN int tcache_check_mine(void);
 /* The empty page every slab[] slot of a cache without a page points at:
  * its free list is always empty (it ends at the page itself). */
 extern PH_HIDDEN slab_page_t slab_none;
+/* The class of a request of n bytes, 1 .. PH_SLAB_MAX: slab_class_of[(n -
+ * 1) >> 4]; the block size of class c: slab_class_size[c]. */
+extern PH_HIDDEN const uint8_t slab_class_of[PH_SLAB_MAX >> 4];
+extern PH_HIDDEN const uint16_t slab_class_size[PH_SLAB_NCLASS];
 /** front_malloc's slab path missed (or n is 0): refills the current page of
  *  n's class, or takes another; the chunk path when slabs are off. */
 PH_HIDDEN void *slab_malloc_slow(size_t n);

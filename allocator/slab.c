@@ -57,6 +57,22 @@
 
 slab_page_t slab_none = { .free = &slab_none };
 
+/* The size classes (types.h): 16-byte steps to 128, then four per doubling. */
+const uint16_t slab_class_size[PH_SLAB_NCLASS] = {
+  16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896, 1024,
+};
+/* By (n - 1) >> 4: the smallest class that holds n bytes. */
+const uint8_t slab_class_of[PH_SLAB_MAX >> 4] = {
+  0, 1, 2, 3, 4, 5, 6, 7,                                 /*   16 ..  128 */
+  8, 8, 9, 9, 10, 10, 11, 11,                             /*  144 ..  256 */
+  12, 12, 12, 12, 13, 13, 13, 13,                         /*  272 ..  384 */
+  14, 14, 14, 14, 15, 15, 15, 15,                         /*  400 ..  512 */
+  16, 16, 16, 16, 16, 16, 16, 16,                         /*  528 ..  640 */
+  17, 17, 17, 17, 17, 17, 17, 17,                         /*  656 ..  768 */
+  18, 18, 18, 18, 18, 18, 18, 18,                         /*  784 ..  896 */
+  19, 19, 19, 19, 19, 19, 19, 19,                         /*  912 .. 1024 */
+};
+
 /* ---- small helpers --------------------------------------------------------- */
 
 PH_INLINE tcache_t *page_owner(const slab_page_t *pg)
@@ -165,7 +181,7 @@ static void owner_list_remove(tcache_t *tc, slab_page_t *pg)
 
 static void slab_format(slab_page_t *pg, mstate_t *ms, unsigned cls, tcache_t *tc)
 {
-  uint32_t bsize = (cls + 1) << 4;
+  uint32_t bsize = slab_class_size[cls];
   uint32_t n = page_area(pg) / bsize;
 
   pg->secret = (((uintptr_t)pg ^ ms->cookie ^ chunk_free_key) * PH_CHECK_MUL) ^ chunk_free_key;
@@ -403,7 +419,7 @@ void *slab_malloc_slow(size_t n)
     return ms_malloc(heap_default(), n);
   if (!tc->slab_on)
     return slab_chunk_path(tc, n);
-  unsigned c = (unsigned)((n - 1) >> 4);
+  unsigned c = slab_class_of[(n - 1) >> 4];
   slab_page_t *pg = tc->slab[c];
   if (pg != &slab_none) {
     if (slab_refill(pg))
@@ -733,7 +749,7 @@ static int slab_check_header(mstate_t *ms, const slab_page_t *pg)
              pg);
   SLAB_CHECK(g < owner_kind_limit && owner_kind[g] == PH_KIND_SLAB,
              "slab page without its kind map byte", pg);
-  SLAB_CHECK(pg->bsize == ((uint32_t)pg->cls + 1) << 4 && pg->cls < PH_SLAB_NCLASS &&
+  SLAB_CHECK(pg->cls < PH_SLAB_NCLASS && pg->bsize == slab_class_size[pg->cls] &&
                  pg->span == page_area(pg) / pg->bsize * pg->bsize,
              "slab page with a wrong block size", pg);
   const chunk_t *c = mem_chunk(page_first(pg));

@@ -113,13 +113,14 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
  * each chunk's header is checked when malloc hands it out (front.h). */
 #define PH_BUNDLE_SHIFT 48
 #define PH_BUNDLE_LINK_MASK (((uintptr_t)1 << PH_BUNDLE_SHIFT) - 1)
-/* Slab pages (slab.c): blocks of one size class (16-byte steps up to
- * PH_SLAB_MAX) carved from one granule, headerless.  Class i holds blocks
- * of (i + 1) * 16 bytes. */
-#ifndef PH_SLAB_MAX
-#define PH_SLAB_MAX    512u      /* (a -D for measuring other limits) */
-#endif
-#define PH_SLAB_NCLASS (PH_SLAB_MAX >> 4)
+/* Slab pages (slab.c): blocks of one size class carved from one granule,
+ * headerless.  Classes go in 16-byte steps up to 128 bytes, then four per
+ * doubling (160, 192, 224, 256, 320, ... 1024): at most a quarter of a
+ * block unused, and 20 classes below 1 KiB instead of 64, so that a
+ * thread's partly used pages, one per class it uses, stay few.  Requests
+ * map to classes through slab_class_of[(n - 1) >> 4]. */
+#define PH_SLAB_MAX    1024u
+#define PH_SLAB_NCLASS 20u
 #define PH_SLAB_HDR    176u      /* the page header: it starts a cache line */
 /* Blocks start the granule (a block's offset in its granule is its offset
  * from the first block); the header follows them, at the end of the

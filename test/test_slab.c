@@ -1,6 +1,6 @@
 /*
  * test_slab.c -- the slab pages of small blocks (allocator/slab.c): blocks
- * of up to 512 bytes are headerless and packed by size class, misuse of them is
+ * of up to 1024 bytes are headerless and packed by size class, misuse of them is
  * still named (interior pointers, the page header, double frees -- local,
  * on a full page, from another thread --, a damaged free list link), frees
  * from other threads and pages of exited threads come back, realloc keeps
@@ -9,7 +9,7 @@
  */
 #include "test_util.h"
 
-#define SLAB_MAX 512u
+#define SLAB_MAX 1024u
 
 /* ---- misuse in a child: one line on stderr, then SIGABRT ------------------- */
 
@@ -101,14 +101,27 @@ Test(slab, small_blocks_are_headerless_and_packed)
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }
 
+/* The block size a request of n bytes gets: 16-byte steps to 128, then
+ * four classes per doubling (160, 192, 224, 256, 320, ...). */
+static size_t slab_class_bytes(size_t n)
+{
+  if (n <= 128)
+    return (n + 15) & ~(size_t)15;
+  size_t pow = 128;
+  while (pow * 2 < n)
+    pow *= 2;
+  size_t step = pow / 4;
+  return (n + step - 1) / step * step;
+}
+
 /* Every request size up to the limit gets a block of its class (malloc(0)
- * is a chunk's: the fast path tests 1 .. 512 in one compare). */
+ * is a chunk's: the fast path tests 1 .. 1024 in one compare). */
 Test(slab, every_class_has_its_block_size)
 {
   for (size_t n = 1; n <= SLAB_MAX; n++) {
     void *p = PINHEAP_NAME(malloc)(n);
     cr_assert_not_null(p);
-    size_t want = (n + 15) & ~(size_t)15;
+    size_t want = slab_class_bytes(n);
     cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(p), want, "malloc(%zu): usable %zu, expected %zu", n,
                  PINHEAP_NAME(malloc_usable_size)(p), want);
     memset(p, 0x77, want);
