@@ -206,6 +206,7 @@ int mstate_check(mstate_t *ms)
   problems += check_bins(ms, &binned);
   CHECK(binned == free_walked, "free chunks missing from the bins", ms);
   problems += check_huge(ms);
+  problems += slab_check_arena(ms);
   return problems;
 }
 

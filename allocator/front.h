@@ -8,8 +8,14 @@
  * bundle (types.h) from or to the arena under its lock, or hands chunks of
  * another arena over through its lock-free remote stack.  The thread's
  * cache pointer starts at an empty sentinel (all lists empty, all limits
- * 0, a kind no granule has), so the fast paths need no "initialized?"
- * test.  Included by the allocator's files and by hooks/dispatch.c (the
+ * 0, a kind no granule has, every slab page an empty sentinel), so the
+ * fast paths need no "initialized?" test.
+ *
+ * Blocks of up to PH_SLAB_MAX bytes come from slab pages instead (slab.c):
+ * malloc pops the free list of the thread's current page of the size
+ * class, free pushes on the list of the block's page when the kind map
+ * says "slab" and the page is this thread's; anything else is slab.c's
+ * slow path.  Included by the allocator's files and by hooks/dispatch.c (the
  * enabled free).
  */
 #ifndef PINHEAP_FRONT_H
@@ -32,13 +38,35 @@ PH_INLINE void *tc_bin_pop(tc_bin_t *b, void *p, size_t size)
   return p;
 }
 
+/* Pops b, the head of the free list of the slab page pg: the next link
+ * must stay inside the page (a link overwritten while the block was free
+ * is caught here).  Handed out, the block stops being free. */
+PH_INLINE void *slab_pop(slab_page_t *pg, void *b)
+{
+  uintptr_t next = *(uintptr_t *)b ^ pg->secret;
+  if (ph_unlikely(((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0))
+    return slab_corrupt(pg, b);
+  pg->free = (void *)next;
+  pg->used++;
+  ((uint64_t *)b)[1] = 0;
+  return b;
+}
+
 PH_INLINE void *front_malloc(size_t n)
 {
+  tcache_t *tc = tcache_tls;
+  if (ph_likely(n - 1 < PH_SLAB_MAX)) {           /* 1 .. PH_SLAB_MAX: a slab block */
+    slab_page_t *pg = tc->slab[slab_class_of[(n - 1) >> 4]];
+    void *b = pg->free;
+    if (ph_likely(b != (void *)pg))
+      return slab_pop(pg, b);
+    return slab_malloc_slow(n);
+  }
   if (ph_likely(n <= PH_TC_MAX_REQUEST)) {
     size_t i = (n + PH_CHUNK_OVERHEAD + PH_ALIGN_MASK) >> 4;
     i = i < 2 ? 2 : i;                                    /* 32-byte minimum chunk */
     size_t size = i << 4;                 /* the chunk size, and bin i's offset */
-    tc_bin_t *b = (tc_bin_t *)((char *)tcache_tls->bins + size);
+    tc_bin_t *b = (tc_bin_t *)((char *)tc->bins + size);
     void *p = b->head;
     if (ph_likely(p != NULL))
       return tc_bin_pop(b, p, size);
@@ -66,8 +94,30 @@ PH_INLINE bool front_free_fast(void *mem)
 {
   uintptr_t g = (uintptr_t)mem >> PH_GRANULE_SHIFT;
   tcache_t *tc = tcache_tls;
-  if (ph_unlikely(g >= __atomic_load_n(&owner_kind_limit, __ATOMIC_RELAXED) ||
-                  __atomic_load_n(&owner_kind[g], __ATOMIC_RELAXED) != tc->kind))
+  if (ph_unlikely(g >= __atomic_load_n(&owner_kind_limit, __ATOMIC_RELAXED)))
+    return false;
+  unsigned kind = __atomic_load_n(&owner_kind[g], __ATOMIC_RELAXED);
+  if (ph_likely(kind == PH_KIND_SLAB)) {
+    /* A slab page's block: pushed on the page's free list if this thread
+     * owns the page and it is not full; the block must be one (a multiple
+     * of the block size from the first) and not free already. */
+    slab_page_t *pg = slab_page_at(mem);
+    if (ph_unlikely(__atomic_load_n(&pg->fast_tc, __ATOMIC_RELAXED) != tc))
+      return false;                                  /* another thread's, or full: slow */
+    uint32_t u = (uint32_t)((uintptr_t)mem & (PH_GRANULE - 1));
+    if (ph_unlikely(u >= pg->span || (uint64_t)u * pg->divc >= pg->divc))
+      return false;                                  /* interior: the slow path names it */
+    uint64_t key = chunk_free_key;
+    if (ph_unlikely(((uint64_t *)mem)[1] == key))
+      return false;                                  /* a double free: named there */
+    *(uintptr_t *)mem = (uintptr_t)pg->free ^ pg->secret;
+    __atomic_store_n(&((uint64_t *)mem)[1], key, __ATOMIC_RELAXED);   /* (not merged into a vector store) */
+    pg->free = mem;
+    if (ph_unlikely(--pg->used == 0))
+      slab_page_idle(tc, pg);
+    return true;
+  }
+  if (ph_unlikely(kind != tc->kind))
     return false;
   /* Misaligned, or at the very start of a granule (its header would lie in
    * the granule before, which may not be pinheap's): the slow path. */

@@ -269,12 +269,20 @@ void ms_free_mem(mstate_t *want, void *mem, const char *fn)
 
   if (mem == NULL)
     return;
+  if (want == NULL && slab_page_of(mem) != NULL) {
+    slab_free_slow(mem, fn);
+    return;
+  }
   mstate_t *ms = mem_owner(want, mem, fn, &seg);
   ms_free_resolved(ms, seg, mem, fn);
 }
 
 void ms_free_owned(uintptr_t o, void *mem, const char *fn)
 {
+  if (slab_page_of(mem) != NULL) {
+    slab_free_slow(mem, fn);
+    return;
+  }
   if (ph_unlikely(((uintptr_t)mem & PH_ALIGN_MASK) != 0))
     ph_fatal(fn, "invalid pointer", mem);
   if (o & PH_OWNER_HUGE_TAG) {
@@ -318,6 +326,8 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     ms_free_mem(want, mem, fn);
     return NULL;
   }
+  if (want == NULL && slab_page_of(mem) != NULL)
+    return slab_realloc(mem, n, fn);
   mstate_t *ms = mem_owner(want, mem, fn, &seg);
   if (n > PH_MAX_REQUEST) {
     errno = ENOMEM;
@@ -449,12 +459,22 @@ void *ms_memalign(mstate_t *ms, size_t align, size_t n)
       return p;
   }
   ms_lock(ms);
-  chunk_t *c = ms_alloc_chunk(ms, nb + align + PH_MIN_CHUNK);
+  chunk_t *c = ms_alloc_aligned_locked(ms, nb, align, &rel);
+  ms_unlock(ms);
+  if (rel.len != 0)
+    os_release(rel.addr, rel.len);
   if (c == NULL) {
-    ms_unlock(ms);
     errno = ENOMEM;
     return NULL;
   }
+  return chunk_mem(c);
+}
+
+chunk_t *ms_alloc_aligned_locked(mstate_t *ms, size_t nb, size_t align, release_t *rel)
+{
+  chunk_t *c = ms_alloc_chunk(ms, nb + align + PH_MIN_CHUNK);
+  if (c == NULL)
+    return NULL;
   seg_t *seg = NULL;
   if (!ms->source->in_owner_map) {
     seg = ms->segs;
@@ -471,7 +491,7 @@ void *ms_memalign(mstate_t *ms, size_t align, size_t n)
     size_t lead = (uintptr_t)ac - (uintptr_t)c;
     head_set(ms, ac, (size - lead) | PH_CINUSE);          /* previous: the lead, freed next */
     head_set(ms, c, lead | PH_CINUSE | (chunk_head(c) & PH_PINUSE));
-    ms_free_chunk(ms, seg, c, lead, &rel, "memalign");
+    ms_free_chunk(ms, seg, c, lead, rel, "memalign");
     c = ac;
     size -= lead;
   }
@@ -479,12 +499,9 @@ void *ms_memalign(mstate_t *ms, size_t align, size_t n)
     chunk_t *rem = chunk_at(c, nb);
     head_set(ms, c, nb | PH_CINUSE | (chunk_head(c) & PH_PINUSE));
     head_set(ms, rem, (size - nb) | PH_CINUSE | PH_PINUSE);
-    ms_free_chunk(ms, seg, rem, size - nb, &rel, "memalign");
+    ms_free_chunk(ms, seg, rem, size - nb, rel, "memalign");
   }
-  ms_unlock(ms);
-  if (rel.len != 0)
-    os_release(rel.addr, rel.len);
-  return chunk_mem(c);
+  return c;
 }
 
 void *ms_calloc(mstate_t *ms, size_t n, size_t elem)
@@ -521,6 +538,8 @@ size_t mem_usable(const void *mem, const char *fn, bool lenient)
       return 0;
     return chunk_size(c) - PH_CHUNK_OVERHEAD;
   }
+  if (slab_page_of(mem) != NULL)
+    return slab_usable(mem, fn);
   mstate_t *ms = mem_owner(NULL, mem, fn, &seg);
   size_t usable;
   ms_lock(ms);

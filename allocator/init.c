@@ -101,6 +101,7 @@ mstate_t *heap_default(void)
 static void front_postfork_child(void)
 {
   shm_fork_child();
+  slab_fork_child();                   /* other threads' pages lose their owner */
   malloc_postfork_unlock();
 }
 

@@ -417,6 +417,10 @@ PH_HIDDEN void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, 
 PH_HIDDEN void ms_free_mem(mstate_t *want, void *mem, const char *fn);
 /** Frees mem, whose owner map entry o (non-zero) was already read. */
 PH_HIDDEN void ms_free_owned(uintptr_t o, void *mem, const char *fn);
+/** A chunk of nb bytes whose payload is aligned to align (> 16), ms
+ *  locked (dropped around a grow).  A range to release after unlocking:
+ *  *rel.  NULL when out of memory. */
+PH_HIDDEN chunk_t *ms_alloc_aligned_locked(mstate_t *ms, size_t nb, size_t align, release_t *rel);
 /** Frees one waiting chunk of a deferred list, ms locked. */
 PH_HIDDEN void ms_free_locked(mstate_t *ms, void *mem, const char *fn);
 /** Usable bytes of mem; lenient: accept pointers outside the owner map. */
@@ -456,6 +460,9 @@ PH_HIDDEN void front_free_slow(void *mem, uintptr_t o, const char *fn);
 PH_HIDDEN void front_malloc_corrupt(void *mem) __attribute__((noreturn, cold));
 /** The calling thread's arena. */
 PH_HIDDEN mstate_t *front_arena(void);
+/** The calling thread's cache, made on first use; NULL while the front
+ *  end starts or the thread exits. */
+PH_HIDDEN tcache_t *tcache_get(void);
 /** front_init: the key whose destructor empties an exiting thread's cache. */
 PH_HIDDEN void tcache_init(void);
 /** Fork: hold / release the lock of the pool of thread caches. */
@@ -468,6 +475,74 @@ PH_HIDDEN void tcache_flush_mine(void);
  *  in-use, waiting chunk of the right size with a sound header.
  *  @return the number of problems (each written to stderr). */
 PH_HIDDEN int tcache_check_mine(void);
+
+/* ======================================================================= */
+/*  slab.c -- slab pages: headerless small blocks, a free list per page     */
+/* ======================================================================= */
+
+/* The empty page every slab[] slot of a cache without a page points at:
+ * its free list is always empty (it ends at the page itself). */
+extern PH_HIDDEN slab_page_t slab_none;
+/* The class of a request of n bytes, 1 .. PH_SLAB_MAX: slab_class_of[(n -
+ * 1) >> 4]; the block size of class c: slab_class_size[c]. */
+extern PH_HIDDEN const uint8_t slab_class_of[PH_SLAB_MAX >> 4];
+extern PH_HIDDEN const uint16_t slab_class_size[PH_SLAB_NCLASS];
+/** front_malloc's slab path missed (or n is 0): refills the current page of
+ *  n's class, or takes another; the chunk path when slabs are off. */
+PH_HIDDEN void *slab_malloc_slow(size_t n);
+/** A free list link of pg at block b leads out of the page: ends the
+ *  process. */
+PH_HIDDEN PH_COLD void *slab_corrupt(slab_page_t *pg, void *b);
+/** A page of tc that is not its class's current one has no block in use
+ *  left: it goes back to the arena. */
+PH_HIDDEN void slab_page_idle(tcache_t *tc, slab_page_t *pg);
+/** Frees mem, a pointer into a slab page (the kind map says so): another
+ *  thread's page, a full page, or misuse, which it names. */
+PH_HIDDEN void slab_free_slow(void *mem, const char *fn);
+/** Pushes the blocks of another thread's page this thread gathered. */
+PH_HIDDEN void slab_remote_flush(tcache_t *tc);
+/** The block size of mem, a pointer into a slab page (named if it is no
+ *  block or a free one). */
+PH_HIDDEN size_t slab_usable(const void *mem, const char *fn);
+/** realloc of mem, a pointer into a slab page, to n (> 0) bytes. */
+PH_HIDDEN void *slab_realloc(void *mem, size_t n, const char *fn);
+/** A thread's cache is going away: its pages go back or to their arena's
+ *  orphans. */
+PH_HIDDEN void slab_thread_exit(tcache_t *tc);
+/** Takes in the other threads' frees on the pages of tc and gives its
+ *  empty pages back (statistics, trim). */
+PH_HIDDEN void slab_flush_mine(tcache_t *tc);
+/** Checks the pages of tc (their free lists).  @return the problems. */
+PH_HIDDEN int slab_check_mine(tcache_t *tc);
+/** Checks every slab page header of ms (locked).  @return the problems. */
+PH_HIDDEN int slab_check_arena(mstate_t *ms);
+/** The free bytes inside ms's slab pages (locked): every cached or orphan
+ *  page's exact count, the calling thread's pages' own, other threads'
+ *  pages count as in use. */
+PH_HIDDEN size_t slab_info(mstate_t *ms);
+/** Gives ms's cached empty pages and its empty orphans back to it. */
+PH_HIDDEN void slab_trim(mstate_t *ms);
+/** Fork, in the child: other threads' pages lose their owner. */
+PH_HIDDEN void slab_fork_child(void);
+/** A new cache: every class without a page. */
+PH_HIDDEN void slab_tcache_init(tcache_t *tc);
+
+/* The header of the slab page mem lies in. */
+PH_INLINE slab_page_t *slab_page_at(const void *mem)
+{
+  uintptr_t m = (uintptr_t)mem;
+  return (slab_page_t *)((m & ~(PH_GRANULE - 1)) + PH_SLAB_HDR_OFF -
+                         ((m >> (PH_GRANULE_SHIFT - 6)) & PH_SLAB_COLOR_MASK));
+}
+/* Is mem inside a slab page (by the kind map)?  The page, or NULL. */
+PH_INLINE slab_page_t *slab_page_of(const void *mem)
+{
+  uintptr_t g = (uintptr_t)mem >> PH_GRANULE_SHIFT;
+  if (g >= __atomic_load_n(&owner_kind_limit, __ATOMIC_RELAXED) ||
+      __atomic_load_n(&owner_kind[g], __ATOMIC_ACQUIRE) != PH_KIND_SLAB)
+    return NULL;
+  return slab_page_at(mem);
+}
 
 /* ======================================================================= */
 /*  stats.c -- trim and statistics                                          */

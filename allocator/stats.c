@@ -29,6 +29,7 @@ int ms_trim(mstate_t *ms, size_t pad)
 
   if (!ms->source->releases)
     return 0;
+  slab_trim(ms);                            /* empty slab pages become free chunks */
   if (huge_cache_decay(true))
     released = 1;
   ms_lock(ms);
@@ -157,6 +158,7 @@ struct mallinfo2 ms_info(mstate_t *ms)
     free_count++;
     mi.keepcost = chunk_size(ms->top);
   }
+  free_bytes += slab_info(ms);              /* the free blocks of slab pages */
   for (seg_t *s = ms->segs; s != NULL; s = s->next)
     overhead += s->chunk_off + PH_FENCE_SIZE;
   mi.arena = ms->footprint;

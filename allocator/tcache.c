@@ -35,8 +35,10 @@ void tc_pool_fork_lock(void) { ph_lock(&tc_pool_lock); }
 void tc_pool_fork_unlock(void) { ph_unlock(&tc_pool_lock); }
 
 /* Sentinels: every list empty, every limit 0, a kind no granule has. */
-static tcache_t tcache_empty = { .kind = PH_KIND_NOTHING };  /* before the first allocation */
-static tcache_t tcache_dead = { .kind = PH_KIND_NOTHING };   /* after exit: no cache again */
+static tcache_t tcache_empty = {                 /* before the first allocation */
+  .kind = PH_KIND_NOTHING, .slab = { [0 ... PH_SLAB_NCLASS - 1] = &slab_none } };
+static tcache_t tcache_dead = {                  /* after exit: no cache again */
+  .kind = PH_KIND_NOTHING, .slab = { [0 ... PH_SLAB_NCLASS - 1] = &slab_none } };
 __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec"))) = &tcache_empty;
 
 /* Thread caches live outside the heaps (they are the allocator's own
@@ -79,7 +81,7 @@ static void tc_pool_put(tcache_t *tc)
 
 /* The calling thread's cache, created on first use; NULL while the front
  * end is starting or the thread is exiting. */
-static tcache_t *tcache_get(void)
+tcache_t *tcache_get(void)
 {
   tcache_t *tc = tcache_tls;
 
@@ -100,6 +102,8 @@ static tcache_t *tcache_get(void)
   tc->arena = arena;
   tc->cookie = arena->cookie;
   tc->kind = arena->kind >= PH_KIND_ARENA_TAG(0) ? arena->kind : PH_KIND_NOTHING;
+  slab_tcache_init(tc);
+  tc->slab_on = !arena->source->shared && !(arena->flags & PH_MS_USER);
   tcache_tls = tc;
   pthread_setspecific(tcache_exit_key, tc);   /* no allocation: a low key */
   return tc;
@@ -218,6 +222,7 @@ static void tcache_exit(void *arg)
   tcache_t *tc = arg;
 
   tcache_tls = &tcache_dead;
+  slab_thread_exit(tc);
   tcache_flush_all(tc);
   tc_pool_put(tc);
 }
@@ -304,6 +309,10 @@ void front_free_slow(void *mem, uintptr_t o, const char *fn)
 {
   int saved = errno;
 
+  if (slab_page_of(mem) != NULL) {
+    slab_free_slow(mem, fn);
+    return;
+  }
   if (o == 0)
     ph_fatal(fn, "invalid pointer", mem);
   if ((o & PH_OWNER_TAGS) || ((uintptr_t)mem & PH_ALIGN_MASK) ||
@@ -374,7 +383,7 @@ int tcache_check_mine(void)
     problems += tcache_check_list(&tc->spare[i], i << 4, tc->arena, "spare");
     problems += tcache_check_list(&tc->rem[i], i << 4, tc->rem_ms, "remote list");
   }
-  return problems;
+  return problems + slab_check_mine(tc);
 }
 
 /* The statistics and checks see this thread's cached chunks as free: its
@@ -382,6 +391,8 @@ int tcache_check_mine(void)
 void tcache_flush_mine(void)
 {
   tcache_t *tc = tcache_tls;
-  if (tc != &tcache_empty && tc != &tcache_dead)
+  if (tc != &tcache_empty && tc != &tcache_dead) {
+    slab_flush_mine(tc);
     tcache_flush_all(tc);
+  }
 }

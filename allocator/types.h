@@ -31,6 +31,10 @@
  *   check byte  The top byte of `head`: a hash of the chunk's address, its
  *            size and flags, and the heap's secret cookie.  A header that was
  *            overwritten, or a pointer that is not a chunk, fails it.
+ *   slab page  A granule of an arena (an in-use chunk of it) cut into
+ *            headerless blocks of one size class, up to PH_SLAB_MAX bytes,
+ *            owned by one thread (slab.c).  Its kind map byte is
+ *            PH_KIND_SLAB; its header follows the blocks.
  */
 #ifndef PINHEAP_TYPES_H
 #define PINHEAP_TYPES_H
@@ -109,6 +113,29 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
  * each chunk's header is checked when malloc hands it out (front.h). */
 #define PH_BUNDLE_SHIFT 48
 #define PH_BUNDLE_LINK_MASK (((uintptr_t)1 << PH_BUNDLE_SHIFT) - 1)
+/* Slab pages (slab.c): blocks of one size class carved from one granule,
+ * headerless.  Classes go in 16-byte steps up to 128 bytes, then four per
+ * doubling (160, 192, 224, 256, 320, ... 1024): at most a quarter of a
+ * block unused, and 20 classes below 1 KiB instead of 64, so that a
+ * thread's partly used pages, one per class it uses, stay few.  Requests
+ * map to classes through slab_class_of[(n - 1) >> 4]. */
+#define PH_SLAB_MAX    1024u
+#define PH_SLAB_NCLASS 20u
+#define PH_SLAB_HDR    176u      /* the page header: it starts a cache line */
+/* Blocks start the granule (a block's offset in its granule is its offset
+ * from the first block); the header follows them, at the end of the
+ * page's chunk, which ends 16 bytes before the next granule, where the
+ * next chunk's header lies. */
+#define PH_SLAB_AREA   (PH_GRANULE - PH_CHUNK_HDR - PH_SLAB_HDR)
+#define PH_SLAB_HDR_OFF PH_SLAB_AREA   /* the last header offset in a granule */
+/* Headers at one offset of every granule would all fall into the same few
+ * sets of the L1 cache, which holds 8 lines per set: with more pages in
+ * use than that (a thread using many size classes), their headers would
+ * evict each other on every malloc and free.  So the header moves down by
+ * a cache line per granule, in a cycle of 8 (by the address bits 16-18),
+ * and the blocks end where it starts. */
+#define PH_SLAB_COLOR_MASK ((uintptr_t)7 << 6)   /* (granule address >> 10) & this */
+
 typedef struct chunk_s {
   size_t prev_foot;          /* size of the previous chunk, if it is free */
   size_t head;               /* size | flags | check byte << 56 */
@@ -200,6 +227,11 @@ typedef struct mstate_s {
   void *_Atomic remote;      /* bundles of in-use chunks freed by other threads
                                 (a stack, as fast[]); drained under the lock */
   struct mstate_s *all_next; /* every heap of the process (fork, statistics) */
+  struct slab_page_s *slab_all;    /* every slab page of this arena (slab.c) */
+  struct slab_page_s *slab_cache;  /* empty slab pages kept for reuse */
+  unsigned slab_cached;
+  struct slab_page_s *slab_orphans[PH_SLAB_NCLASS];  /* pages of exited threads,
+                                by size class, to be adopted */
   uint64_t binmap[PH_BINMAP_WORDS];
   uint64_t binmap_words;     /* bit w: binmap[w] != 0, so a search skips
                                 runs of empty bins in one step */
@@ -243,6 +275,8 @@ typedef struct mparams_s {
 #define PH_KIND_USER  3u     /* a segment of a caller's mspace */
 #define PH_KIND_SHM   4u     /* the shared heap's region, but for this process's
                                 own arenas' slices (shm.c) */
+#define PH_KIND_SLAB  5u     /* a slab page (slab.c) inside an arena's segment:
+                                its owner map entry stays the segment's */
 /* A segment of arena i < PH_KIND_TAGS: the thread caches of that arena's
  * threads take its chunks on their fast path (one compare). */
 #define PH_KIND_TAGS 126u
@@ -278,7 +312,60 @@ typedef struct tcache_s {
                                  on their way back to it as bundles */
   size_t grown;        /* bytes the lists' limits were raised by, in all */
   unsigned trips;      /* refills and bundles given back, in all */
+  bool slab_on;        /* small blocks come from slab pages (not the shared heap) */
+  /* Slab pages (slab.c) by size class: the current page (a sentinel page
+   * that is always empty when none), the pages with room (fast frees), the
+   * full ones (oldest first; their first local free goes slow). */
+  struct slab_page_s *slab[PH_SLAB_NCLASS];
+  struct slab_page_s *slab_avail[PH_SLAB_NCLASS];
+  struct slab_page_s *slab_full[PH_SLAB_NCLASS];
+  struct slab_page_s *slab_full_tail[PH_SLAB_NCLASS];
+  /* Blocks of another thread's page freed here, gathered (linked as on
+   * the page's remote stack) and pushed there together. */
+  struct slab_page_s *rb_page;
+  void *rb_head, *rb_tail;
+  unsigned rb_count;
 } tcache_t;
+
+/* The header of a slab page, after its blocks (slab.c).  The
+ * fields marked "owner" are read and written only by the owning thread;
+ * fast_tc, owner and remote are read by every thread (relaxed atomics);
+ * the rest is set when the page is laid out, under its arena's lock, and
+ * stays while the page is one. */
+typedef struct slab_page_s {
+  /* line 1: read by every thread that frees into the page, written rarely */
+  uintptr_t secret;          /* mixed into every link */
+  uint64_t divc;             /* u is a multiple of bsize iff u * divc < divc */
+  uint32_t span;             /* bytes from the first block (the granule's
+                                start) past the last */
+  uint32_t bsize;            /* block size */
+  struct tcache_s *fast_tc;  /* == owner while frees may take the fast path
+                                (the page is not full); else NULL */
+  struct tcache_s *owner;    /* the owning thread's cache; NULL: none */
+  struct mstate_s *ms;
+  uint64_t magic;            /* secret ^ address: the checker's test */
+  uint16_t cls;              /* size class: bsize / 16 - 1 */
+  uint8_t pad_[6];
+  /* line 2: the owner's */
+  void *free;                /* free blocks, links stored ^ secret; the page
+                                header itself ends the list */
+  uint32_t used;             /* blocks not in `free` nor uncarved, +1 while
+                                the page is its class's current one */
+  uint8_t state;             /* SLAB_* (the arena lock's without owner) */
+  uint8_t pad2_[3];
+  char *bump;                /* the part not carved yet */
+  char *end;
+  struct slab_page_s *next;  /* the owner's list, or the arena's cache or orphans */
+  struct slab_page_s *prev;
+  struct slab_page_s *all_next;   /* the arena's list of pages (its lock) */
+  struct slab_page_s *all_prev;
+  /* line 3: other threads' frees, a stack pushed with compare-and-swap */
+  void *remote;
+} slab_page_t;
+_Static_assert(sizeof(slab_page_t) <= PH_SLAB_HDR, "the slab page header fits");
+_Static_assert(offsetof(slab_page_t, free) == 64 && offsetof(slab_page_t, remote) == 128 &&
+                   PH_SLAB_HDR_OFF % 64 == 0,
+               "the slab page header's three parts are cache lines of their own");
 
 /* A range to give back to the OS once the heap lock is dropped. */
 typedef struct release_s {

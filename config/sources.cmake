@@ -13,6 +13,7 @@ set(PINHEAP_ALLOCATOR_SOURCES
   allocator/heap.c
   allocator/defer.c
   allocator/tcache.c
+  allocator/slab.c
   allocator/stats.c
   allocator/mspace.c
   allocator/malloc.c

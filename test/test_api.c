@@ -819,10 +819,11 @@ Test(api, mallinfo2_fields_move_as_documented)
   cr_assert_eq(m3.hblks, m1.hblks, "free(2 MiB): hblks %zu, expected %zu", m3.hblks, m1.hblks);
   cr_assert_eq(m3.hblkhd, m1.hblkhd, "free(2 MiB): hblkhd %zu, expected %zu", m3.hblkhd, m1.hblkhd);
 
-  /* A free chunk between two chunks in use. */
-  void *a = PINHEAP_NAME(malloc)(1000);
-  void *b = PINHEAP_NAME(malloc)(1000);
-  void *c = PINHEAP_NAME(malloc)(1000);
+  /* A free chunk between two chunks in use (1100 bytes: chunks, not slab
+   * blocks, which are counted free but are no free chunk). */
+  void *a = PINHEAP_NAME(malloc)(1100);
+  void *b = PINHEAP_NAME(malloc)(1100);
+  void *c = PINHEAP_NAME(malloc)(1100);
   struct mallinfo2 m4 = PINHEAP_NAME(mallinfo2)();
   PINHEAP_NAME(free)(b);
   struct mallinfo2 m5 = PINHEAP_NAME(mallinfo2)();

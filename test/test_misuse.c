@@ -334,8 +334,10 @@ Test(misuse, corrupted_header_on_free)
 {
   static const uint64_t garbage[] = { 0xdeadbeefdeadbeefULL, 0x4141414141414141ULL, 0, 0x8,
                                       0xfffffffffffffff0ULL };
+  /* (1100 bytes: a chunk; blocks up to 512 bytes come from slab pages and
+   * have no header -- test_slab.c damages their free lists instead) */
   for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++) {
-    corrupt_assert(100, garbage[i], act_free, "free");
+    corrupt_assert(1100, garbage[i], act_free, "free");
     corrupt_assert(20000, garbage[i], act_free, "free");
   }
 }
@@ -349,9 +351,9 @@ Test(misuse, corrupted_header_of_mapped_chunk)
 
 Test(misuse, corrupted_header_on_realloc_and_usable_size)
 {
-  corrupt_assert(100, 0xdeadbeefdeadbeefULL, act_realloc, "realloc");
-  corrupt_assert(100, 0, act_realloc, "realloc");
-  corrupt_assert(100, 0xdeadbeefdeadbeefULL, act_usable_size, "malloc_usable_size");
+  corrupt_assert(1100, 0xdeadbeefdeadbeefULL, act_realloc, "realloc");
+  corrupt_assert(1100, 0, act_realloc, "realloc");
+  corrupt_assert(1100, 0xdeadbeefdeadbeefULL, act_usable_size, "malloc_usable_size");
 }
 
 /* ---- realloc and malloc_usable_size of bad pointers ----------------------------- */
@@ -449,7 +451,7 @@ Test(misuse, fixed_mspace_free_of_other_region_pointer)
  * is not pinheap's. */
 Test(misuse, free_of_a_segment_base)
 {
-  char *p = PINHEAP_NAME(malloc)(40);
+  char *p = PINHEAP_NAME(malloc)(1100);         /* a chunk, not a slab block */
   cr_assert_not_null(p);
   char *base = (char *)((uintptr_t)p & ~(uintptr_t)0xffff);
   cr_assert(PINHEAP_NAME(owns)(base), "the granule of the first block is pinheap's");
@@ -458,11 +460,14 @@ Test(misuse, free_of_a_segment_base)
 
 /* ---- writes after free, caught before the chunk is handed out again -------- */
 
-#define WAF_CHUNKS 4096
+/* Chunks of 1072 bytes (slab blocks, up to 512 bytes, have no header), few
+ * enough that the arena's deferred lists keep them (under 1 MiB). */
+#define WAF_CHUNKS 512
+#define WAF_SIZE 1064
 
 /* Frees many chunks of one size, so that the thread cache gives the first
  * ones back to its arena as a bundle, then damages the header of the first
- * (its size looks valid: 48 becomes 64) and allocates that size until the
+ * (its size looks valid: 1072 becomes 1088) and allocates that size until the
  * bundle comes back out.  The check of a bundle leaving the arena must
  * name the damaged chunk; handing it out would overlap its neighbour. */
 static void act_write_after_free(void *arg)
@@ -472,10 +477,10 @@ static void act_write_after_free(void *arg)
     PINHEAP_NAME(free)(p[i]);
   uint64_t head;
   memcpy(&head, (char *)p[0] - 8, 8);
-  head += 16;                                  /* the size field: 48 -> 64 */
+  head += 16;                                  /* the size field: 1072 -> 1088 */
   memcpy((char *)p[0] - 8, &head, 8);
   for (int i = 0; i < 2 * WAF_CHUNKS; i++)
-    if (PINHEAP_NAME(malloc)(40) == p[0])
+    if (PINHEAP_NAME(malloc)(WAF_SIZE) == p[0])
       _exit(3);                                /* handed out: not caught */
 }
 
@@ -483,10 +488,10 @@ Test(misuse, write_after_free_of_a_deferred_chunk)
 {
   static void *p[WAF_CHUNKS];
   for (int i = 0; i < WAF_CHUNKS; i++) {
-    p[i] = PINHEAP_NAME(malloc)(40);
+    p[i] = PINHEAP_NAME(malloc)(WAF_SIZE);
     cr_assert_not_null(p[i], "malloc failed");
   }
-  cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(p[0]), 40, "the test needs 48-byte chunks");
+  cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(p[0]), WAF_SIZE, "the test needs 1072-byte chunks");
 #if PINHEAP_DEBUG_LEVEL >= 2
   /* the checker after the first malloc finds it before the chunk is reached */
   misuse_result_t r;
@@ -504,7 +509,7 @@ Test(misuse, heap_check_sees_a_damaged_deferred_chunk)
 {
   static void *p[WAF_CHUNKS];
   for (int i = 0; i < WAF_CHUNKS; i++)
-    p[i] = PINHEAP_NAME(malloc)(40);
+    p[i] = PINHEAP_NAME(malloc)(WAF_SIZE);
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0, "heap unsound before the test");
   for (int i = 0; i < WAF_CHUNKS; i++)
     PINHEAP_NAME(free)(p[i]);

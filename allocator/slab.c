@@ -1,0 +1,821 @@
+/*
+ * slab.c -- slab pages: the malloc family's blocks of up to PH_SLAB_MAX
+ * bytes, headerless, carved from 64 KiB pages of one size class each, with
+ * a free list per page and no coalescing.  Main entry points:
+ * slab_malloc_slow() and slab_free_slow(); the fast paths are inline in
+ * front.h.
+ *
+ * A page is one granule, taken from the thread's arena as an in-use chunk
+ * of PH_GRANULE bytes whose payload starts the granule; its kind map byte
+ * says PH_KIND_SLAB, so free's first load tells a slab block from a chunk
+ * (the owner map entry stays the segment's).  The page header (types.h:
+ * slab_page_t) sits at the granule's start and the blocks follow it.
+ * Pages exist for the private heap's arenas only: mspaces and the shared
+ * heap keep the chunk path.
+ *
+ * A page belongs to one thread (its owner, a thread cache).  Per class,
+ * the thread has a current page, which malloc pops from, a list of pages
+ * with room ("avail") and a list of full ones (oldest first).  The owner
+ * frees onto a page's local list: on the fast path while the page is not
+ * full, else here, which moves a full page back to "avail".  Other threads
+ * push onto the page's lock-free remote stack; the owner takes that stack
+ * in whole when its local list runs dry, and looks at its oldest full
+ * pages for one with remote frees before it takes a new page.
+ *
+ * `used` counts the blocks out of the local list (handed out, or on the
+ * remote stack) plus one while the page is current, so only a page that
+ * is not current can reach 0 on a free: it then goes back to the arena --
+ * into a small cache of empty pages (PH_SLAB_CACHE), else as a free chunk.
+ * The pages of an exiting thread become its arena's orphans, adopted by
+ * the next thread that needs a page of that class; empty orphans and the
+ * cache go back to the arena in malloc_trim.  A page's owner changes only
+ * under its arena's lock.
+ *
+ * Misuse is named as on the chunk path: a pointer that is not a block of
+ * its page (not a multiple of the block size from the first) is an
+ * "invalid pointer"; a free block holds chunk_free_key in its second word,
+ * so freeing it again is a "double free"; free list links are stored
+ * xor the page's secret and must stay inside the page ("corrupted free
+ * list").
+ */
+#include "front.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define SLAB_CUR    1u   /* its owner's current page of its class */
+#define SLAB_AVAIL  2u   /* in its owner's list of pages with room */
+#define SLAB_FULL   3u   /* in its owner's list of full pages */
+#define SLAB_CACHED 4u   /* empty, in its arena's cache, no owner */
+#define SLAB_ORPHAN 5u   /* its owner exited: in its arena's orphans */
+#define SLAB_LOST   6u   /* fork child: another thread's page, in no list */
+
+#define PH_SLAB_CACHE 4u       /* empty pages an arena keeps */
+#define SLAB_FULL_SCAN 4u      /* full pages looked at for remote frees */
+#define SLAB_CARVE 4096u       /* bytes of fresh blocks put on the list at once */
+#define SLAB_REMOTE_BATCH 32u  /* blocks of another thread's page pushed at once */
+
+slab_page_t slab_none = { .free = &slab_none };
+
+/* The size classes (types.h): 16-byte steps to 128, then four per doubling. */
+const uint16_t slab_class_size[PH_SLAB_NCLASS] = {
+  16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896, 1024,
+};
+/* By (n - 1) >> 4: the smallest class that holds n bytes. */
+const uint8_t slab_class_of[PH_SLAB_MAX >> 4] = {
+  0, 1, 2, 3, 4, 5, 6, 7,                                 /*   16 ..  128 */
+  8, 8, 9, 9, 10, 10, 11, 11,                             /*  144 ..  256 */
+  12, 12, 12, 12, 13, 13, 13, 13,                         /*  272 ..  384 */
+  14, 14, 14, 14, 15, 15, 15, 15,                         /*  400 ..  512 */
+  16, 16, 16, 16, 16, 16, 16, 16,                         /*  528 ..  640 */
+  17, 17, 17, 17, 17, 17, 17, 17,                         /*  656 ..  768 */
+  18, 18, 18, 18, 18, 18, 18, 18,                         /*  784 ..  896 */
+  19, 19, 19, 19, 19, 19, 19, 19,                         /*  912 .. 1024 */
+};
+
+/* ---- small helpers --------------------------------------------------------- */
+
+PH_INLINE tcache_t *page_owner(const slab_page_t *pg)
+{
+  return __atomic_load_n(&pg->owner, __ATOMIC_RELAXED);
+}
+PH_INLINE void page_set_owner(slab_page_t *pg, tcache_t *tc)
+{
+  __atomic_store_n(&pg->owner, tc, __ATOMIC_RELAXED);
+}
+PH_INLINE void page_set_fast(slab_page_t *pg, tcache_t *tc)
+{
+  __atomic_store_n(&pg->fast_tc, tc, __ATOMIC_RELAXED);
+}
+PH_INLINE char *page_first(const slab_page_t *pg)
+{
+  return (char *)((uintptr_t)pg & ~(PH_GRANULE - 1));
+}
+/* Bytes of blocks the page may hold: up to its header. */
+PH_INLINE uint32_t page_area(const slab_page_t *pg)
+{
+  return (uint32_t)((uintptr_t)pg & (PH_GRANULE - 1));
+}
+PH_INLINE uint32_t page_capacity(const slab_page_t *pg) { return pg->span / pg->bsize; }
+PH_INLINE uintptr_t link_enc(const slab_page_t *pg, const void *p) { return (uintptr_t)p ^ pg->secret; }
+
+void *slab_corrupt(slab_page_t *pg, void *b)
+{
+  (void)pg;
+  ph_fatal("malloc", "corrupted free list at block", b);
+}
+
+/* Names a pointer into pg that is not one of its blocks, or a free one. */
+static void slab_block_check(const slab_page_t *pg, const void *mem, const char *fn)
+{
+  uint32_t u = (uint32_t)((uintptr_t)mem & (PH_GRANULE - 1));
+  if (u >= pg->span || (uint64_t)u * pg->divc >= pg->divc)
+    ph_fatal(fn, "invalid pointer", mem);
+  if (((const uint64_t *)mem)[1] == chunk_free_key)
+    ph_fatal(fn, "double free", mem);
+}
+
+/* ---- the owner's lists ------------------------------------------------------ */
+
+static void avail_push(tcache_t *tc, slab_page_t *pg)
+{
+  slab_page_t **head = &tc->slab_avail[pg->cls];
+  pg->prev = NULL;
+  pg->next = *head;
+  if (*head != NULL)
+    (*head)->prev = pg;
+  *head = pg;
+  pg->state = SLAB_AVAIL;
+  page_set_fast(pg, tc);
+}
+
+static void avail_remove(tcache_t *tc, slab_page_t *pg)
+{
+  if (pg->prev != NULL)
+    pg->prev->next = pg->next;
+  else
+    tc->slab_avail[pg->cls] = pg->next;
+  if (pg->next != NULL)
+    pg->next->prev = pg->prev;
+}
+
+static void full_append(tcache_t *tc, slab_page_t *pg)
+{
+  unsigned c = pg->cls;
+  pg->next = NULL;
+  pg->prev = tc->slab_full_tail[c];
+  if (pg->prev != NULL)
+    pg->prev->next = pg;
+  else
+    tc->slab_full[c] = pg;
+  tc->slab_full_tail[c] = pg;
+  pg->state = SLAB_FULL;
+  page_set_fast(pg, NULL);              /* its next local free goes slow */
+}
+
+static void full_remove(tcache_t *tc, slab_page_t *pg)
+{
+  unsigned c = pg->cls;
+  if (pg->prev != NULL)
+    pg->prev->next = pg->next;
+  else
+    tc->slab_full[c] = pg->next;
+  if (pg->next != NULL)
+    pg->next->prev = pg->prev;
+  else
+    tc->slab_full_tail[c] = pg->prev;
+}
+
+/* Takes pg out of whichever of its owner's lists it is in. */
+static void owner_list_remove(tcache_t *tc, slab_page_t *pg)
+{
+  if (pg->state == SLAB_AVAIL)
+    avail_remove(tc, pg);
+  else if (pg->state == SLAB_FULL)
+    full_remove(tc, pg);
+  else if (pg->state == SLAB_CUR)
+    tc->slab[pg->cls] = &slab_none;
+}
+
+/* ---- the arena's side: lay out, cache, give back ---------------------------- */
+
+static void slab_format(slab_page_t *pg, mstate_t *ms, unsigned cls, tcache_t *tc)
+{
+  uint32_t bsize = slab_class_size[cls];
+  uint32_t n = page_area(pg) / bsize;
+
+  pg->secret = (((uintptr_t)pg ^ ms->cookie ^ chunk_free_key) * PH_CHECK_MUL) ^ chunk_free_key;
+  pg->free = pg;
+  pg->used = 0;
+  pg->span = n * bsize;
+  pg->divc = UINT64_MAX / bsize + 1;
+  page_set_fast(pg, NULL);
+  page_set_owner(pg, tc);
+  __atomic_store_n(&pg->remote, NULL, __ATOMIC_RELAXED);
+  pg->bsize = bsize;
+  pg->cls = (uint16_t)cls;
+  pg->state = 0;
+  pg->bump = page_first(pg);
+  pg->end = page_first(pg) + pg->span;
+  pg->next = pg->prev = NULL;
+  pg->ms = ms;
+  pg->magic = pg->secret ^ (uintptr_t)pg;
+}
+
+static void all_unlink(mstate_t *ms, slab_page_t *pg)
+{
+  if (pg->all_prev != NULL)
+    pg->all_prev->all_next = pg->all_next;
+  else
+    ms->slab_all = pg->all_next;
+  if (pg->all_next != NULL)
+    pg->all_next->all_prev = pg->all_prev;
+}
+
+/* pg (no block in use, in no list but the arena's) becomes a free chunk of
+ * ms again.  Locked; a range to release after unlocking: *rel. */
+static void slab_page_release_locked(mstate_t *ms, slab_page_t *pg, release_t *rel)
+{
+  char *base = page_first(pg);
+  uintptr_t o = owner_map_get(base);
+  seg_t *seg = owner_seg(o);
+  chunk_t *c = mem_chunk(base);
+
+  if (o == 0 || (o & PH_OWNER_TAGS) || seg->ms != ms || !head_ok(ms, c) || !chunk_cinuse(c) ||
+      chunk_size(c) < PH_GRANULE)
+    ph_fatal("free", "corrupted chunk header", base);
+  /* Its free blocks hold the free key in their second word; a chunk
+   * carved here later could have its payload's second word on one, and be
+   * taken for a waiting chunk: every key goes (every block is free). */
+  uint32_t n = 0, cap = page_capacity(pg);
+  for (void *b = pg->free; b != (void *)pg && n <= cap; n++) {
+    uintptr_t next = *(uintptr_t *)b ^ pg->secret;
+    if (((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0)
+      slab_corrupt(pg, b);
+    ((uint64_t *)b)[1] = 0;
+    b = (void *)next;
+  }
+  all_unlink(ms, pg);
+  owner_map_set(base, PH_GRANULE, o, ms->kind);
+  ms_free_chunk(ms, seg, c, chunk_size(c), rel, "free");
+}
+
+/* Releases what a give-back left to release, the lock dropped. */
+static void slab_release(release_t *rel, release_t *idle, unsigned nidle)
+{
+  if (rel->len != 0)
+    os_release(rel->addr, rel->len);
+  for (unsigned i = 0; i < nidle; i++)
+    os_release(idle[i].addr, idle[i].len);
+}
+
+/* pg has no block in use and is in none of its owner's lists: into the
+ * arena's cache.  A cache over PH_SLAB_CACHE gives one page back as a free
+ * chunk -- unless !may_release: an exiting thread's pages wait in the cache
+ * (a release would run the release listeners on a thread that is going
+ * away, and whatever they allocate there would be lost). */
+static void slab_page_give_to(slab_page_t *pg, bool may_release)
+{
+  mstate_t *ms = pg->ms;
+  release_t rel = { NULL, 0 }, idle[4];
+  unsigned nidle = 0;
+
+  page_set_fast(pg, NULL);
+  ms_lock(ms);
+  page_set_owner(pg, NULL);
+  pg->state = SLAB_CACHED;
+  pg->next = ms->slab_cache;
+  ms->slab_cache = pg;
+  ms->slab_cached++;
+  if (!may_release || ms->slab_cached <= PH_SLAB_CACHE) {
+    ms_unlock(ms);
+    return;
+  }
+  pg = ms->slab_cache;
+  ms->slab_cache = pg->next;
+  ms->slab_cached--;
+  slab_page_release_locked(ms, pg, &rel);
+  if (ms->idle_segs != 0)
+    nidle = ms_idle_collect(ms, idle, 4, false);
+  ms_unlock(ms);
+  slab_release(&rel, idle, nidle);
+}
+
+static void slab_page_give(slab_page_t *pg) { slab_page_give_to(pg, true); }
+
+/* ---- the owner's side: refill ------------------------------------------------ */
+
+/* Takes the remote stack of pg into its local list.  The owner's (or the
+ * arena lock holder's, for a page without owner).  @return how many. */
+static uint32_t slab_collect(slab_page_t *pg)
+{
+  void *r = __atomic_exchange_n(&pg->remote, NULL, __ATOMIC_ACQUIRE);
+  uint32_t n = 0, cap = page_capacity(pg);
+
+  while (r != NULL) {
+    uintptr_t next = *(uintptr_t *)r ^ pg->secret;
+    if (ph_unlikely((next != 0 && ((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0) || n >= cap))
+      slab_corrupt(pg, r);
+    *(uintptr_t *)r = link_enc(pg, pg->free);
+    pg->free = r;
+    n++;
+    r = (void *)next;
+  }
+  pg->used -= n;
+  return n;
+}
+
+/* Puts up to SLAB_CARVE bytes of fresh blocks of pg on its (empty) list. */
+static bool slab_carve(slab_page_t *pg)
+{
+  uint32_t bsize = pg->bsize;
+  char *bump = pg->bump;
+  if (bump >= pg->end)
+    return false;
+  uint32_t k = SLAB_CARVE / bsize;
+  char *stop = bump + (size_t)(k == 0 ? 1 : k) * bsize;
+  if (stop > pg->end)
+    stop = pg->end;
+  void *next = pg->free;
+  for (char *b = stop - bsize; b >= bump; b -= bsize) {
+    *(uintptr_t *)b = link_enc(pg, next);
+    ((uint64_t *)b)[1] = chunk_free_key;
+    next = b;
+  }
+  pg->free = next;
+  pg->bump = stop;
+  return true;
+}
+
+/* Does pg have a free block on its list after taking its remote frees or
+ * carving? */
+static bool slab_refill(slab_page_t *pg)
+{
+  if (pg->free != (void *)pg)
+    return true;
+  if (__atomic_load_n(&pg->remote, __ATOMIC_RELAXED) != NULL && slab_collect(pg) != 0)
+    return true;
+  return slab_carve(pg);
+}
+
+/* A page of class c with room for tc, out of every list, or NULL: one
+ * with room, a full one that other threads freed into, an orphan, a
+ * cached page, a new page. */
+static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
+{
+  slab_page_t *pg = tc->slab_avail[c];
+  if (pg != NULL) {
+    avail_remove(tc, pg);
+    return pg;
+  }
+  /* the oldest full pages first; those looked at go to the back */
+  for (unsigned k = 0; k < SLAB_FULL_SCAN && (pg = tc->slab_full[c]) != NULL; k++) {
+    full_remove(tc, pg);
+    if (__atomic_load_n(&pg->remote, __ATOMIC_RELAXED) != NULL && slab_collect(pg) != 0)
+      return pg;
+    full_append(tc, pg);
+    if (pg == tc->slab_full[c])
+      break;                             /* the only one */
+  }
+  mstate_t *ms = tc->arena;
+  release_t rel = { NULL, 0 };
+  ms_lock(ms);
+  while ((pg = ms->slab_orphans[c]) != NULL) {
+    ms->slab_orphans[c] = pg->next;
+    if (pg->next != NULL)
+      pg->next->prev = NULL;
+    page_set_owner(pg, tc);
+    slab_collect(pg);
+    ms_unlock(ms);
+    return pg;                           /* (the caller files it as full if it is) */
+  }
+  pg = ms->slab_cache;
+  if (pg != NULL) {
+    ms->slab_cache = pg->next;
+    ms->slab_cached--;
+    slab_format(pg, ms, c, tc);
+    ms_unlock(ms);
+    return pg;
+  }
+  chunk_t *ch = ms_alloc_aligned_locked(ms, PH_GRANULE, PH_GRANULE, &rel);
+  if (ch != NULL) {
+    char *base = chunk_mem(ch);
+    pg = slab_page_at(base);
+    if (owner_map_set(base, PH_GRANULE, owner_map_get(base), PH_KIND_SLAB)) {
+      slab_format(pg, ms, c, tc);
+      pg->all_prev = NULL;
+      pg->all_next = ms->slab_all;
+      if (ms->slab_all != NULL)
+        ms->slab_all->all_prev = pg;
+      ms->slab_all = pg;
+    } else {                             /* no kind map: no slabs */
+      uintptr_t o = owner_map_get(base);
+      ms_free_chunk(ms, owner_seg(o), ch, chunk_size(ch), &rel, "malloc");
+      tc->slab_on = false;
+      pg = NULL;
+    }
+  }
+  ms_unlock(ms);
+  slab_release(&rel, NULL, 0);
+  return pg;
+}
+
+/* Slabs off (the shared heap, no kind map): the thread cache's chunks. */
+static void *slab_chunk_path(tcache_t *tc, size_t n)
+{
+  size_t nb = request_to_size(n);
+  tc_bin_t *b = &tc->bins[nb >> 4];
+  if (b->head != NULL)
+    return tc_bin_pop(b, b->head, nb);
+  return front_malloc_slow(n);
+}
+
+void *slab_malloc_slow(size_t n)
+{
+  if (n == 0)
+    n = 1;
+  tcache_t *tc = tcache_get();
+  if (tc == NULL)
+    return ms_malloc(heap_default(), n);
+  if (!tc->slab_on)
+    return slab_chunk_path(tc, n);
+  unsigned c = slab_class_of[(n - 1) >> 4];
+  slab_page_t *pg = tc->slab[c];
+  if (pg != &slab_none) {
+    if (slab_refill(pg))
+      return slab_pop(pg, pg->free);
+    pg->used--;                          /* not current any more */
+    tc->slab[c] = &slab_none;
+    full_append(tc, pg);
+  }
+  int saved = errno;
+  for (;;) {
+    pg = slab_next_page(tc, c);
+    if (pg == NULL) {
+      if (!tc->slab_on)
+        return slab_chunk_path(tc, n);
+      errno = ENOMEM;
+      return NULL;
+    }
+    if (slab_refill(pg))
+      break;
+    full_append(tc, pg);                 /* (an orphan taken in full) */
+  }
+  errno = saved;
+  /* a release listener run meanwhile may have made a current page */
+  if (ph_unlikely(tc->slab[c] != &slab_none)) {
+    slab_page_t *other = tc->slab[c];
+    tc->slab[c] = &slab_none;
+    other->used--;
+    if (other->used == 0)
+      slab_page_give(other);
+    else if (slab_refill(other))
+      avail_push(tc, other);
+    else
+      full_append(tc, other);
+  }
+  pg->state = SLAB_CUR;
+  pg->used++;
+  page_set_fast(pg, tc);
+  tc->slab[c] = pg;
+  return slab_pop(pg, pg->free);
+}
+
+/* ---- free ----------------------------------------------------------------------- */
+
+/* Pushes the chain head .. tail (n blocks of pg, linked ^ secret, the
+ * tail's link to be set) on pg's remote stack. */
+static void slab_remote_push(slab_page_t *pg, void *head, void *tail, unsigned n)
+{
+  (void)n;
+  void *old = __atomic_load_n(&pg->remote, __ATOMIC_RELAXED);
+  do {
+    *(uintptr_t *)tail = link_enc(pg, old);
+  } while (!__atomic_compare_exchange_n(&pg->remote, &old, head, true, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED));
+}
+
+void slab_remote_flush(tcache_t *tc)
+{
+  slab_page_t *pg = tc->rb_page;
+  if (pg == NULL)
+    return;
+  void *head = tc->rb_head, *tail = tc->rb_tail;
+  unsigned n = tc->rb_count;
+  tc->rb_page = NULL;
+  tc->rb_head = tc->rb_tail = NULL;
+  tc->rb_count = 0;
+  slab_remote_push(pg, head, tail, n);
+}
+
+void slab_page_idle(tcache_t *tc, slab_page_t *pg)
+{
+  int saved = errno;
+  owner_list_remove(tc, pg);
+  slab_page_give(pg);
+  errno = saved;
+}
+
+void slab_free_slow(void *mem, const char *fn)
+{
+  slab_page_t *pg = slab_page_at(mem);
+  tcache_t *tc = tcache_tls;
+  int saved = errno;
+
+  slab_block_check(pg, mem, fn);
+  if (page_owner(pg) == tc) {            /* this thread's: a full page */
+    *(uintptr_t *)mem = link_enc(pg, pg->free);
+    ((uint64_t *)mem)[1] = chunk_free_key;
+    pg->free = mem;
+    pg->used--;
+    if (pg->state == SLAB_FULL) {
+      full_remove(tc, pg);
+      if (pg->used == 0)
+        slab_page_give(pg);
+      else
+        avail_push(tc, pg);
+    } else if (pg->used == 0) {
+      slab_page_idle(tc, pg);
+    }
+    errno = saved;
+    return;
+  }
+  /* another thread's page, or one without owner: gathered, then pushed on
+   * its remote stack with the others of that page */
+  ((uint64_t *)mem)[1] = chunk_free_key;
+  if (tc->rb_page != pg) {
+    if (tc->arena == NULL) {             /* a sentinel, no cache: pushed alone */
+      slab_remote_push(pg, mem, mem, 1);
+      errno = saved;
+      return;
+    }
+    slab_remote_flush(tc);
+    tc->rb_page = pg;
+    tc->rb_tail = mem;
+  }
+  *(uintptr_t *)mem = link_enc(pg, tc->rb_head);
+  tc->rb_head = mem;
+  if (++tc->rb_count >= SLAB_REMOTE_BATCH)
+    slab_remote_flush(tc);
+  errno = saved;
+}
+
+size_t slab_usable(const void *mem, const char *fn)
+{
+  const slab_page_t *pg = slab_page_at(mem);
+  slab_block_check(pg, mem, fn);
+  return pg->bsize;
+}
+
+void *slab_realloc(void *mem, size_t n, const char *fn)
+{
+  slab_page_t *pg = slab_page_at(mem);
+  slab_block_check(pg, mem, fn);
+  size_t bsize = pg->bsize;
+  if (n > PH_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (n <= bsize && n >= bsize / 2)      /* its class, or close: in place */
+    return mem;
+  void *fresh = front_malloc(n);
+  if (fresh == NULL)
+    return NULL;                         /* errno is ENOMEM; mem untouched */
+  memcpy(fresh, mem, n < bsize ? n : bsize);
+  if (!front_free_fast(mem))
+    slab_free_slow(mem, fn);
+  return fresh;
+}
+
+/* ---- thread exit, flush, trim, fork ------------------------------------------- */
+
+/* pg, out of its owner's lists, loses its owner: back to the arena if
+ * empty, else an orphan. */
+static void slab_abandon(slab_page_t *pg)
+{
+  slab_collect(pg);
+  if (pg->used == 0) {
+    slab_page_give_to(pg, false);
+    return;
+  }
+  mstate_t *ms = pg->ms;
+  unsigned c = pg->cls;
+  page_set_fast(pg, NULL);
+  ms_lock(ms);
+  page_set_owner(pg, NULL);
+  pg->state = SLAB_ORPHAN;
+  pg->prev = NULL;
+  pg->next = ms->slab_orphans[c];
+  if (pg->next != NULL)
+    pg->next->prev = pg;
+  ms->slab_orphans[c] = pg;
+  ms_unlock(ms);
+}
+
+void slab_thread_exit(tcache_t *tc)
+{
+  slab_remote_flush(tc);
+  for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
+    slab_page_t *pg = tc->slab[c];
+    if (pg != &slab_none) {
+      tc->slab[c] = &slab_none;
+      pg->used--;
+      slab_abandon(pg);
+    }
+    while ((pg = tc->slab_avail[c]) != NULL) {
+      avail_remove(tc, pg);
+      slab_abandon(pg);
+    }
+    while ((pg = tc->slab_full[c]) != NULL) {
+      full_remove(tc, pg);
+      slab_abandon(pg);
+    }
+  }
+}
+
+/* A give-back may release memory, and a release listener may then free or
+ * malloc on this thread and change its lists: after each, the walk starts
+ * over. */
+void slab_flush_mine(tcache_t *tc)
+{
+  slab_remote_flush(tc);
+  for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
+  restart:;
+    slab_page_t *pg = tc->slab[c];
+    if (pg != &slab_none) {
+      slab_collect(pg);
+      if (pg->used == 1) {               /* only its being current */
+        tc->slab[c] = &slab_none;
+        pg->used = 0;
+        slab_page_give(pg);
+        goto restart;
+      }
+    }
+    for (slab_page_t *p = tc->slab_avail[c]; p != NULL; p = p->next) {
+      slab_collect(p);
+      if (p->used == 0) {
+        avail_remove(tc, p);
+        slab_page_give(p);
+        goto restart;
+      }
+    }
+    for (slab_page_t *next, *p = tc->slab_full[c]; p != NULL; p = next) {
+      next = p->next;
+      if (__atomic_load_n(&p->remote, __ATOMIC_RELAXED) != NULL && slab_collect(p) != 0) {
+        full_remove(tc, p);
+        if (p->used == 0) {
+          slab_page_give(p);
+          goto restart;
+        }
+        avail_push(tc, p);
+      }
+    }
+  }
+}
+
+void slab_trim(mstate_t *ms)
+{
+  for (;;) {
+    release_t rel = { NULL, 0 };
+    slab_page_t *pg = NULL;
+    ms_lock(ms);
+    if (ms->slab_cache != NULL) {
+      pg = ms->slab_cache;
+      ms->slab_cache = pg->next;
+      ms->slab_cached--;
+    }
+    for (unsigned c = 0; pg == NULL && c < PH_SLAB_NCLASS; c++) {
+      for (slab_page_t *p = ms->slab_orphans[c]; p != NULL; p = p->next) {
+        slab_collect(p);
+        if (p->used == 0) {
+          if (p->prev != NULL)
+            p->prev->next = p->next;
+          else
+            ms->slab_orphans[c] = p->next;
+          if (p->next != NULL)
+            p->next->prev = p->prev;
+          pg = p;
+          break;
+        }
+      }
+    }
+    if (pg != NULL)
+      slab_page_release_locked(ms, pg, &rel);
+    ms_unlock(ms);
+    if (pg == NULL)
+      return;
+    slab_release(&rel, NULL, 0);
+  }
+}
+
+/* Called with every heap lock held (the fork handlers). */
+static void slab_fork_arena(mstate_t *ms, void *arg)
+{
+  tcache_t *me = arg;
+  for (slab_page_t *pg = ms->slab_all; pg != NULL; pg = pg->all_next) {
+    tcache_t *o = page_owner(pg);
+    if (o != NULL && o != me) {          /* its thread is not in the child */
+      page_set_fast(pg, NULL);
+      page_set_owner(pg, NULL);
+      pg->state = SLAB_LOST;
+    }
+  }
+}
+
+void slab_fork_child(void)
+{
+  arena_for_each(slab_fork_arena, tcache_tls);
+}
+
+void slab_tcache_init(tcache_t *tc)
+{
+  for (unsigned c = 0; c < PH_SLAB_NCLASS; c++)
+    tc->slab[c] = &slab_none;
+}
+
+/* ---- statistics and checks --------------------------------------------------- */
+
+size_t slab_info(mstate_t *ms)
+{
+  tcache_t *me = tcache_tls;
+  size_t free_bytes = 0;
+  for (slab_page_t *pg = ms->slab_all; pg != NULL; pg = pg->all_next) {
+    tcache_t *o = page_owner(pg);       /* others' pages: their fields are theirs */
+    size_t whole = chunk_size(mem_chunk(page_first(pg)));
+    if (o == NULL && pg->state == SLAB_ORPHAN)
+      slab_collect(pg);                  /* frees into it since its thread exited */
+    if (o == NULL && pg->state == SLAB_CACHED)
+      free_bytes += whole;
+    else if (o == NULL || o == me)
+      free_bytes += whole - (size_t)(pg->used - (pg->state == SLAB_CUR)) * pg->bsize;
+  }
+  return free_bytes;
+}
+
+#define SLAB_CHECK(cond, what, at)                                                              \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      ph_log_plain(PH_LOG_ERROR, "heap check: %s at %p", (what), (const void *)(at));         \
+      problems++;                                                                               \
+    }                                                                                           \
+  } while (0)
+
+static int slab_check_header(mstate_t *ms, const slab_page_t *pg)
+{
+  int problems = 0;
+  uintptr_t g = (uintptr_t)pg >> PH_GRANULE_SHIFT;
+  SLAB_CHECK(pg == slab_page_at(pg), "slab page header misplaced", pg);
+  SLAB_CHECK(pg->magic == (pg->secret ^ (uintptr_t)pg) && pg->ms == ms, "slab page header damaged",
+             pg);
+  SLAB_CHECK(g < owner_kind_limit && owner_kind[g] == PH_KIND_SLAB,
+             "slab page without its kind map byte", pg);
+  SLAB_CHECK(pg->cls < PH_SLAB_NCLASS && pg->bsize == slab_class_size[pg->cls] &&
+                 pg->span == page_area(pg) / pg->bsize * pg->bsize,
+             "slab page with a wrong block size", pg);
+  const chunk_t *c = mem_chunk(page_first(pg));
+  SLAB_CHECK(head_ok(ms, c) && chunk_cinuse(c) && chunk_size(c) >= PH_GRANULE,
+             "slab page not an in-use chunk of its arena", pg);
+  return problems;
+}
+
+int slab_check_arena(mstate_t *ms)
+{
+  int problems = 0;
+  size_t n = 0, cached = 0;
+  for (slab_page_t *pg = ms->slab_all; pg != NULL; pg = pg->all_next) {
+    if (++n > ms->footprint / PH_GRANULE + 1) {
+      SLAB_CHECK(false, "slab page list runs in a loop", ms);
+      break;
+    }
+    SLAB_CHECK(pg->all_next == NULL || pg->all_next->all_prev == pg, "slab page list broken", pg);
+    problems += slab_check_header(ms, pg);
+  }
+  for (slab_page_t *pg = ms->slab_cache; pg != NULL && cached <= n; pg = pg->next) {
+    SLAB_CHECK(pg->state == SLAB_CACHED && page_owner(pg) == NULL, "cached slab page in use", pg);
+    cached++;
+  }
+  SLAB_CHECK(cached == ms->slab_cached, "slab page cache count wrong", ms);
+  for (unsigned c = 0; c < PH_SLAB_NCLASS; c++)
+    for (slab_page_t *pg = ms->slab_orphans[c]; pg != NULL; pg = pg->next)
+      SLAB_CHECK(pg->state == SLAB_ORPHAN && pg->cls == c && page_owner(pg) == NULL,
+                 "orphan slab page misfiled", pg);
+  return problems;
+}
+
+/* Checks one page of tc: owner, state, and its local free list. */
+static int slab_check_page(tcache_t *tc, slab_page_t *pg, unsigned c, unsigned state)
+{
+  int problems = 0;
+  SLAB_CHECK(page_owner(pg) == tc && pg->cls == c && pg->state == state,
+             "thread's slab page misfiled", pg);
+  if (problems != 0)
+    return problems;
+  uint32_t cap = page_capacity(pg), nfree = 0;
+  for (void *b = pg->free; b != (void *)pg; b = (void *)(*(uintptr_t *)b ^ pg->secret)) {
+    uint32_t u = (uint32_t)((uintptr_t)b & (PH_GRANULE - 1));
+    if ((char *)b - u != page_first(pg) || u >= pg->span || u % pg->bsize ||
+        (char *)b >= pg->bump || nfree > cap) {
+      SLAB_CHECK(false, "slab free list leads off its blocks", b);
+      return problems;
+    }
+    SLAB_CHECK(((uint64_t *)b)[1] == chunk_free_key, "free slab block written after free", b);
+    nfree++;
+  }
+  uint32_t carved = (uint32_t)((pg->bump - page_first(pg)) / pg->bsize);
+  SLAB_CHECK(pg->used + nfree == carved + (state == SLAB_CUR), "slab page count wrong", pg);
+  return problems;
+}
+
+int slab_check_mine(tcache_t *tc)
+{
+  int problems = 0;
+  for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
+    if (tc->slab[c] != &slab_none)
+      problems += slab_check_page(tc, tc->slab[c], c, SLAB_CUR);
+    for (slab_page_t *pg = tc->slab_avail[c]; pg != NULL; pg = pg->next)
+      problems += slab_check_page(tc, pg, c, SLAB_AVAIL);
+    for (slab_page_t *pg = tc->slab_full[c]; pg != NULL; pg = pg->next)
+      problems += slab_check_page(tc, pg, c, SLAB_FULL);
+  }
+  return problems;
+}

@@ -1,0 +1,478 @@
+/*
+ * test_slab.c -- the slab pages of small blocks (allocator/slab.c): blocks
+ * of up to 1024 bytes are headerless and packed by size class, misuse of them is
+ * still named (interior pointers, the page header, double frees -- local,
+ * on a full page, from another thread --, a damaged free list link), frees
+ * from other threads and pages of exited threads come back, realloc keeps
+ * the class in place, trim gives empty pages back, and a forked child may
+ * free another thread's blocks.  Main entry point: the Test() cases.
+ */
+#include "test_util.h"
+
+#define SLAB_MAX 1024u
+
+/* ---- misuse in a child: one line on stderr, then SIGABRT ------------------- */
+
+typedef void act_fn_t(void *arg);
+
+static void child_expect(act_fn_t *act, void *arg, const char *func, const char *what, const void *ptr)
+{
+  int fds[2];
+  char out[4096], expect[256];
+  size_t len = 0;
+  int status;
+
+  cr_assert_eq(pipe(fds), 0, "pipe() failed: %s", strerror(errno));
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_neq(pid, -1, "fork() failed: %s", strerror(errno));
+  if (pid == 0) {
+    struct rlimit no_core = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(SIGABRT, SIG_DFL);
+    alarm(10);
+    close(fds[0]);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[1]);
+    act(arg);
+    _exit(0);
+  }
+  close(fds[1]);
+  for (;;) {
+    ssize_t n = read(fds[0], out + len, sizeof(out) - 1 - len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+  }
+  out[len] = '\0';
+  close(fds[0]);
+  while (waitpid(pid, &status, 0) < 0)
+    cr_assert_eq(errno, EINTR);
+  snprintf(expect, sizeof(expect), "pinheap: %s(): %s 0x%" PRIxPTR "\n", func, what, (uintptr_t)ptr);
+  cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+            "%s() of %p: expected \"%s\" and SIGABRT, got status 0x%x; stderr: \"%s\"", func, ptr,
+            what, status, out);
+  cr_assert_str_eq(out, expect, "%s() of %p: stderr was \"%s\", expected \"%s\"", func, ptr, out,
+                   expect);
+}
+
+static void act_free(void *p) { PINHEAP_NAME(free)(p); }
+static void act_realloc(void *p) { (void)PINHEAP_NAME(realloc)(p, 200); }
+static void act_usable(void *p) { volatile size_t n = PINHEAP_NAME(malloc_usable_size)(p); (void)n; }
+static void act_free_twice(void *p)
+{
+  PINHEAP_NAME(free)(p);
+  PINHEAP_NAME(free)(p);
+}
+
+static size_t in_use(void) { return PINHEAP_NAME(mallinfo2)().uordblks; }
+
+/* ---- layout ---------------------------------------------------------------- */
+
+/* 32-byte requests take 32 bytes each (a chunk would take 48), packed. */
+Test(slab, small_blocks_are_headerless_and_packed)
+{
+  enum { N = 4096 };
+  static char *p[N];
+  size_t base = in_use();
+  unsigned adjacent = 0;
+  for (int i = 0; i < N; i++) {
+    p[i] = PINHEAP_NAME(malloc)(32);
+    cr_assert_not_null(p[i]);
+    cr_assert_eq((uintptr_t)p[i] % 16, 0, "malloc(32) = %p is not 16-aligned", (void *)p[i]);
+    cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(p[i]), 32, "usable size of malloc(32) = %zu",
+                 PINHEAP_NAME(malloc_usable_size)(p[i]));
+    memset(p[i], i & 0xff, 32);
+    if (i > 0 && p[i] == p[i - 1] + 32)
+      adjacent++;
+  }
+  size_t grown = in_use() - base;
+  cr_assert_leq(grown, (size_t)N * 32, "%d x malloc(32) took %zu bytes in use, expected %zu", N, grown,
+                (size_t)N * 32);
+  cr_assert_geq(adjacent, N * 9 / 10, "only %u of %d blocks follow the one before", adjacent, N);
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < 32; k++)
+      cr_assert_eq((unsigned char)p[i][k], (unsigned)(i & 0xff), "block %d overwritten", i);
+    PINHEAP_NAME(free)(p[i]);
+  }
+  cr_assert_eq(in_use(), base, "in use %zu after freeing every block, expected %zu", in_use(), base);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+/* The block size a request of n bytes gets: 16-byte steps to 128, then
+ * four classes per doubling (160, 192, 224, 256, 320, ...). */
+static size_t slab_class_bytes(size_t n)
+{
+  if (n <= 128)
+    return (n + 15) & ~(size_t)15;
+  size_t pow = 128;
+  while (pow * 2 < n)
+    pow *= 2;
+  size_t step = pow / 4;
+  return (n + step - 1) / step * step;
+}
+
+/* Every request size up to the limit gets a block of its class (malloc(0)
+ * is a chunk's: the fast path tests 1 .. 1024 in one compare). */
+Test(slab, every_class_has_its_block_size)
+{
+  for (size_t n = 1; n <= SLAB_MAX; n++) {
+    void *p = PINHEAP_NAME(malloc)(n);
+    cr_assert_not_null(p);
+    size_t want = slab_class_bytes(n);
+    cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(p), want, "malloc(%zu): usable %zu, expected %zu", n,
+                 PINHEAP_NAME(malloc_usable_size)(p), want);
+    memset(p, 0x77, want);
+    PINHEAP_NAME(free)(p);
+  }
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+Test(slab, calloc_zeroes_reused_blocks)
+{
+  void *p[64];
+  for (int i = 0; i < 64; i++) {
+    p[i] = PINHEAP_NAME(malloc)(200);
+    memset(p[i], 0xee, 200);
+  }
+  for (int i = 0; i < 64; i++)
+    PINHEAP_NAME(free)(p[i]);
+  for (int i = 0; i < 64; i++) {
+    unsigned char *q = PINHEAP_NAME(calloc)(1, 200);
+    cr_assert_not_null(q);
+    for (int k = 0; k < 200; k++)
+      cr_assert_eq(q[k], 0, "calloc(1, 200) byte %d is 0x%x", k, q[k]);
+    p[i] = q;
+  }
+  for (int i = 0; i < 64; i++)
+    PINHEAP_NAME(free)(p[i]);
+}
+
+/* ---- misuse ------------------------------------------------------------------ */
+
+Test(slab, interior_pointers_are_named)
+{
+  char *p = PINHEAP_NAME(malloc)(48);
+  char *q = PINHEAP_NAME(malloc)(48);
+  cr_assert(p && q);
+  child_expect(act_free, p + 16, "free", "invalid pointer", p + 16);
+  child_expect(act_free, p + 8, "free", "invalid pointer", p + 8);
+  child_expect(act_realloc, p + 32, "realloc", "invalid pointer", p + 32);
+  child_expect(act_usable, p + 16, "malloc_usable_size", "invalid pointer", p + 16);
+}
+
+/* The page header sits after the blocks, at the end of the granule; a
+ * multiple of the block size past the last block is no block either. */
+Test(slab, the_page_header_is_no_block)
+{
+  char *p = PINHEAP_NAME(malloc)(16);
+  cr_assert_not_null(p);
+  char *granule = (char *)((uintptr_t)p & ~(uintptr_t)0xffff);
+  /* the header: 176 bytes before the next chunk, moved down a cache line
+   * per granule in a cycle of 8 */
+  size_t off = 0x10000 - 16 - 176 - (((uintptr_t)granule >> 16) & 7) * 64;
+  char *hdr = granule + off;
+  child_expect(act_free, hdr, "free", "invalid pointer", hdr);
+  char *q = PINHEAP_NAME(malloc)(48);
+  cr_assert_not_null(q);
+  char *qg = (char *)((uintptr_t)q & ~(uintptr_t)0xffff);
+  size_t qoff = 0x10000 - 16 - 176 - (((uintptr_t)qg >> 16) & 7) * 64;
+  char *past = qg + qoff / 48 * 48;            /* just past the last block */
+  child_expect(act_free, past, "free", "invalid pointer", past);
+}
+
+Test(slab, double_free_is_named)
+{
+  void *p = PINHEAP_NAME(malloc)(64);
+  cr_assert_not_null(p);
+  child_expect(act_free_twice, p, "free", "double free", p);
+  child_expect(act_usable, (PINHEAP_NAME(free)(p), p), "malloc_usable_size", "double free", p);
+}
+
+/* A page filled up leaves the fast path: its first local free goes slow. */
+Test(slab, double_free_on_a_full_page_is_named)
+{
+  enum { N = 8192 };
+  static void *p[N];
+  for (int i = 0; i < N; i++)
+    p[i] = PINHEAP_NAME(malloc)(512);   /* 127 per page: many full pages */
+  child_expect(act_free_twice, p[5], "free", "double free", p[5]);
+  for (int i = 0; i < N; i++)
+    PINHEAP_NAME(free)(p[i]);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+static void *alloc_one(void *arg)
+{
+  *(void **)arg = PINHEAP_NAME(malloc)(96);
+  return NULL;
+}
+
+/* A block of another thread's page is freed through the page's remote
+ * stack; freeing it again is still a double free. */
+Test(slab, double_free_of_another_threads_block_is_named)
+{
+  void *theirs = NULL;
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, alloc_one, &theirs), 0);
+  pthread_join(t, NULL);
+  cr_assert_not_null(theirs);
+  child_expect(act_free_twice, theirs, "free", "double free", theirs);
+  PINHEAP_NAME(free)(theirs);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+static void act_corrupt_link_then_malloc(void *arg)
+{
+  void **pq = arg;
+  PINHEAP_NAME(free)(pq[0]);
+  PINHEAP_NAME(free)(pq[1]);                   /* the list: pq[1] -> pq[0] */
+  memset(pq[1], 0x41, 8);                      /* its link, written after free */
+  void *a = PINHEAP_NAME(malloc)(80);          /* pops pq[1]: its link leads out */
+  fprintf(stderr, "malloc returned %p\n", a);
+}
+
+Test(slab, a_damaged_free_list_link_is_named)
+{
+  static void *pq[2];
+  pq[0] = PINHEAP_NAME(malloc)(80);
+  pq[1] = PINHEAP_NAME(malloc)(80);
+  cr_assert(pq[0] && pq[1]);
+  child_expect(act_corrupt_link_then_malloc, pq, "malloc", "corrupted free list at block", pq[1]);
+}
+
+static void act_check_after_write(void *arg)
+{
+  void **pq = arg;
+  PINHEAP_NAME(free)(pq[0]);
+  memset(pq[0], 0, 16);                        /* the link and the key */
+  _exit(PINHEAP_NAME(malloc_check)() > 0 ? 7 : 0);
+}
+
+/* (The page keeps a block in use: an empty page goes back to the arena
+ * without its free list being walked.) */
+Test(slab, the_checker_sees_a_write_after_free)
+{
+  static void *pq[2];
+  pq[0] = PINHEAP_NAME(malloc)(80);
+  pq[1] = PINHEAP_NAME(malloc)(80);
+  pid_t pid = fork();
+  cr_assert_neq(pid, -1);
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, STDERR_FILENO);
+    act_check_after_write(pq);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 7,
+            "malloc_check() did not see a freed block's words overwritten (status 0x%x)", status);
+}
+
+/* ---- threads ---------------------------------------------------------------- */
+
+typedef struct handoff_s {
+  void *blk[2000];
+  int n;
+} handoff_t;
+
+static void *produce(void *arg)
+{
+  handoff_t *h = arg;
+  for (int i = 0; i < h->n; i++) {
+    h->blk[i] = PINHEAP_NAME(malloc)(16 + (size_t)(i % 8) * 16);
+    memset(h->blk[i], 0x3c, 16);
+  }
+  return NULL;
+}
+
+/* Blocks a live thread keeps allocating are freed here: its pages take
+ * them back, so its footprint stays flat. */
+static pthread_mutex_t pc_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pc_cv = PTHREAD_COND_INITIALIZER;
+static int pc_round, pc_done;
+static handoff_t pc_h = { .n = 2000 };
+
+static void *producer_loop(void *arg)
+{
+  (void)arg;
+  for (int r = 0; r < 40; r++) {
+    produce(&pc_h);
+    pthread_mutex_lock(&pc_mu);
+    pc_round = r + 1;
+    pthread_cond_broadcast(&pc_cv);
+    while (pc_done != r + 1)
+      pthread_cond_wait(&pc_cv, &pc_mu);
+    pthread_mutex_unlock(&pc_mu);
+  }
+  return NULL;
+}
+
+Test(slab, frees_from_another_thread_come_back)
+{
+  pthread_t t;
+  size_t arena_after_first = 0;
+  cr_assert_eq(pthread_create(&t, NULL, producer_loop, NULL), 0);
+  for (int r = 0; r < 40; r++) {
+    pthread_mutex_lock(&pc_mu);
+    while (pc_round != r + 1)
+      pthread_cond_wait(&pc_cv, &pc_mu);
+    pthread_mutex_unlock(&pc_mu);
+    for (int i = 0; i < pc_h.n; i++) {
+      cr_assert_eq(((unsigned char *)pc_h.blk[i])[0], 0x3c);
+      PINHEAP_NAME(free)(pc_h.blk[i]);
+    }
+    size_t arena = 0;
+    struct mallinfo2 mi = PINHEAP_NAME(mallinfo2)();
+    arena = mi.arena;
+    if (r == 1)
+      arena_after_first = arena;
+    if (r > 1)
+      cr_assert_leq(arena, arena_after_first + 1024 * 1024,
+                    "round %d: the arenas grew from %zu to %zu bytes: remote frees not reused", r,
+                    arena_after_first, arena);
+    pthread_mutex_lock(&pc_mu);
+    pc_done = r + 1;
+    pthread_cond_broadcast(&pc_cv);
+    pthread_mutex_unlock(&pc_mu);
+  }
+  pthread_join(t, NULL);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+/* A thread exits keeping blocks: its pages are orphans, freed into from
+ * here, and nothing stays counted in use. */
+Test(slab, pages_of_exited_threads_are_freed_into_and_adopted)
+{
+  static handoff_t h[4];
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(1));
+  PINHEAP_NAME(malloc_trim)(0);
+  size_t base = in_use();
+  for (int k = 0; k < 4; k++) {
+    pthread_t t;
+    h[k].n = 2000;
+    cr_assert_eq(pthread_create(&t, NULL, produce, &h[k]), 0);
+    pthread_join(t, NULL);
+  }
+  for (int k = 0; k < 4; k++)
+    for (int i = 0; i < h[k].n; i++)
+      PINHEAP_NAME(free)(h[k].blk[i]);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+  size_t after = in_use();
+  cr_assert_leq(after, base + 64, "in use %zu -> %zu after the exited threads' blocks were freed", base,
+                after);
+  /* a new thread adopts the orphans' pages rather than taking new ones */
+  pthread_t t;
+  static handoff_t again = { .n = 2000 };
+  cr_assert_eq(pthread_create(&t, NULL, produce, &again), 0);
+  pthread_join(t, NULL);
+  for (int i = 0; i < again.n; i++)
+    PINHEAP_NAME(free)(again.blk[i]);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+/* ---- realloc, trim, fork ------------------------------------------------------ */
+
+Test(slab, realloc_stays_in_its_class_and_moves_out_of_it)
+{
+  unsigned char *p = PINHEAP_NAME(malloc)(100);
+  for (int i = 0; i < 100; i++)
+    p[i] = (unsigned char)i;
+  cr_assert_eq(PINHEAP_NAME(realloc)(p, 112), p, "realloc(100 -> 112) moved a 112-byte block");
+  cr_assert_eq(PINHEAP_NAME(realloc)(p, 60), p, "realloc(112 -> 60) moved a 112-byte block");
+  unsigned char *q = PINHEAP_NAME(realloc)(p, 400);
+  cr_assert_not_null(q);
+  for (int i = 0; i < 60; i++)
+    cr_assert_eq(q[i], (unsigned char)i, "realloc to 400 lost byte %d", i);
+  unsigned char *r = PINHEAP_NAME(realloc)(q, 5000);   /* to a chunk */
+  cr_assert_not_null(r);
+  for (int i = 0; i < 60; i++)
+    cr_assert_eq(r[i], (unsigned char)i, "realloc to 5000 lost byte %d", i);
+  unsigned char *s = PINHEAP_NAME(realloc)(r, 20);     /* a chunk shrinks in place */
+  cr_assert_not_null(s);
+  for (int i = 0; i < 20; i++)
+    cr_assert_eq(s[i], (unsigned char)i, "realloc to 20 lost byte %d", i);
+  PINHEAP_NAME(free)(s);
+  unsigned char *t = PINHEAP_NAME(malloc)(300);
+  memset(t, 9, 300);
+  unsigned char *u = PINHEAP_NAME(realloc)(t, 40);      /* a slab block moves to a smaller class */
+  cr_assert_not_null(u);
+  for (int i = 0; i < 40; i++)
+    cr_assert_eq(u[i], 9);
+  PINHEAP_NAME(free)(u);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+Test(slab, trim_gives_empty_pages_back)
+{
+  enum { N = 100000 };
+  static void *p[N];
+  for (int i = 0; i < N; i++)
+    p[i] = PINHEAP_NAME(malloc)(64);
+  size_t arena = PINHEAP_NAME(mallinfo2)().arena;
+  for (int i = 0; i < N; i++)
+    PINHEAP_NAME(free)(p[i]);
+  PINHEAP_NAME(malloc_trim)(0);
+  struct mallinfo2 mi = PINHEAP_NAME(mallinfo2)();
+  cr_assert_lt(mi.uordblks, (size_t)64 * 1024, "in use %zu after freeing and trimming", mi.uordblks);
+  cr_assert_lt(mi.arena, arena / 2, "arena %zu -> %zu bytes: empty pages not given back", arena,
+               mi.arena);
+}
+
+static pthread_mutex_t fk_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fk_cv = PTHREAD_COND_INITIALIZER;
+static int fk_stage;
+static void *fk_blk[500];
+
+static void *fork_holder(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < 500; i++)
+    fk_blk[i] = PINHEAP_NAME(malloc)(48);
+  pthread_mutex_lock(&fk_mu);
+  fk_stage = 1;
+  pthread_cond_broadcast(&fk_cv);
+  while (fk_stage != 2)
+    pthread_cond_wait(&fk_cv, &fk_mu);
+  pthread_mutex_unlock(&fk_mu);
+  for (int i = 0; i < 500; i++)
+    PINHEAP_NAME(free)(fk_blk[i]);
+  return NULL;
+}
+
+/* In the child, the thread that owns the pages does not exist: its blocks
+ * are freed here and the heap stays sound. */
+Test(slab, a_forked_child_frees_another_threads_blocks)
+{
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, fork_holder, NULL), 0);
+  pthread_mutex_lock(&fk_mu);
+  while (fk_stage != 1)
+    pthread_cond_wait(&fk_cv, &fk_mu);
+  pthread_mutex_unlock(&fk_mu);
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_neq(pid, -1);
+  if (pid == 0) {
+    for (int i = 0; i < 500; i++)
+      PINHEAP_NAME(free)(fk_blk[i]);
+    for (int i = 0; i < 500; i++)
+      fk_blk[i] = PINHEAP_NAME(malloc)(48);
+    for (int i = 0; i < 500; i++)
+      PINHEAP_NAME(free)(fk_blk[i]);
+    PINHEAP_NAME(malloc_trim)(0);
+    _exit(PINHEAP_NAME(malloc_check)() == 0 ? 0 : 5);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  pthread_mutex_lock(&fk_mu);
+  fk_stage = 2;
+  pthread_cond_broadcast(&fk_cv);
+  pthread_mutex_unlock(&fk_mu);
+  pthread_join(t, NULL);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "the child freeing another thread's blocks ended with status 0x%x", status);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
