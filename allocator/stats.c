@@ -48,7 +48,11 @@ int ms_trim(mstate_t *ms, size_t pad)
   }
   if (ms->top != NULL)
     ms_trim_top(ms, pad, &rel);
-  if (ms->top != NULL) {
+  /* The decommit pass below is the private heap's: in the shared heap's
+   * region MADV_DONTNEED would leave the pages in the object (marked
+   * decommitted, so never given back), and another process must hear a
+   * release first -- its trim (segment.c, shared_idle_collect) did both. */
+  if (ms->top != NULL && !ms->source->shared) {
     chunk_t *t = ms->top;
     size_t ts = chunk_size(t);
     if (!(chunk_head(t) & PH_DECOMMITTED) &&
@@ -61,7 +65,8 @@ int ms_trim(mstate_t *ms, size_t pad)
     }
   }
   dv_flush(ms);
-  for (unsigned i = bin_index(align_up(os_page_size() + PH_MIN_CHUNK, PH_ALIGN)); i < PH_NBINS; i++) {
+  for (unsigned i = bin_index(align_up(os_page_size() + PH_MIN_CHUNK, PH_ALIGN));
+       i < PH_NBINS && !ms->source->shared; i++) {
     chunk_t *bin = bin_at(ms, i);
     if (!bin_live(ms, i))
       continue;

@@ -269,6 +269,12 @@ void *front_malloc_slow(size_t n)
   size_t nb = request_to_size(n);
   tc_bin_t *b, *s;
 
+  if (ph_unlikely(shm_rel_due())) {     /* the shared heap: other processes' */
+    int saved = errno;                  /* releases heard, this one's settled */
+    shm_rel_poll();
+    errno = saved;
+  }
+
   if (n <= PH_TC_MAX_REQUEST && (s = &tc->spare[nb >> 4])->head != NULL) {
     b = &tc->bins[nb >> 4];
     b->head = s->head;

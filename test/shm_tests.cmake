@@ -34,7 +34,7 @@ endif()
 # pages leave the shared object.  shm_worker's "release" mode drives each
 # scenario on a job of its own (the giver, the process that hears, an idle
 # one killed) and checks nothing is left in /dev/shm.
-foreach(how heard reused untouched grown dead churn)
+foreach(how heard reused untouched grown dead churn ringfull)
   add_test(NAME shm_release_${how} COMMAND shm_worker release ${how})
   set_tests_properties(shm_release_${how} PROPERTIES LABELS "shm" TIMEOUT 60
     PASS_REGULAR_EXPRESSION "release ${how} ok" FAIL_REGULAR_EXPRESSION "FAIL")

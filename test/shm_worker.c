@@ -43,7 +43,7 @@
  *                   processes below on a job of its own, checks their exit
  *                   and that nothing is left in /dev/shm; prints
  *                   "release HOW ok".  HOW: heard, reused, untouched,
- *                   grown, dead or churn.
+ *                   grown, dead, churn or ringfull.
  *   rel_give FD HOW frees a large block another process holds a pointer to
  *                   and trims: the pages stay until the other process has
  *                   heard (heard), are not removed once malloc took the
@@ -55,6 +55,9 @@
  *                   the pages still hold the block's bytes
  *   rel_churn FD    one of two processes that allocate, grow, free and trim
  *                   large blocks, polling: no live block loses its bytes
+ *   rel_ring FD 1|2 more releases than the ring holds (1: gives, 2: hears
+ *                   when told): those not posted are posted by the next trim
+ *                   and all go, none kept for good
  *
  * hold ends with exit(0) on SIGTERM, so that it leaves the heap properly.
  *
@@ -814,6 +817,65 @@ static int rel_wait(pid_t pid, const char *who)
   return 0;
 }
 
+/* More blocks freed and trimmed than the ring has entries, while another
+ * process is attached: the trim posts what fits and keeps the rest free
+ * and unmarked; once the other has heard, a second trim posts the rest,
+ * and every block's pages leave the object. */
+#define RING_BLOCKS 80
+#define RING_BLOCK ((size_t)256 << 10)
+
+static int rel_ring(int fd, int role)
+{
+  static unsigned char *blocks[RING_BLOCKS], *guards[RING_BLOCKS];
+  char token = 0;
+  void *warm = PINHEAP_NAME(malloc)(16);      /* on the heap */
+  PINHEAP_NAME(free)(warm);
+  if (role == 2) {                            /* hears when told, until told to stop */
+    io_all(fd, &token, 1, 1);
+    for (;;) {
+      io_all(fd, &token, 1, 0);
+      if (token == 'q')
+        break;
+      PINHEAP_NAME(shm_poll)();
+      io_all(fd, &token, 1, 1);
+    }
+    printf("ring hear ok\n");
+    return 0;
+  }
+  io_all(fd, &token, 1, 0);                   /* the other one is attached */
+  for (int i = 0; i < RING_BLOCKS; i++) {     /* each kept apart by a live guard */
+    blocks[i] = PINHEAP_NAME(malloc)(RING_BLOCK);
+    guards[i] = PINHEAP_NAME(malloc)(4096);    /* above the thread cache: carved next */
+    if (blocks[i] == NULL || guards[i] == NULL || !PINHEAP_NAME(shm_contains)(blocks[i]))
+      fail("the blocks in the region", i, errno);
+    memset(blocks[i], 0x5a, RING_BLOCK);
+  }
+  long long before = object_bytes();
+  for (int i = 0; i < RING_BLOCKS; i++)
+    PINHEAP_NAME(free)(blocks[i]);
+  for (int round = 0; round < 3; round++) {
+    PINHEAP_NAME(malloc_trim)(0);            /* posts what the ring holds */
+    token = 'h';
+    io_all(fd, &token, 1, 1);                 /* hear */
+    io_all(fd, &token, 1, 0);
+    settle_all();
+  }
+  long long after = object_bytes();
+  printf("object %lld -> %lld bytes (%d blocks of %zu freed)\n", before, after, RING_BLOCKS,
+         RING_BLOCK);
+  if (before - after < (long long)(RING_BLOCKS * (RING_BLOCK - 8192)))
+    fail("blocks the full ring could not post were never given back (gone, freed)",
+         (long)(before - after), (long)(RING_BLOCKS * RING_BLOCK));
+  token = 'q';
+  io_all(fd, &token, 1, 1);
+  for (int i = 0; i < RING_BLOCKS; i++)
+    PINHEAP_NAME(free)(guards[i]);
+  if (PINHEAP_NAME(malloc_check)() != 0)
+    fail("malloc_check", 1, 0);
+  printf("ring give ok\n");
+  return 0;
+}
+
 static int release_run(const char *self, const char *how)
 {
   char job[64], path[128], fds[2][12];
@@ -831,11 +893,12 @@ static int release_run(const char *self, const char *how)
   char *give[] = { "rel_give", fds[0], (char *)how, NULL };
   if (strcmp(how, "dead") != 0) {
     /* the giver and the process that hears (churn: two of a kind) */
-    bool churn = strcmp(how, "churn") == 0;
+    bool churn = strcmp(how, "churn") == 0, ring = strcmp(how, "ringfull") == 0;
     char *hear[] = { "rel_hear", fds[1], (char *)how, NULL };
     char *one[] = { "rel_churn", fds[0], NULL }, *two[] = { "rel_churn", fds[1], NULL };
-    pid_t a = rel_spawn(self, churn ? one : give, sv[0], -1);
-    pid_t b = rel_spawn(self, churn ? two : hear, sv[1], -1);
+    char *ring1[] = { "rel_ring", fds[0], "1", NULL }, *ring2[] = { "rel_ring", fds[1], "2", NULL };
+    pid_t a = rel_spawn(self, churn ? one : ring ? ring1 : give, sv[0], -1);
+    pid_t b = rel_spawn(self, churn ? two : ring ? ring2 : hear, sv[1], -1);
     close(sv[0]);
     close(sv[1]);
     bad += rel_wait(a, "the giver (the first process)");
@@ -982,6 +1045,8 @@ int main(int argc, char **argv)
     return rel_hear(atoi(argv[2]), argv[3]);
   if (strcmp(argv[1], "rel_churn") == 0 && argc == 3)
     return rel_churn(atoi(argv[2]));
+  if (strcmp(argv[1], "rel_ring") == 0 && argc == 4)
+    return rel_ring(atoi(argv[2]), atoi(argv[3]));
   if (strcmp(argv[1], "ring") == 0 && argc == 4)
     return ring(atoi(argv[2]), atoi(argv[3]));
   if (strcmp(argv[1], "exhaust") == 0 && argc == 3) {
