@@ -55,7 +55,7 @@ PH_INLINE void *slab_pop(slab_page_t *pg, void *b)
 PH_INLINE void *front_malloc(size_t n)
 {
   tcache_t *tc = tcache_tls;
-  if (ph_likely(n - 1 < PH_SLAB_MAX)) {           /* 1 .. PH_SLAB_MAX: a slab block */
+  if (ph_likely(n - 1 < tc->slab_max)) {          /* 1 .. PH_SLAB_MAX: a slab block */
     slab_page_t *pg = tc->slab[slab_class_of[(n - 1) >> 4]];
     void *b = pg->free;
     if (ph_likely(b != (void *)pg))

@@ -392,6 +392,7 @@ static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
       uintptr_t o = owner_map_get(base);
       ms_free_chunk(ms, owner_seg(o), ch, chunk_size(ch), &rel, "malloc");
       tc->slab_on = false;
+      tc->slab_max = 0;
       pg = NULL;
     }
   }

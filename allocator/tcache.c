@@ -36,9 +36,11 @@ void tc_pool_fork_unlock(void) { ph_unlock(&tc_pool_lock); }
 
 /* Sentinels: every list empty, every limit 0, a kind no granule has. */
 static tcache_t tcache_empty = {                 /* before the first allocation */
-  .kind = PH_KIND_NOTHING, .slab = { [0 ... PH_SLAB_NCLASS - 1] = &slab_none } };
+  .kind = PH_KIND_NOTHING, .slab_max = PH_SLAB_MAX,
+  .slab = { [0 ... PH_SLAB_NCLASS - 1] = &slab_none } };
 static tcache_t tcache_dead = {                  /* after exit: no cache again */
-  .kind = PH_KIND_NOTHING, .slab = { [0 ... PH_SLAB_NCLASS - 1] = &slab_none } };
+  .kind = PH_KIND_NOTHING, .slab_max = PH_SLAB_MAX,
+  .slab = { [0 ... PH_SLAB_NCLASS - 1] = &slab_none } };
 __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec"))) = &tcache_empty;
 
 /* Thread caches live outside the heaps (they are the allocator's own
@@ -104,6 +106,7 @@ tcache_t *tcache_get(void)
   tc->kind = arena->kind >= PH_KIND_ARENA_TAG(0) ? arena->kind : PH_KIND_NOTHING;
   slab_tcache_init(tc);
   tc->slab_on = !arena->source->shared && !(arena->flags & PH_MS_USER);
+  tc->slab_max = tc->slab_on ? PH_SLAB_MAX : 0;
   tcache_tls = tc;
   pthread_setspecific(tcache_exit_key, tc);   /* no allocation: a low key */
   return tc;

@@ -313,6 +313,11 @@ typedef struct tcache_s {
   size_t grown;        /* bytes the lists' limits were raised by, in all */
   unsigned trips;      /* refills and bundles given back, in all */
   bool slab_on;        /* small blocks come from slab pages (not the shared heap) */
+  size_t slab_max;     /* requests of 1 .. slab_max bytes go to the slab path:
+                          PH_SLAB_MAX with slabs and in the sentinels (whose
+                          slow path makes the cache), 0 without slabs, so
+                          that the shared heap's small blocks take the
+                          thread cache's lists at once */
   /* Slab pages (slab.c) by size class: the current page (a sentinel page
    * that is always empty when none), the pages with room (fast frees), the
    * full ones (oldest first; their first local free goes slow). */
