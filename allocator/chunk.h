@@ -42,6 +42,16 @@ PH_INLINE size_t chunk_head(const chunk_t *c) { return __atomic_load_n(&c->head,
 PH_INLINE void chunk_head_store(chunk_t *c, size_t head) { __atomic_store_n(&c->head, head, __ATOMIC_RELAXED); }
 
 PH_INLINE size_t chunk_size(const chunk_t *c) { return chunk_head(c) & PH_SIZE_MASK; }
+/* What the rest of the top keeps of its PH_DECOMMITTED flag when a block
+ * is carved from its start: the flag, in a private heap (its pages are
+ * still gone); nothing in the shared heap, where the flag also stands for
+ * a release posted to the other processes and not yet settled (segment.c),
+ * which must never pass to a chunk at another address (settling checks
+ * the flag, and a rest that kept it could be settled for the old post). */
+PH_INLINE size_t top_rest_decommitted(const mstate_t *ms, const chunk_t *top)
+{
+  return ms->source->shared ? 0 : chunk_head(top) & PH_DECOMMITTED;
+}
 PH_INLINE bool chunk_cinuse(const chunk_t *c) { return (chunk_head(c) & PH_CINUSE) != 0; }
 PH_INLINE bool chunk_pinuse(const chunk_t *c) { return (chunk_head(c) & PH_PINUSE) != 0; }
 PH_INLINE chunk_t *chunk_at(const void *p, size_t off) { return (chunk_t *)((char *)p + off); }

@@ -156,7 +156,7 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
   /* Carve from the top in one go when no bin has that size. */
   chunk_t *t = ms->top;
   if (t != NULL && !bin_live(ms, bin_index(nb))) {
-    size_t ts = chunk_size(t), dec = chunk_head(t) & PH_DECOMMITTED;
+    size_t ts = chunk_size(t), dec = top_rest_decommitted(ms, t);
     while (n < k && ts >= nb + PH_MIN_CHUNK) {
       head_set(ms, t, nb | PH_CINUSE | PH_PINUSE);
       void *m = chunk_mem(t);

@@ -62,7 +62,7 @@ chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
       size_t ts = chunk_size(c);
       if (ts >= nb + PH_MIN_CHUNK) {
         chunk_t *rest = chunk_at(c, nb);
-        head_set(ms, rest, (ts - nb) | PH_PINUSE | (chunk_head(c) & PH_DECOMMITTED));
+        head_set(ms, rest, (ts - nb) | PH_PINUSE | top_rest_decommitted(ms, c));
         head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
         ms->top = rest;
         if (ts - nb < ms->trim_low)                /* decay: the top was reused */
@@ -395,7 +395,7 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     if (next == ms->top && size + chunk_size(next) >= nb + PH_MIN_CHUNK &&
         nb < mparams_get(mmap_threshold)) {     /* grow into the top */
       size_t tsize = size + chunk_size(next) - nb;
-      size_t dec = chunk_head(next) & PH_DECOMMITTED;
+      size_t dec = top_rest_decommitted(ms, next);
       chunk_t *rest = chunk_at(c, nb);
       head_set(ms, c, nb | PH_CINUSE | pin);
       head_set(ms, rest, tsize | PH_PINUSE | dec);
