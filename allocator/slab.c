@@ -212,6 +212,23 @@ static void all_unlink(mstate_t *ms, slab_page_t *pg)
     pg->all_next->all_prev = pg->all_prev;
 }
 
+/* pg has no block in use: every carved block is on its free list and
+ * holds the free key in its second word.  A chunk carved there later (the
+ * page given back), or a block of another class (the page formatted
+ * anew), could have its second word on one and be taken for a freed one
+ * ("double free"): every key goes.  Checks the links on the way. */
+static void page_keys_clear(slab_page_t *pg)
+{
+  uint32_t n = 0, cap = page_capacity(pg);
+  for (void *b = pg->free; b != (void *)pg && n <= cap; n++) {
+    uintptr_t next = *(uintptr_t *)b ^ pg->secret;
+    if (((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0)
+      slab_corrupt(pg, b);
+    ((uint64_t *)b)[1] = 0;
+    b = (void *)next;
+  }
+}
+
 /* pg (no block in use, in no list but the arena's) becomes a free chunk of
  * ms again.  Locked; a range to release after unlocking: *rel. */
 static void slab_page_release_locked(mstate_t *ms, slab_page_t *pg, release_t *rel)
@@ -224,17 +241,7 @@ static void slab_page_release_locked(mstate_t *ms, slab_page_t *pg, release_t *r
   if (o == 0 || (o & PH_OWNER_TAGS) || seg->ms != ms || !head_ok(ms, c) || !chunk_cinuse(c) ||
       chunk_size(c) < PH_GRANULE)
     ph_fatal("free", "corrupted chunk header", base);
-  /* Its free blocks hold the free key in their second word; a chunk
-   * carved here later could have its payload's second word on one, and be
-   * taken for a waiting chunk: every key goes (every block is free). */
-  uint32_t n = 0, cap = page_capacity(pg);
-  for (void *b = pg->free; b != (void *)pg && n <= cap; n++) {
-    uintptr_t next = *(uintptr_t *)b ^ pg->secret;
-    if (((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0)
-      slab_corrupt(pg, b);
-    ((uint64_t *)b)[1] = 0;
-    b = (void *)next;
-  }
+  page_keys_clear(pg);
   all_unlink(ms, pg);
   owner_map_set(base, PH_GRANULE, o, ms->kind);
   ms_free_chunk(ms, seg, c, chunk_size(c), rel, "free");
@@ -373,6 +380,7 @@ static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
   if (pg != NULL) {
     ms->slab_cache = pg->next;
     ms->slab_cached--;
+    page_keys_clear(pg);                 /* its old class's keys */
     slab_format(pg, ms, c, tc);
     ms_unlock(ms);
     return pg;

@@ -9,6 +9,8 @@
  */
 #include "test_util.h"
 
+#include "chunk.h"      /* the kind map, the free key */
+
 #define SLAB_MAX 1024u
 
 /* ---- misuse in a child: one line on stderr, then SIGABRT ------------------- */
@@ -419,6 +421,51 @@ Test(slab, trim_gives_empty_pages_back)
   cr_assert_lt(mi.uordblks, (size_t)64 * 1024, "in use %zu after freeing and trimming", mi.uordblks);
   cr_assert_lt(mi.arena, arena / 2, "arena %zu -> %zu bytes: empty pages not given back", arena,
                mi.arena);
+}
+
+/* A page that served one class, then another, and went back to the arena
+ * must leave no free key behind (the second word of a free block): a
+ * chunk carved there later whose payload's second word held one was taken
+ * for a freed one -- "double free" from malloc_usable_size of a memalign
+ * block, found by fuzz_ops.  Class 48 fills pages and empties them (the
+ * arena keeps some, keys and all), class 64 takes them and empties them,
+ * and the pages the arena does not keep go back as chunks: no word of
+ * theirs where a block's second word was may hold the key. */
+Test(slab, a_page_given_back_leaves_no_free_key)
+{
+  enum { N = 12000, G = 64 };
+  static void *p[N];
+  static uintptr_t granule[G];
+  int ng = 0;
+  for (int round = 0; round < 2; round++) {
+    size_t size = round == 0 ? 48 : 64;
+    for (int i = 0; i < N; i++) {
+      cr_assert_not_null(p[i] = PINHEAP_NAME(malloc)(size));
+      uintptr_t g = (uintptr_t)p[i] & ~(uintptr_t)(PH_GRANULE - 1);
+      int k = 0;
+      while (k < ng && granule[k] != g)
+        k++;
+      if (k == ng && ng < G)
+        granule[ng++] = g;
+    }
+    /* the second round frees its first pages (the cached ones, taken
+     * first) last: they are the ones that go back, the others cached */
+    for (int i = 0; i < N; i++)
+      PINHEAP_NAME(free)(p[round == 0 ? i : N - 1 - i]);
+  }
+  int back = 0;
+  size_t stale = 0;
+  for (int k = 0; k < ng; k++) {
+    if (owner_kind[granule[k] >> PH_GRANULE_SHIFT] == PH_KIND_SLAB)
+      continue;                                  /* still a page (the arena's cache) */
+    back++;
+    const uint64_t *w = (const uint64_t *)granule[k];
+    for (size_t i = 1; i < PH_SLAB_AREA / 8; i += 2)
+      stale += w[i] == chunk_free_key;
+  }
+  cr_assert_gt(back, 0, "no page went back to the arena (scenario)");
+  cr_assert_eq(stale, 0, "%zu free keys left in %d pages given back to the arena", stale, back);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }
 
 static pthread_mutex_t fk_mu = PTHREAD_MUTEX_INITIALIZER;
