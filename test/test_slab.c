@@ -13,53 +13,6 @@
 
 #define SLAB_MAX 1024u
 
-/* ---- misuse in a child: one line on stderr, then SIGABRT ------------------- */
-
-typedef void act_fn_t(void *arg);
-
-static void child_expect(act_fn_t *act, void *arg, const char *func, const char *what, const void *ptr)
-{
-  int fds[2];
-  char out[4096], expect[256];
-  size_t len = 0;
-  int status;
-
-  cr_assert_eq(pipe(fds), 0, "pipe() failed: %s", strerror(errno));
-  fflush(NULL);
-  pid_t pid = fork();
-  cr_assert_neq(pid, -1, "fork() failed: %s", strerror(errno));
-  if (pid == 0) {
-    struct rlimit no_core = { 0, 0 };
-    setrlimit(RLIMIT_CORE, &no_core);
-    signal(SIGABRT, SIG_DFL);
-    alarm(10);
-    close(fds[0]);
-    dup2(fds[1], STDERR_FILENO);
-    close(fds[1]);
-    act(arg);
-    _exit(0);
-  }
-  close(fds[1]);
-  for (;;) {
-    ssize_t n = read(fds[0], out + len, sizeof(out) - 1 - len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    len += (size_t)n;
-  }
-  out[len] = '\0';
-  close(fds[0]);
-  while (waitpid(pid, &status, 0) < 0)
-    cr_assert_eq(errno, EINTR);
-  snprintf(expect, sizeof(expect), "pinheap: %s(): %s 0x%" PRIxPTR "\n", func, what, (uintptr_t)ptr);
-  cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
-            "%s() of %p: expected \"%s\" and SIGABRT, got status 0x%x; stderr: \"%s\"", func, ptr,
-            what, status, out);
-  cr_assert_str_eq(out, expect, "%s() of %p: stderr was \"%s\", expected \"%s\"", func, ptr, out,
-                   expect);
-}
-
 static void act_free(void *p) { PINHEAP_NAME(free)(p); }
 static void act_realloc(void *p) { (void)PINHEAP_NAME(realloc)(p, 200); }
 static void act_usable(void *p) { volatile size_t n = PINHEAP_NAME(malloc_usable_size)(p); (void)n; }
@@ -159,10 +112,10 @@ Test(slab, interior_pointers_are_named)
   char *p = PINHEAP_NAME(malloc)(48);
   char *q = PINHEAP_NAME(malloc)(48);
   cr_assert(p && q);
-  child_expect(act_free, p + 16, "free", "invalid pointer", p + 16);
-  child_expect(act_free, p + 8, "free", "invalid pointer", p + 8);
-  child_expect(act_realloc, p + 32, "realloc", "invalid pointer", p + 32);
-  child_expect(act_usable, p + 16, "malloc_usable_size", "invalid pointer", p + 16);
+  misuse_assert(act_free, p + 16, "free", "invalid pointer", p + 16);
+  misuse_assert(act_free, p + 8, "free", "invalid pointer", p + 8);
+  misuse_assert(act_realloc, p + 32, "realloc", "invalid pointer", p + 32);
+  misuse_assert(act_usable, p + 16, "malloc_usable_size", "invalid pointer", p + 16);
 }
 
 /* The page header sits after the blocks, at the end of the granule; a
@@ -176,21 +129,21 @@ Test(slab, the_page_header_is_no_block)
    * per granule in a cycle of 8 */
   size_t off = 0x10000 - 16 - 176 - (((uintptr_t)granule >> 16) & 7) * 64;
   char *hdr = granule + off;
-  child_expect(act_free, hdr, "free", "invalid pointer", hdr);
+  misuse_assert(act_free, hdr, "free", "invalid pointer", hdr);
   char *q = PINHEAP_NAME(malloc)(48);
   cr_assert_not_null(q);
   char *qg = (char *)((uintptr_t)q & ~(uintptr_t)0xffff);
   size_t qoff = 0x10000 - 16 - 176 - (((uintptr_t)qg >> 16) & 7) * 64;
   char *past = qg + qoff / 48 * 48;            /* just past the last block */
-  child_expect(act_free, past, "free", "invalid pointer", past);
+  misuse_assert(act_free, past, "free", "invalid pointer", past);
 }
 
 Test(slab, double_free_is_named)
 {
   void *p = PINHEAP_NAME(malloc)(64);
   cr_assert_not_null(p);
-  child_expect(act_free_twice, p, "free", "double free", p);
-  child_expect(act_usable, (PINHEAP_NAME(free)(p), p), "malloc_usable_size", "double free", p);
+  misuse_assert(act_free_twice, p, "free", "double free", p);
+  misuse_assert(act_usable, (PINHEAP_NAME(free)(p), p), "malloc_usable_size", "double free", p);
 }
 
 /* A page filled up leaves the fast path: its first local free goes slow. */
@@ -200,7 +153,7 @@ Test(slab, double_free_on_a_full_page_is_named)
   static void *p[N];
   for (int i = 0; i < N; i++)
     p[i] = PINHEAP_NAME(malloc)(512);   /* 127 per page: many full pages */
-  child_expect(act_free_twice, p[5], "free", "double free", p[5]);
+  misuse_assert(act_free_twice, p[5], "free", "double free", p[5]);
   for (int i = 0; i < N; i++)
     PINHEAP_NAME(free)(p[i]);
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
@@ -221,7 +174,7 @@ Test(slab, double_free_of_another_threads_block_is_named)
   cr_assert_eq(pthread_create(&t, NULL, alloc_one, &theirs), 0);
   pthread_join(t, NULL);
   cr_assert_not_null(theirs);
-  child_expect(act_free_twice, theirs, "free", "double free", theirs);
+  misuse_assert(act_free_twice, theirs, "free", "double free", theirs);
   PINHEAP_NAME(free)(theirs);
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }
@@ -242,7 +195,7 @@ Test(slab, a_damaged_free_list_link_is_named)
   pq[0] = PINHEAP_NAME(malloc)(80);
   pq[1] = PINHEAP_NAME(malloc)(80);
   cr_assert(pq[0] && pq[1]);
-  child_expect(act_corrupt_link_then_malloc, pq, "malloc", "corrupted free list at block", pq[1]);
+  misuse_assert(act_corrupt_link_then_malloc, pq, "malloc", "corrupted free list at block", pq[1]);
 }
 
 static void act_check_after_write(void *arg)

@@ -1,10 +1,13 @@
 /*
- * test_util.h -- helpers shared by the API, alignment, misuse and mspace
- * Criterion tests (test_api.c, test_align.c, test_misuse.c, test_mspace.c).
+ * test_util.h -- helpers shared by the API, alignment, misuse, mspace and
+ * slab Criterion tests (test_api.c, test_align.c, test_misuse.c,
+ * test_mspace.c, test_slab.c).
  *
  * Owns what the shadow model (shadow.h: the PRNG, byte patterns, block
  * sets) does not: the heap-check assertions, stderr capture through a pipe
- * (stderr_capture_begin / stderr_capture_end), a counting release listener
+ * (stderr_capture_begin / stderr_capture_end), misuse run in a forked child
+ * that must die by SIGABRT after one exact line (misuse_assert), a counting
+ * release listener
  * on the OS layer's slot (listener_install), guarded regions for
  * fixed-region mspaces (region_map / region_unmap), and /proc/self/maps
  * counting.  Main entry point: region_map().
@@ -253,6 +256,89 @@ static inline TU_UNUSED void region_assert_canaries(const region_t *region, cons
   cr_assert_eq(bad, SIZE_MAX,
                "%s: byte %zu after the region end %p was overwritten (0x%02x, canary 0x%02x)",
                when, bad, (const void *)(b + capacity), region->rw[tail_off + bad], REGION_CANARY);
+}
+
+/* ---- misuse in a child: one line on stderr, then SIGABRT ------------------- */
+
+typedef void misuse_fn_t(void *arg);
+
+typedef struct misuse_result_s {
+  int status;          /* from waitpid */
+  char out[4096];      /* everything the child wrote to stderr */
+  size_t len;
+} misuse_result_t;
+
+/** Runs act(arg) in a child with stderr on a pipe; collects its output and
+ *  exit status.  The child has 10 s before SIGALRM ends it (a hang). */
+static TU_UNUSED void misuse_run(misuse_fn_t *act, void *arg, misuse_result_t *result_p)
+{
+  int fds[2];
+
+  cr_assert_eq(pipe(fds), 0, "pipe() failed: %s", strerror(errno));
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_neq(pid, -1, "fork() failed: %s", strerror(errno));
+  if (pid == 0) {
+    struct rlimit no_core = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(SIGABRT, SIG_DFL);
+    signal(SIGALRM, SIG_DFL);
+    alarm(10);
+    close(fds[0]);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[1]);
+    act(arg);
+    _exit(0);
+  }
+  close(fds[1]);
+  result_p->len = 0;
+  for (;;) {
+    ssize_t n = read(fds[0], result_p->out + result_p->len, sizeof(result_p->out) - 1 - result_p->len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    result_p->len += (size_t)n;
+    if (result_p->len == sizeof(result_p->out) - 1)
+      break;
+  }
+  result_p->out[result_p->len] = '\0';
+  close(fds[0]);
+  while (waitpid(pid, &result_p->status, 0) < 0)
+    cr_assert_eq(errno, EINTR, "waitpid failed: %s", strerror(errno));
+}
+
+/*
+ * Asserts that act(arg) dies by SIGABRT after writing exactly
+ * "pinheap: <func>(): <what> 0x<ptr>\n", with <what> being what or, if not
+ * NULL, what_alt.
+ */
+static TU_UNUSED void misuse_assert_either(misuse_fn_t *act, void *arg, const char *func, const char *what,
+                                 const char *what_alt, const void *ptr)
+{
+  misuse_result_t r;
+  char expect[256], expect_alt[256];
+
+  misuse_run(act, arg, &r);
+  snprintf(expect, sizeof(expect), "pinheap: %s(): %s 0x%" PRIxPTR "\n", func, what, (uintptr_t)ptr);
+  snprintf(expect_alt, sizeof(expect_alt), "pinheap: %s(): %s 0x%" PRIxPTR "\n", func,
+           what_alt ? what_alt : what, (uintptr_t)ptr);
+  if (WIFEXITED(r.status))
+    cr_assert_fail("%s() of %p: expected \"%s\" and SIGABRT, but the process went on and exited "
+                   "with status %d; stderr: \"%s\"", func, ptr, what, WEXITSTATUS(r.status), r.out);
+  cr_assert(WIFSIGNALED(r.status), "%s() of %p: child neither exited nor was killed (status 0x%x)", func,
+            ptr, r.status);
+  cr_assert_eq(WTERMSIG(r.status), SIGABRT,
+               "%s() of %p: killed by signal %d (%s), expected SIGABRT; stderr: \"%s\"", func, ptr,
+               WTERMSIG(r.status), strsignal(WTERMSIG(r.status)), r.out);
+  cr_assert(strcmp(r.out, expect) == 0 || strcmp(r.out, expect_alt) == 0,
+            "%s() of %p: stderr was\n  \"%s\"\nexpected exactly one line\n  \"%s\"%s%s", func, ptr, r.out,
+            expect, what_alt ? "\nor\n  " : "", what_alt ? expect_alt : "");
+}
+
+static TU_UNUSED void misuse_assert(misuse_fn_t *act, void *arg, const char *func, const char *what, const void *ptr)
+{
+  misuse_assert_either(act, arg, func, what, NULL, ptr);
 }
 
 #endif /* PINHEAP_TEST_UTIL_H */
