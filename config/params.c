@@ -34,6 +34,10 @@ extern char **environ;
 /* The MCA-style alias of a PINHEAP_ parameter: the build's parameter prefix,
  * the framework and component ("memory_pinheap_"), the name in lowercase. */
 #define MCA_ALIAS(suffix) PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_" suffix
+/* A pinheap parameter: PINHEAP_<NAME>, shown under that name, and its MCA
+ * alias <prefix>memory_pinheap_<name>. */
+#define PINHEAP_PARAM(NAME, name, kind, def, expected) \
+  { "PINHEAP_" NAME, "PINHEAP_" NAME, kind, def, expected, MCA_ALIAS(name) }
 
 static const param_desc_t param_descs[PARAM_COUNT] = {
   [PARAM_LEAVE_PINNED] = {
@@ -59,43 +63,32 @@ static const param_desc_t param_descs[PARAM_COUNT] = {
     PARAM_KIND_PATH, 0, EXPECT_PATH, MCA_ALIAS("probe_root") },
   /* How many arenas threads spread over (as mallopt(M_ARENA_MAX)); 0: the
    * default, four per CPU. */
-  [PARAM_ARENA_MAX] = {
-    "PINHEAP_ARENA_MAX", "PINHEAP_ARENA_MAX",
-    PARAM_KIND_COUNT, 0, EXPECT_COUNT, MCA_ALIAS("arena_max") },
+  [PARAM_ARENA_MAX] = PINHEAP_PARAM("ARENA_MAX", "arena_max", PARAM_KIND_COUNT, 0, EXPECT_COUNT),
   /* 0: no relocation patching; calls reach pinheap only where its own
    * symbols interpose (hooks/install.c). */
-  [PARAM_PATCH] = {
-    "PINHEAP_PATCH", "PINHEAP_PATCH",
-    PARAM_KIND_BOOL, 1, EXPECT_BOOL, MCA_ALIAS("patch") },
+  [PARAM_PATCH] = PINHEAP_PARAM("PATCH", "patch", PARAM_KIND_BOOL, 1, EXPECT_BOOL),
   /* 1: replace malloc by patching even when pinheap was loaded after the
    * program started (dlopen): blocks of pointers to free captured earlier
    * would go to glibc, so it is off unless asked for. */
-  [PARAM_LATE_MALLOC] = {
-    "PINHEAP_LATE_MALLOC", "PINHEAP_LATE_MALLOC",
-    PARAM_KIND_BOOL, 0, EXPECT_BOOL, MCA_ALIAS("late_malloc") },
+  [PARAM_LATE_MALLOC] = PINHEAP_PARAM("LATE_MALLOC", "late_malloc",
+    PARAM_KIND_BOOL, 0, EXPECT_BOOL),
   /* 0: no code patching of libc's entry points (hooks/patch.c); glibc's
    * own internal munmap/madvise/brk stay unseen. */
-  [PARAM_CODE_PATCH] = {
-    "PINHEAP_CODE_PATCH", "PINHEAP_CODE_PATCH",
-    PARAM_KIND_BOOL, 1, EXPECT_BOOL, MCA_ALIAS("code_patch") },
+  [PARAM_CODE_PATCH] = PINHEAP_PARAM("CODE_PATCH", "code_patch", PARAM_KIND_BOOL, 1, EXPECT_BOOL),
   /* Which messages are written (allocator/error.c): those at this level
    * and more severe; fatal ones always. */
-  [PARAM_LOG_LEVEL] = {
-    "PINHEAP_LOG_LEVEL", "PINHEAP_LOG_LEVEL",
-    PARAM_KIND_LEVEL, PH_LOG_WARN, EXPECT_LEVEL, MCA_ALIAS("log_level") },
+  [PARAM_LOG_LEVEL] = PINHEAP_PARAM("LOG_LEVEL", "log_level",
+    PARAM_KIND_LEVEL, PH_LOG_WARN, EXPECT_LEVEL),
   /* 0: pinheap intercepts no memory call and fires no event: nothing is
    * patched for mmap ... sbrk, handlers and release listeners are refused
    * (ENOTSUP), UCX's libucm is not fed, the support level is 0.  The malloc
    * replacement (PINHEAP_MODE) does not depend on it. */
-  [PARAM_EVENTS] = {
-    "PINHEAP_EVENTS", "PINHEAP_EVENTS",
-    PARAM_KIND_BOOL, 1, EXPECT_BOOL, MCA_ALIAS("events") },
+  [PARAM_EVENTS] = PINHEAP_PARAM("EVENTS", "events", PARAM_KIND_BOOL, 1, EXPECT_BOOL),
   /* What the process's malloc, calloc, realloc, reallocarray (and
    * memalign, posix_memalign, aligned_alloc asked for less) align blocks
    * to, pinheap enabled or disabled (hooks/dispatch.c). */
-  [PARAM_MALLOC_ALIGN] = {
-    "PINHEAP_MALLOC_ALIGN", "PINHEAP_MALLOC_ALIGN",
-    PARAM_KIND_ALIGN, PARAM_ALIGN_MIN, EXPECT_ALIGN, MCA_ALIAS("malloc_align") },
+  [PARAM_MALLOC_ALIGN] = PINHEAP_PARAM("MALLOC_ALIGN", "malloc_align",
+    PARAM_KIND_ALIGN, PARAM_ALIGN_MIN, EXPECT_ALIGN),
 };
 
 /* The process's table: 0 not parsed, 1 being parsed, 2 ready (read-only). */
