@@ -103,6 +103,7 @@
 #define os_reserve_meta         PINHEAP_NAME(os_reserve_meta)
 #define os_reserve_readonly     PINHEAP_NAME(os_reserve_readonly)
 #define ph_lock_slow            PINHEAP_NAME(lock_slow)
+#define ph_lock_wake            PINHEAP_NAME(lock_wake)
 #define heap_default            PINHEAP_NAME(heap_default)
 #define mstate_check            PINHEAP_NAME(mstate_check)
 #define mstate_check_add        PINHEAP_NAME(mstate_check_add)

@@ -2,16 +2,17 @@
  * arena.c -- the arenas of the malloc family and every heap of the process:
  * the arena table and the choice of a thread's arena (round robin, created
  * on first use, up to M_ARENA_MAX), the registry of heaps (ms_all), the
- * heap lock's slow path, and the fork locks.  Main entry point:
- * arena_pick().
+ * heap lock's slow paths (a futex lock), and the fork locks.  Main entry
+ * point: arena_pick().
  *
  * Arenas are heaps (mstate_t) like mspaces; arena 0 is the static heap of
  * init.c (heap_default), the others are created on demand.
  */
 #include "chunk.h"
 
+#include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -23,19 +24,46 @@
 static mstate_t *ms_all;                 /* every heap, newest first */
 static ph_lock_t ms_all_lock;
 
+/* The heap lock (ph_lock_t, inline in chunk.h) is a futex lock: held is
+ * 0 (free), 1 (held) or 2 (held, and a thread may be asleep on it).  A
+ * thread that finds it held spins for a while, since most holds are
+ * short; then it marks it 2 and sleeps until the word changes.  The holder
+ * that releases a 2 wakes one sleeper, which takes the lock as 2 again (it
+ * cannot know whether others still sleep): at worst one wake too many,
+ * never one too few.  With more threads than CPUs the holder may be
+ * preempted, and sleeping then lets it run instead of the spinners.
+ *
+ * The futex calls are the shared kind (no FUTEX_PRIVATE_FLAG): the shared
+ * heap's locks live in its region and are taken by several processes.  A
+ * fork child's copies are held by the forking thread, and nobody sleeps on
+ * them in the child: releasing them needs no wake (one is harmless). */
+#define PH_LOCK_SPINS 128
+
+static void lock_futex(ph_lock_t *l, int op, int val)
+{
+  int saved = errno;                      /* EAGAIN, EINTR: the caller looks again */
+  syscall(SYS_futex, &l->held, op, val, NULL, NULL, 0);
+  errno = saved;
+}
+
 void ph_lock_slow(ph_lock_t *l)
 {
-  for (unsigned spins = 0;; spins++) {
-    int expected = 0;
-    if (atomic_load_explicit(&l->held, memory_order_relaxed) == 0 &&
-        atomic_compare_exchange_weak_explicit(&l->held, &expected, 1, memory_order_acquire,
-                                              memory_order_relaxed))
+  for (unsigned spins = 0; spins < PH_LOCK_SPINS; spins++) {
+    int v = atomic_load_explicit(&l->held, memory_order_relaxed);
+    if (v == 0 && atomic_compare_exchange_weak_explicit(&l->held, &v, 1, memory_order_acquire,
+                                                        memory_order_relaxed))
       return;
-    if (spins < 64)
-      __builtin_ia32_pause();
-    else
-      sched_yield();
+    if (v == 2)
+      break;                              /* others sleep already: join them */
+    __builtin_ia32_pause();
   }
+  while (atomic_exchange_explicit(&l->held, 2, memory_order_acquire) != 0)
+    lock_futex(l, FUTEX_WAIT, 2);
+}
+
+void ph_lock_wake(ph_lock_t *l)
+{
+  lock_futex(l, FUTEX_WAKE, 1);
 }
 
 void ms_register(mstate_t *ms)

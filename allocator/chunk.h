@@ -153,6 +153,7 @@ PH_INLINE uintptr_t owner_map_get(const void *p)
 PH_INLINE seg_t *owner_seg(uintptr_t o) { return (seg_t *)(o & ~PH_OWNER_TAGS); }
 
 /* ---- locks --------------------------------------------------------------- */
+/* held: 0 free, 1 held, 2 held and a thread may be asleep on it (arena.c). */
 PH_INLINE void ph_lock(ph_lock_t *l)
 {
   int expected = 0;
@@ -161,7 +162,11 @@ PH_INLINE void ph_lock(ph_lock_t *l)
     return;
   ph_lock_slow(l);
 }
-PH_INLINE void ph_unlock(ph_lock_t *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
+PH_INLINE void ph_unlock(ph_lock_t *l)
+{
+  if (ph_unlikely(atomic_exchange_explicit(&l->held, 0, memory_order_release) == 2))
+    ph_lock_wake(l);
+}
 
 PH_INLINE void ms_lock(mstate_t *ms)
 {

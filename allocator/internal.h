@@ -306,7 +306,10 @@ PH_HIDDEN bool front_init(void);
 /*  arena.c -- arenas, the heap registry, the lock's slow path, fork        */
 /* ======================================================================= */
 
+/** The heap lock's slow paths: ph_lock() found it held (spins, then
+ *  sleeps on a futex); ph_unlock() found a sleeper (wakes one). */
 PH_HIDDEN void ph_lock_slow(ph_lock_t *l);
+PH_HIDDEN void ph_lock_wake(ph_lock_t *l);
 /** Adds ms to / removes ms from the registry of every heap (fork). */
 PH_HIDDEN void ms_register(mstate_t *ms);
 PH_HIDDEN void ms_unregister(mstate_t *ms);
