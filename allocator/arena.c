@@ -113,6 +113,13 @@ static unsigned arena_max;               /* 0 until front_init(); read and set
                                             whole (relaxed atomics) */
 static atomic_uint arena_next;
 static ph_lock_t arenas_lock;
+/* The threads attached to each arena (those with a cache of it that have
+ * not exited), so that a new thread takes the arena an exited one left
+ * (with its pages, adopted) rather than another.  Counted by arena_pick,
+ * uncounted by arena_key's destructor at thread exit. */
+static atomic_uint arena_threads[PH_ARENA_SLOTS];
+static pthread_key_t arena_key;          /* value: 1 + the thread's arena index */
+static bool arena_key_ok;
 
 /* Every lock of the allocator, always in this order. */
 void malloc_prefork_lock(void)
@@ -144,6 +151,24 @@ static long cpu_count(void)
   return cpus;
 }
 
+/* A thread exits (or takes another arena): its arena loses it. */
+static void arena_leave(void *value)
+{
+  uintptr_t i = (uintptr_t)value - 1;
+  if (i < PH_ARENA_SLOTS)
+    atomic_fetch_sub_explicit(&arena_threads[i], 1, memory_order_relaxed);
+}
+
+/* The fork child has the forking thread only. */
+static void arena_fork_child(void)
+{
+  for (unsigned i = 0; i < PH_ARENA_SLOTS; i++)
+    atomic_store_explicit(&arena_threads[i], 0, memory_order_relaxed);
+  uintptr_t mine = arena_key_ok ? (uintptr_t)pthread_getspecific(arena_key) : 0;
+  if (mine - 1 < PH_ARENA_SLOTS)
+    atomic_store_explicit(&arena_threads[mine - 1], 1, memory_order_relaxed);
+}
+
 void arena_init(void)
 {
   __atomic_store_n(&arenas[0], heap_default(), __ATOMIC_RELEASE);
@@ -155,6 +180,10 @@ void arena_init(void)
     __atomic_compare_exchange_n(&arena_max, &zero, max > PH_ARENA_SLOTS ? PH_ARENA_SLOTS : max,
                                 false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   }
+  /* without the key (none left), threads are never uncounted: new ones
+   * spread over the arenas as if every thread still ran */
+  arena_key_ok = pthread_key_create(&arena_key, arena_leave) == 0;
+  pthread_atfork(NULL, NULL, arena_fork_child);
 }
 
 int arena_max_set(int value)
@@ -166,11 +195,10 @@ int arena_max_set(int value)
   return 1;
 }
 
-/* Round robin over up to arena_max arenas, created on first use. */
-mstate_t *arena_pick(void)
+/* The arena of index i, created if it does not exist yet (NULL if it
+ * cannot be). */
+static mstate_t *arena_at(unsigned i)
 {
-  unsigned i = atomic_fetch_add_explicit(&arena_next, 1, memory_order_relaxed) %
-               __atomic_load_n(&arena_max, __ATOMIC_RELAXED);
   mstate_t *ms = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
 
   if (ms != NULL)
@@ -189,7 +217,48 @@ mstate_t *arena_pick(void)
       __atomic_store_n(&arenas[i], ms, __ATOMIC_RELEASE);
   }
   ph_unlock(&arenas_lock);
-  return ms != NULL ? ms : arenas[0];
+  return ms;
+}
+
+/* Among the first arena_max arenas: one that no thread uses (an exited
+ * thread's: its pages and free memory are adopted, not left idle), else a
+ * new one (the lowest index not made yet), else the one with the fewest
+ * threads.  The scan starts at a rotating index, so that equals take
+ * turns.  A thread that cannot be counted (no key) is attached all the
+ * same: the counts only steer. */
+mstate_t *arena_pick(void)
+{
+  unsigned max = __atomic_load_n(&arena_max, __ATOMIC_RELAXED);
+  unsigned start = atomic_fetch_add_explicit(&arena_next, 1, memory_order_relaxed) % max;
+  unsigned best = PH_ARENA_SLOTS, best_n = UINT32_MAX, fresh = PH_ARENA_SLOTS;
+
+  for (unsigned k = 0; k < max; k++) {
+    unsigned i = (start + k) % max;
+    if (__atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE) == NULL) {
+      if (i < fresh)
+        fresh = i;
+      continue;
+    }
+    unsigned n = atomic_load_explicit(&arena_threads[i], memory_order_relaxed);
+    if (n < best_n) {
+      best = i;
+      best_n = n;
+    }
+  }
+  unsigned i = best_n != 0 && fresh < PH_ARENA_SLOTS ? fresh : best;
+  mstate_t *ms = i < PH_ARENA_SLOTS ? arena_at(i) : NULL;
+  if (ms == NULL) {
+    i = 0;                               /* cannot make one: arena 0 */
+    ms = arenas[0];
+  }
+  atomic_fetch_add_explicit(&arena_threads[i], 1, memory_order_relaxed);
+  if (arena_key_ok) {
+    void *old = pthread_getspecific(arena_key);     /* a cache that could not be made */
+    if (old != NULL)
+      arena_leave(old);
+    pthread_setspecific(arena_key, (void *)(uintptr_t)(i + 1));  /* no allocation: a low key */
+  }
+  return ms;
 }
 
 void arena_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg)

@@ -1,11 +1,14 @@
 /*
- * test_arenas.c -- threads spread over arenas, capped by M_ARENA_MAX or
- * the PINHEAP_ARENA_MAX parameter, and a thread's cache returns its blocks
- * when the thread exits.  Arenas are counted in malloc_stats' report.
+ * test_arenas.c -- threads that run together spread over arenas, capped by
+ * M_ARENA_MAX or the PINHEAP_ARENA_MAX parameter; a thread that starts
+ * after another exited takes the arena it left; a thread's cache returns
+ * its blocks when the thread exits.  Arenas are counted in malloc_stats'
+ * report.
  */
 #include <criterion/criterion.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +33,26 @@ static void *alloc_some(void *arg)
   return NULL;
 }
 
+/* The threads of run_threads all live until each has allocated: they run
+ * together, as they would in a program, however the scheduler starts them. */
+static pthread_barrier_t all_allocated;
+
+static void *alloc_some_together(void *arg)
+{
+  alloc_some(arg);
+  pthread_barrier_wait(&all_allocated);
+  return NULL;
+}
+
 static void run_threads(void)
 {
   pthread_t t[THREADS];
+  cr_assert_eq(pthread_barrier_init(&all_allocated, NULL, THREADS), 0);
   for (int i = 0; i < THREADS; i++)
-    cr_assert_eq(pthread_create(&t[i], NULL, alloc_some, NULL), 0);
+    cr_assert_eq(pthread_create(&t[i], NULL, alloc_some_together, NULL), 0);
   for (int i = 0; i < THREADS; i++)
     pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&all_allocated);
 }
 
 /* How many "Arena N:" sections malloc_stats writes. */
@@ -69,6 +85,23 @@ Test(arenas, threads_spread_over_several_by_default)
   run_threads();
   int n = arenas_reported();
   cr_assert_gt(n, 1, "%d threads used only %d arena(s) by default", THREADS, n);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+/* Threads one after another: each takes the arena its predecessor left
+ * (and the pages and free memory it left there) instead of a new one. */
+Test(arenas, a_thread_takes_the_arena_an_exited_one_left)
+{
+  cr_assert_eq(PINHEAP_NAME(mallopt)(M_ARENA_MAX, 8), 1);
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(1));   /* this thread: arena 0 */
+  for (int i = 0; i < 6; i++) {
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, alloc_some, NULL), 0);
+    pthread_join(t, NULL);
+  }
+  int n = arenas_reported();
+  cr_assert_eq(n, 2, "6 threads one after another made %d arenas, expected 2 (arena 0 of the "
+               "main thread, and one taken over by each next thread)", n);
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }
 
@@ -108,11 +141,15 @@ Test(arenas, exiting_threads_return_their_cached_blocks)
  * their threads' chunks go through the slow path, and must still come back
  * to the right heap.  Each thread frees the blocks its predecessor (in
  * another arena) kept, so chunks of one untagged arena are freed by a
- * thread of another. */
+ * thread of another.  The threads start one after another and stay alive
+ * until all have run, so each takes a new arena. */
 typedef struct handoff_s {
   void *blocks[64];
   struct handoff_s *prev;
 } handoff_t;
+
+static sem_t handoff_done;
+static pthread_barrier_t handoff_exit;
 
 static void free_kept(handoff_t *h)
 {
@@ -133,6 +170,8 @@ static void *alloc_and_keep(void *arg)
   }
   if (h->prev != NULL)
     free_kept(h->prev);
+  sem_post(&handoff_done);
+  pthread_barrier_wait(&handoff_exit);
   return NULL;
 }
 
@@ -140,14 +179,20 @@ Test(arenas, many_arenas_beyond_the_tagged_ones)
 {
   enum { MANY = 140 };
   static handoff_t h[MANY];
+  static pthread_t t[MANY];
   cr_assert_eq(PINHEAP_NAME(mallopt)(M_ARENA_MAX, MANY + 1), 1);
   PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(1));
+  cr_assert_eq(sem_init(&handoff_done, 0, 0), 0);
+  cr_assert_eq(pthread_barrier_init(&handoff_exit, NULL, MANY + 1), 0);
   for (int i = 0; i < MANY; i++) {           /* one after another: arena i + 1 each */
-    pthread_t t;
     h[i].prev = i > 0 ? &h[i - 1] : NULL;
-    cr_assert_eq(pthread_create(&t, NULL, alloc_and_keep, &h[i]), 0);
-    pthread_join(t, NULL);
+    cr_assert_eq(pthread_create(&t[i], NULL, alloc_and_keep, &h[i]), 0);
+    while (sem_wait(&handoff_done) != 0)
+      ;
   }
+  pthread_barrier_wait(&handoff_exit);
+  for (int i = 0; i < MANY; i++)
+    pthread_join(t[i], NULL);
   int n = arenas_reported();
   cr_assert_eq(n, MANY + 1, "%d threads in turn made %d arenas, expected %d", MANY, n, MANY + 1);
   free_kept(&h[MANY - 1]);
