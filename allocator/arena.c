@@ -1,9 +1,9 @@
 /*
  * arena.c -- the arenas of the malloc family and every heap of the process:
- * the arena table and the choice of a thread's arena (round robin, created
- * on first use, up to M_ARENA_MAX), the registry of heaps (ms_all), the
- * heap lock's slow paths (a futex lock), and the fork locks.  Main entry
- * point: arena_pick().
+ * the arena table and the choice of a thread's arena (one an exited thread
+ * left, else a new one up to M_ARENA_MAX, else the least used; created on
+ * first use), the registry of heaps (ms_all), the heap lock's slow paths
+ * (a futex lock), and the fork locks.  Main entry point: arena_pick().
  *
  * Arenas are heaps (mstate_t) like mspaces; arena 0 is the static heap of
  * init.c (heap_default), the others are created on demand.
@@ -249,7 +249,7 @@ mstate_t *arena_pick(void)
   mstate_t *ms = i < PH_ARENA_SLOTS ? arena_at(i) : NULL;
   if (ms == NULL) {
     i = 0;                               /* cannot make one: arena 0 */
-    ms = arenas[0];
+    ms = __atomic_load_n(&arenas[0], __ATOMIC_ACQUIRE);
   }
   atomic_fetch_add_explicit(&arena_threads[i], 1, memory_order_relaxed);
   if (arena_key_ok) {
