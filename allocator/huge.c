@@ -17,10 +17,11 @@ void huge_cache_fork_unlock(void) { ph_unlock(&huge_cache_lock); }
 /* The mapping cache.  Blocks above the mmap threshold are mapped on their
  * own; a program that keeps allocating them would map, fault in and unmap
  * each one.  Freed mappings wait here and are reused for a later huge
- * request: the smallest resident one that holds it (a much bigger one is
- * split: its tail stays here as an entry of its own, as it was); else the
- * biggest resident one of at least a quarter of it, grown (os_grow_move:
- * mremap, in place or moved, its pages kept); else the smallest decommitted
+ * request: the smallest resident one that holds it (one more than
+ * PH_HUGE_SPLIT_RATIO times bigger is split: its tail stays here as an
+ * entry of its own, as it was); else the biggest resident one of at
+ * least a quarter of it, grown (os_grow_move: mremap, in place or moved,
+ * its pages kept); else the smallest decommitted
  * one that holds it (address space only).  The cache keeps address space,
  * and memory only within a budget: the live huge mappings and the cache's
  * resident entries together stay under the peak of the live ones alone
@@ -37,18 +38,37 @@ void huge_cache_fork_unlock(void) { ph_unlock(&huge_cache_lock); }
  * is neither taken nor evicted. */
 /* How far a freed huge chunk raises the mmap threshold (glibc: 32 MiB);
  * freed mappings up to that size are unmapped at once (below it they are
- * rare: the threshold rises), bigger ones go to the cache.  2 MiB instead
- * (blocks above stay mappings, reused through the cache and given back
- * page-exact) measured: largechurn peak RSS 0.89-0.99x glibc's against
- * 1.5-1.9x, at the same time; regcache 1 thread about 2x the time and a
- * 0.985 hit rate against 0.994.  It needs hooks/selftest.c's FREE probe
- * to accept a cached block (it frees a 4 MiB block and expects its release
- * at once). */
-#define PH_HUGE_RAISE_MAX PH_MAX_MMAP_THRESHOLD
+ * rare: the threshold rises), bigger ones go to the cache.  Blocks above it
+ * stay mappings of their own, reused through the cache, which serves a
+ * request from a bigger mapping or grows a smaller one keeping its pages; in
+ * the heap, a block of that size is served only from a free chunk that
+ * holds it, and a heap's segments are rarely adjacent (mmap places them
+ * top-down), so blocks of 16 to 32 MiB left idle segments that were mapped,
+ * faulted in and unmapped again.  16 MiB against 32 (scale 0.2, 1 thread,
+ * with PH_HUGE_SPLIT_RATIO 4): largechurn peak RSS 292 MB against 338 and
+ * 94k page faults against 113k.  Lower is better still (5 MiB: largechurn
+ * 287 MB, 88k faults; regcache 162 MB, 48k faults, hit rate 0.971; large
+ * 16 MB against 34), but tests that free a block of up to 15 MiB expect
+ * its release at once: test/fixture/ucx_mix.c (4-15 MiB), test/test_log.c
+ * (8 MiB) and hooks/selftest.c's FREE probe (4 MiB). */
+#define PH_HUGE_RAISE_MAX ((size_t)16 << 20)
+/* A cached mapping taken for a request is split (its tail stays cached as
+ * an entry of its own) only when it is more than PH_HUGE_SPLIT_RATIO times
+ * the request; a smaller one is handed out whole.  Programs that reuse a
+ * few buffer sizes then get the same mapping back for the same size (same
+ * address: a registration cache hits, nothing is released); splitting as
+ * soon as the mapping was 1.125x the request, as before, cut mappings into
+ * pieces that the next request of the old size had to grow again with
+ * mremap, often moved (a release, an invalidation, a miss).  Measured
+ * (scale 0.2, 1 thread, threshold raised up to 16 MiB): regcache 161 MB
+ * peak RSS and 47k page faults at 4, 176 MB and 52k at 3, 197 MB and 57k
+ * at 2; largechurn (random sizes) about the same at 2-4 (291 MB), 342 MB
+ * from 5 up (too big a mapping handed out whole). */
+#define PH_HUGE_SPLIT_RATIO 4
 #define PH_HUGE_CACHE_SLOTS 32
 #define PH_HUGE_CACHE_MAX_ENTRY ((size_t)256 << 20)
 #define PH_HUGE_CACHE_MAX_BYTES ((size_t)1 << 30)      /* address space */
-#define PH_HUGE_CACHE_RESIDENT ((size_t)64 << 20)      /* of which resident, */
+#define PH_HUGE_CACHE_RESIDENT ((size_t)32 << 20)      /* of which resident, */
 #define PH_HUGE_CACHE_RESIDENT_MAX ((size_t)256 << 20)  /* or up to the peak */
 #define PH_HUGE_CACHE_KEEP_MS (10u * PH_TRIM_DECAY_MS)
 
@@ -359,7 +379,7 @@ void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
   } else if (p != NULL) {
     /* much bigger than asked: the tail stays in the cache on its own, as
      * it was (resident or not); if the cache has no room, it goes back */
-    if (got - len > len / 8)
+    if (got / PH_HUGE_SPLIT_RATIO > len)
       huge_cache_put_tail(p + len, got - len, recycled);
     else
       len = got;

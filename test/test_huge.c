@@ -4,8 +4,10 @@
  * decay its pages are no longer resident (mincore) while the range stays
  * mapped, and the release listener heard the range before; the resident
  * part of the cache is bounded without waiting for the decay; a new block
- * of similar size reuses the address space; a much smaller one splits a
- * bigger cached mapping, whose tail stays cached; a bigger one grows a
+ * of similar size reuses the address space; a smaller one takes a cached
+ * mapping whole unless it is more than 4 times smaller (then it splits it,
+ * and the tail stays cached), so that the same size gets the same address
+ * back; a block above 16 MiB is cached, not unmapped; a bigger one grows a
  * resident cached mapping, keeping its pages (mremap, moved if need be,
  * the old range announced).
  *
@@ -149,7 +151,7 @@ Test(huge, freed_block_decays_to_address_space_then_is_reused)
 
 /* The cache keeps freed pages resident only while the live huge blocks
  * and the cache together stay under the peak of the live blocks alone,
- * and 256 MiB at most (64 MiB always allowed; a resident entry of a
+ * and 256 MiB at most (32 MiB always allowed; a resident entry of a
  * quarter of a request or more is grown for it, so the sizes here avoid that): past that, the oldest
  * entries are decommitted at once, announced, without waiting for the
  * decay.  Here: the 256 MiB cap. */
@@ -211,12 +213,12 @@ Test(huge, resident_cache_is_bounded_by_the_peak_without_waiting)
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
-/* A much smaller request takes the head of a bigger cached mapping; the
- * tail stays cached as it was (resident, nothing announced) and serves the
- * next request. */
+/* A much smaller request (more than 4 times) takes the head of a bigger
+ * cached mapping; the tail stays cached as it was (resident, nothing
+ * announced) and serves the next request. */
 Test(huge, smaller_request_splits_a_cached_mapping)
 {
-  size_t big = 100 * MIB, small = 34 * MIB;
+  size_t big = 100 * MIB, small = 20 * MIB;
 
   PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
   unsigned char *p = PINHEAP_NAME(malloc)(big);
@@ -225,7 +227,7 @@ Test(huge, smaller_request_splits_a_cached_mapping)
   atomic_store(&hear_count, 0);
   PINHEAP_NAME(free)(p);
   unsigned char *q = PINHEAP_NAME(malloc)(small);
-  cr_assert(q == p, "a 34 MiB block got %p, not the cached 100 MiB mapping at %p", (void *)q,
+  cr_assert(q == p, "a 20 MiB block got %p, not the cached 100 MiB mapping at %p", (void *)q,
             (void *)p);
   uintptr_t tail = (uintptr_t)p + 40 * MIB;        /* well past the new block's end */
   long r = resident_pages((void *)tail, 50 * MIB);
@@ -241,6 +243,63 @@ Test(huge, smaller_request_splits_a_cached_mapping)
   touch_all(t, 50 * MIB);
   PINHEAP_NAME(free)(q);
   PINHEAP_NAME(free)(t);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+/* A request up to 4 times smaller than a cached mapping takes it whole:
+ * when the bigger size comes back, it gets the same mapping, its pages and
+ * its address (a registration cache still holds it), with nothing
+ * released.  Splitting it would leave the head too small for the bigger
+ * size: grown with mremap, moved (the tail is in the way), announced. */
+Test(huge, same_size_gets_the_same_mapping_back_after_a_smaller_one)
+{
+  size_t big = 40 * MIB, small = 30 * MIB;
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *p = PINHEAP_NAME(malloc)(big);
+  cr_assert(p != NULL);
+  touch_all(p, big);
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(p);
+  unsigned char *q = PINHEAP_NAME(malloc)(small);
+  cr_assert(q == p, "a 30 MiB block got %p, not the cached 40 MiB mapping at %p", (void *)q,
+            (void *)p);
+  touch_all(q, small);
+  PINHEAP_NAME(free)(q);
+  unsigned char *r = PINHEAP_NAME(malloc)(big);
+  cr_assert(r == p, "a 40 MiB block got %p, not its own cached mapping at %p back", (void *)r,
+            (void *)p);
+  long res = resident_pages(r, big);
+  cr_assert(res >= (long)(big / page_size()) - 2,
+            "the reused 40 MiB mapping has %ld pages resident, expected all", res);
+  cr_assert(!hear_touched((uintptr_t)p, (uintptr_t)p + big),
+            "the listener heard of [%p, +40 MiB), which the cache kept", (void *)p);
+  PINHEAP_NAME(free)(r);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+/* A freed block above 16 MiB stays a cached mapping (glibc would unmap it
+ * and raise its mmap threshold up to 32 MiB, putting the next ones in the
+ * heap): the next block of that size gets it back, pages and all, and
+ * nothing is released. */
+Test(huge, block_above_16_mib_is_cached_not_unmapped)
+{
+  size_t len = 20 * MIB;
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *p = PINHEAP_NAME(malloc)(len);
+  cr_assert(p != NULL);
+  touch_all(p, len);
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(p);
+  cr_assert(!hear_touched((uintptr_t)p, (uintptr_t)p + len),
+            "a freed 20 MiB block was released, not cached");
+  long r = resident_pages(p, len);
+  cr_assert(r >= (long)(len / page_size()) - 2,
+            "a freed 20 MiB block kept %ld pages resident, expected all", r);
+  unsigned char *q = PINHEAP_NAME(malloc)(len);
+  cr_assert(q == p, "a 20 MiB block got %p, not the cached mapping at %p", (void *)q, (void *)p);
+  PINHEAP_NAME(free)(q);
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
