@@ -12,10 +12,10 @@
  * fast paths need no "initialized?" test.
  *
  * Blocks of up to PH_SLAB_MAX bytes come from slab pages instead (slab.c):
- * malloc pops the free list of the thread's current page of the size
- * class, free pushes on the list of the block's page when the kind map
- * says "slab" and the page is this thread's; anything else is slab.c's
- * slow path.  Included by the allocator's files and by hooks/dispatch.c (the
+ * malloc pops the free list of the thread's current page of the request's
+ * size, free pushes on the list of the block's page when the kind map
+ * says "slab" and the page is this thread's (full or not); anything else
+ * is slab.c's slow path.  Included by the allocator's files and by hooks/dispatch.c (the
  * enabled free).
  */
 #ifndef PINHEAP_FRONT_H
@@ -47,7 +47,7 @@ PH_INLINE void *slab_pop(slab_page_t *pg, void *b)
   if (ph_unlikely(((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0))
     return slab_corrupt(pg, b);
   pg->free = (void *)next;
-  pg->used++;
+  pg->over++;
   ((uint64_t *)b)[1] = 0;
   return b;
 }
@@ -56,7 +56,7 @@ PH_INLINE void *front_malloc(size_t n)
 {
   tcache_t *tc = tcache_tls;
   if (ph_likely(n - 1 < tc->slab_max)) {          /* 1 .. PH_SLAB_MAX: a slab block */
-    slab_page_t *pg = tc->slab[slab_class_of[(n - 1) >> 4]];
+    slab_page_t *pg = tc->slab_cur[(n - 1) >> 4];
     void *b = pg->free;
     if (ph_likely(b != (void *)pg))
       return slab_pop(pg, b);
@@ -99,13 +99,15 @@ PH_INLINE bool front_free_fast(void *mem)
   unsigned kind = __atomic_load_n(&owner_kind[g], __ATOMIC_RELAXED);
   if (ph_likely(kind == PH_KIND_SLAB)) {
     /* A slab page's block: pushed on the page's free list if this thread
-     * owns the page and it is not full; the block must be one (a multiple
-     * of the block size from the first) and not free already. */
+     * owns the page; the block must be one (a multiple of the block size
+     * from the first, below the last: one multiply, one compare) and not
+     * free already.  When the count reaches its mark, the page goes empty
+     * or, full, gets room again: slab.c files it. */
     slab_page_t *pg = slab_page_at(mem);
-    if (ph_unlikely(__atomic_load_n(&pg->fast_tc, __ATOMIC_RELAXED) != tc))
-      return false;                                  /* another thread's, or full: slow */
-    uint32_t u = (uint32_t)((uintptr_t)mem & (PH_GRANULE - 1));
-    if (ph_unlikely(u >= pg->span || (uint64_t)u * pg->divc >= pg->divc))
+    if (ph_unlikely(__atomic_load_n(&pg->owner, __ATOMIC_RELAXED) != tc))
+      return false;                                  /* another thread's: slow */
+    uint64_t u = (uintptr_t)mem & (PH_GRANULE - 1);
+    if (ph_unlikely(u * pg->mulc >= pg->lim))
       return false;                                  /* interior: the slow path names it */
     uint64_t key = chunk_free_key;
     if (ph_unlikely(((uint64_t *)mem)[1] == key))
@@ -113,7 +115,7 @@ PH_INLINE bool front_free_fast(void *mem)
     *(uintptr_t *)mem = (uintptr_t)pg->free ^ pg->secret;
     __atomic_store_n(&((uint64_t *)mem)[1], key, __ATOMIC_RELAXED);   /* (not merged into a vector store) */
     pg->free = mem;
-    if (ph_unlikely(--pg->used == 0))
+    if (ph_unlikely(--pg->over == 0))
       slab_page_idle(tc, pg);
     return true;
   }

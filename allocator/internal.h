@@ -483,7 +483,7 @@ PH_HIDDEN int tcache_check_mine(void);
 /*  slab.c -- slab pages: headerless small blocks, a free list per page     */
 /* ======================================================================= */
 
-/* The empty page every slab[] slot of a cache without a page points at:
+/* The empty page every slab_cur[] slot of a cache without a page points at:
  * its free list is always empty (it ends at the page itself). */
 extern PH_HIDDEN slab_page_t slab_none;
 /* The class of a request of n bytes, 1 .. PH_SLAB_MAX: slab_class_of[(n -
@@ -496,11 +496,13 @@ PH_HIDDEN void *slab_malloc_slow(size_t n);
 /** A free list link of pg at block b leads out of the page: ends the
  *  process. */
 PH_HIDDEN PH_COLD void *slab_corrupt(slab_page_t *pg, void *b);
-/** A page of tc that is not its class's current one has no block in use
- *  left: it goes back to the arena. */
+/** A free brought pg's count (pg->over) to 0: a page of tc that is not its
+ *  class's current one has no block in use left, and goes back to the
+ *  arena; or a full page has room enough again (its mark), and goes back to
+ *  the pages with room. */
 PH_HIDDEN void slab_page_idle(tcache_t *tc, slab_page_t *pg);
 /** Frees mem, a pointer into a slab page (the kind map says so): another
- *  thread's page, a full page, or misuse, which it names. */
+ *  thread's page, or misuse, which it names. */
 PH_HIDDEN void slab_free_slow(void *mem, const char *fn);
 /** Pushes the blocks of another thread's page this thread gathered. */
 PH_HIDDEN void slab_remote_flush(tcache_t *tc);

@@ -8,32 +8,37 @@
  * A page is one granule, taken from the thread's arena as an in-use chunk
  * of PH_GRANULE bytes whose payload starts the granule; its kind map byte
  * says PH_KIND_SLAB, so free's first load tells a slab block from a chunk
- * (the owner map entry stays the segment's).  The page header (types.h:
- * slab_page_t) sits at the granule's start and the blocks follow it.
+ * (the owner map entry stays the segment's).  The blocks start the
+ * granule and the page header (types.h: slab_page_t) follows them, a cache
+ * line lower per granule in a cycle of 8 (internal.h: slab_page_at).
  * Pages exist for the private heap's arenas only: mspaces and the shared
  * heap keep the chunk path.
  *
  * A page belongs to one thread (its owner, a thread cache).  Per class,
  * the thread has a current page, which malloc pops from, a list of pages
  * with room ("avail") and a list of full ones (oldest first).  The owner
- * frees onto a page's local list: on the fast path while the page is not
- * full, else here, which moves a full page back to "avail".  Other threads
- * push onto the page's lock-free remote stack; the owner takes that stack
- * in whole when its local list runs dry, and looks at its oldest full
- * pages for one with remote frees before it takes a new page.
+ * frees onto a page's local list on the fast path, full page or not.
+ * Other threads push onto the page's lock-free remote stack; the owner
+ * takes that stack in whole when its local list runs dry, and looks at its
+ * oldest full pages for one with free blocks before it takes a new page.
  *
- * `used` counts the blocks out of the local list (handed out, or on the
- * remote stack) plus one while the page is current, so only a page that
- * is not current can reach 0 on a free: it then goes back to the arena --
- * into a small cache of empty pages (PH_SLAB_CACHE), else as a free chunk.
+ * A page's count of blocks in use (page_used: handed out, or on the remote
+ * stack, plus one while the page is current) is kept as `over` a `mark`,
+ * and the fast free path calls slab_page_idle() when `over` reaches 0.
+ * The mark is 0 but for a full page, where it is the count at which the
+ * page has room enough (SLAB_ROOM_SHIFT) to go back to "avail": so frees
+ * into a full page cost nothing more, and malloc takes it back with more
+ * than one block.  Only a page that is not current can reach 0 blocks in
+ * use on a free: it then goes back to the arena -- into a small cache of
+ * empty pages (PH_SLAB_CACHE), else as a free chunk.
  * The pages of an exiting thread become its arena's orphans, adopted by
  * the next thread that needs a page of that class; empty orphans and the
  * cache go back to the arena in malloc_trim.  A page's owner changes only
  * under its arena's lock.
  *
  * Misuse is named as on the chunk path: a pointer that is not a block of
- * its page (not a multiple of the block size from the first) is an
- * "invalid pointer"; a free block holds chunk_free_key in its second word,
+ * its page (not a multiple of the block size from the first, or past the
+ * last) is an "invalid pointer"; a free block holds chunk_free_key in its second word,
  * so freeing it again is a "double free"; free list links are stored
  * xor the page's secret and must stay inside the page ("corrupted free
  * list").
@@ -54,6 +59,10 @@
 #define SLAB_FULL_SCAN 4u      /* full pages looked at for remote frees */
 #define SLAB_CARVE 4096u       /* bytes of fresh blocks put on the list at once */
 #define SLAB_REMOTE_BATCH 32u  /* blocks of another thread's page pushed at once */
+#ifndef SLAB_ROOM_SHIFT
+#define SLAB_ROOM_SHIFT 4u     /* a full page goes back to "avail" when 1/16 of
+                                  its blocks (and one) are free */
+#endif
 
 slab_page_t slab_none = { .free = &slab_none };
 
@@ -83,10 +92,6 @@ PH_INLINE void page_set_owner(slab_page_t *pg, tcache_t *tc)
 {
   __atomic_store_n(&pg->owner, tc, __ATOMIC_RELAXED);
 }
-PH_INLINE void page_set_fast(slab_page_t *pg, tcache_t *tc)
-{
-  __atomic_store_n(&pg->fast_tc, tc, __ATOMIC_RELAXED);
-}
 PH_INLINE char *page_first(const slab_page_t *pg)
 {
   return (char *)((uintptr_t)pg & ~(PH_GRANULE - 1));
@@ -97,6 +102,25 @@ PH_INLINE uint32_t page_area(const slab_page_t *pg)
   return (uint32_t)((uintptr_t)pg & (PH_GRANULE - 1));
 }
 PH_INLINE uint32_t page_capacity(const slab_page_t *pg) { return pg->span / pg->bsize; }
+PH_INLINE uint32_t page_used(const slab_page_t *pg) { return pg->over + pg->mark; }
+/* The count of blocks in use becomes `used`; the mark stays if below. */
+PH_INLINE void page_used_set(slab_page_t *pg, uint32_t used)
+{
+  if (pg->mark >= used)
+    pg->mark = 0;
+  pg->over = used - pg->mark;
+}
+/* The slot of class c in a cache's slab_cur[] (its last). */
+PH_INLINE slab_page_t **cur_slot(tcache_t *tc, unsigned c)
+{
+  return &tc->slab_cur[(slab_class_size[c] >> 4) - 1];
+}
+/* pg becomes the current page of class c: every slot of the class. */
+static void cur_set(tcache_t *tc, unsigned c, slab_page_t *pg)
+{
+  for (unsigned i = c == 0 ? 0 : slab_class_size[c - 1] >> 4; i < slab_class_size[c] >> 4u; i++)
+    tc->slab_cur[i] = pg;
+}
 PH_INLINE uintptr_t link_enc(const slab_page_t *pg, const void *p) { return (uintptr_t)p ^ pg->secret; }
 
 void *slab_corrupt(slab_page_t *pg, void *b)
@@ -108,8 +132,8 @@ void *slab_corrupt(slab_page_t *pg, void *b)
 /* Names a pointer into pg that is not one of its blocks, or a free one. */
 static void slab_block_check(const slab_page_t *pg, const void *mem, const char *fn)
 {
-  uint32_t u = (uint32_t)((uintptr_t)mem & (PH_GRANULE - 1));
-  if (u >= pg->span || (uint64_t)u * pg->divc >= pg->divc)
+  uint64_t u = (uintptr_t)mem & (PH_GRANULE - 1);
+  if (u * pg->mulc >= pg->lim)
     ph_fatal(fn, "invalid pointer", mem);
   if (((const uint64_t *)mem)[1] == chunk_free_key)
     ph_fatal(fn, "double free", mem);
@@ -126,7 +150,6 @@ static void avail_push(tcache_t *tc, slab_page_t *pg)
     (*head)->prev = pg;
   *head = pg;
   pg->state = SLAB_AVAIL;
-  page_set_fast(pg, tc);
 }
 
 static void avail_remove(tcache_t *tc, slab_page_t *pg)
@@ -139,9 +162,14 @@ static void avail_remove(tcache_t *tc, slab_page_t *pg)
     pg->next->prev = pg->prev;
 }
 
+/* pg, with no free block, goes to the back of the full list; its mark is
+ * set so that the free that gives it room enough calls slab_page_idle(). */
 static void full_append(tcache_t *tc, slab_page_t *pg)
 {
   unsigned c = pg->cls;
+  uint32_t used = page_used(pg), room = (page_capacity(pg) >> SLAB_ROOM_SHIFT) + 1;
+  pg->mark = used > room ? used - room : 0;
+  pg->over = used - pg->mark;
   pg->next = NULL;
   pg->prev = tc->slab_full_tail[c];
   if (pg->prev != NULL)
@@ -150,12 +178,14 @@ static void full_append(tcache_t *tc, slab_page_t *pg)
     tc->slab_full[c] = pg;
   tc->slab_full_tail[c] = pg;
   pg->state = SLAB_FULL;
-  page_set_fast(pg, NULL);              /* its next local free goes slow */
 }
 
+/* Takes pg out of the full list: its mark goes. */
 static void full_remove(tcache_t *tc, slab_page_t *pg)
 {
   unsigned c = pg->cls;
+  pg->over += pg->mark;
+  pg->mark = 0;
   if (pg->prev != NULL)
     pg->prev->next = pg->next;
   else
@@ -174,7 +204,7 @@ static void owner_list_remove(tcache_t *tc, slab_page_t *pg)
   else if (pg->state == SLAB_FULL)
     full_remove(tc, pg);
   else if (pg->state == SLAB_CUR)
-    tc->slab[pg->cls] = &slab_none;
+    cur_set(tc, pg->cls, &slab_none);
 }
 
 /* ---- the arena's side: lay out, cache, give back ---------------------------- */
@@ -186,17 +216,19 @@ static void slab_format(slab_page_t *pg, mstate_t *ms, unsigned cls, tcache_t *t
 
   pg->secret = (((uintptr_t)pg ^ ms->cookie ^ chunk_free_key) * PH_CHECK_MUL) ^ chunk_free_key;
   pg->free = pg;
-  pg->used = 0;
+  pg->over = pg->mark = 0;
   pg->span = n * bsize;
-  pg->divc = UINT64_MAX / bsize + 1;
-  page_set_fast(pg, NULL);
+  /* floor(2^64 / bsize) + 1 = (2^64 + e) / bsize with 0 < e <= bsize: u *
+   * mulc (mod 2^64) is i * e for the i-th block's offset u, and at least
+   * mulc (> 2^53) for any offset inside a block */
+  pg->mulc = UINT64_MAX / bsize + 1 + ((bsize & (bsize - 1)) == 0);
+  pg->lim = (uint64_t)n * (pg->mulc * bsize);
   page_set_owner(pg, tc);
   __atomic_store_n(&pg->remote, NULL, __ATOMIC_RELAXED);
   pg->bsize = bsize;
   pg->cls = (uint16_t)cls;
   pg->state = 0;
   pg->bump = page_first(pg);
-  pg->end = page_first(pg) + pg->span;
   pg->next = pg->prev = NULL;
   pg->ms = ms;
   pg->magic = pg->secret ^ (uintptr_t)pg;
@@ -267,7 +299,6 @@ static void slab_page_give_to(slab_page_t *pg, bool may_release)
   release_t rel = { NULL, 0 }, idle[4];
   unsigned nidle = 0;
 
-  page_set_fast(pg, NULL);
   ms_lock(ms);
   page_set_owner(pg, NULL);
   pg->state = SLAB_CACHED;
@@ -308,7 +339,7 @@ static uint32_t slab_collect(slab_page_t *pg)
     n++;
     r = (void *)next;
   }
-  pg->used -= n;
+  page_used_set(pg, page_used(pg) - n);
   return n;
 }
 
@@ -316,13 +347,13 @@ static uint32_t slab_collect(slab_page_t *pg)
 static bool slab_carve(slab_page_t *pg)
 {
   uint32_t bsize = pg->bsize;
-  char *bump = pg->bump;
-  if (bump >= pg->end)
+  char *bump = pg->bump, *end = page_first(pg) + pg->span;
+  if (bump >= end)
     return false;
   uint32_t k = SLAB_CARVE / bsize;
   char *stop = bump + (size_t)(k == 0 ? 1 : k) * bsize;
-  if (stop > pg->end)
-    stop = pg->end;
+  if (stop > end)
+    stop = end;
   void *next = pg->free;
   for (char *b = stop - bsize; b >= bump; b -= bsize) {
     *(uintptr_t *)b = link_enc(pg, next);
@@ -346,8 +377,8 @@ static bool slab_refill(slab_page_t *pg)
 }
 
 /* A page of class c with room for tc, out of every list, or NULL: one
- * with room, a full one that other threads freed into, an orphan, a
- * cached page, a new page. */
+ * with room, a full one freed into (fewer than its mark's blocks by this
+ * thread, or any by others), an orphan, a cached page, a new page. */
 static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
 {
   slab_page_t *pg = tc->slab_avail[c];
@@ -358,7 +389,8 @@ static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
   /* the oldest full pages first; those looked at go to the back */
   for (unsigned k = 0; k < SLAB_FULL_SCAN && (pg = tc->slab_full[c]) != NULL; k++) {
     full_remove(tc, pg);
-    if (__atomic_load_n(&pg->remote, __ATOMIC_RELAXED) != NULL && slab_collect(pg) != 0)
+    if (pg->free != (void *)pg ||
+        (__atomic_load_n(&pg->remote, __ATOMIC_RELAXED) != NULL && slab_collect(pg) != 0))
       return pg;
     full_append(tc, pg);
     if (pg == tc->slab_full[c])
@@ -429,13 +461,21 @@ void *slab_malloc_slow(size_t n)
   if (!tc->slab_on)
     return slab_chunk_path(tc, n);
   unsigned c = slab_class_of[(n - 1) >> 4];
-  slab_page_t *pg = tc->slab[c];
+  slab_page_t *pg = *cur_slot(tc, c);
   if (pg != &slab_none) {
     if (slab_refill(pg))
       return slab_pop(pg, pg->free);
-    pg->used--;                          /* not current any more */
-    tc->slab[c] = &slab_none;
+    pg->over--;                          /* not current any more (its mark is 0) */
     full_append(tc, pg);
+    slab_page_t *next = tc->slab_avail[c];
+    if (next != NULL) {                  /* the common case: a page with room */
+      avail_remove(tc, next);            /* (every page there has free blocks) */
+      next->state = SLAB_CUR;
+      next->over++;
+      cur_set(tc, c, next);
+      return slab_pop(next, next->free);
+    }
+    cur_set(tc, c, &slab_none);
   }
   int saved = errno;
   for (;;) {
@@ -452,11 +492,11 @@ void *slab_malloc_slow(size_t n)
   }
   errno = saved;
   /* a release listener run meanwhile may have made a current page */
-  if (ph_unlikely(tc->slab[c] != &slab_none)) {
-    slab_page_t *other = tc->slab[c];
-    tc->slab[c] = &slab_none;
-    other->used--;
-    if (other->used == 0)
+  if (ph_unlikely(*cur_slot(tc, c) != &slab_none)) {
+    slab_page_t *other = *cur_slot(tc, c);
+    cur_set(tc, c, &slab_none);
+    other->over--;
+    if (other->over == 0)
       slab_page_give(other);
     else if (slab_refill(other))
       avail_push(tc, other);
@@ -464,9 +504,8 @@ void *slab_malloc_slow(size_t n)
       full_append(tc, other);
   }
   pg->state = SLAB_CUR;
-  pg->used++;
-  page_set_fast(pg, tc);
-  tc->slab[c] = pg;
+  pg->over++;
+  cur_set(tc, c, pg);
   return slab_pop(pg, pg->free);
 }
 
@@ -499,6 +538,11 @@ void slab_remote_flush(tcache_t *tc)
 
 void slab_page_idle(tcache_t *tc, slab_page_t *pg)
 {
+  if (pg->mark != 0) {                   /* a full page with room enough */
+    full_remove(tc, pg);
+    avail_push(tc, pg);
+    return;
+  }
   int saved = errno;
   owner_list_remove(tc, pg);
   slab_page_give(pg);
@@ -512,20 +556,12 @@ void slab_free_slow(void *mem, const char *fn)
   int saved = errno;
 
   slab_block_check(pg, mem, fn);
-  if (page_owner(pg) == tc) {            /* this thread's: a full page */
+  if (page_owner(pg) == tc) {            /* this thread's (a caller without the fast path) */
     *(uintptr_t *)mem = link_enc(pg, pg->free);
     ((uint64_t *)mem)[1] = chunk_free_key;
     pg->free = mem;
-    pg->used--;
-    if (pg->state == SLAB_FULL) {
-      full_remove(tc, pg);
-      if (pg->used == 0)
-        slab_page_give(pg);
-      else
-        avail_push(tc, pg);
-    } else if (pg->used == 0) {
+    if (--pg->over == 0)
       slab_page_idle(tc, pg);
-    }
     errno = saved;
     return;
   }
@@ -583,13 +619,12 @@ void *slab_realloc(void *mem, size_t n, const char *fn)
 static void slab_abandon(slab_page_t *pg)
 {
   slab_collect(pg);
-  if (pg->used == 0) {
+  if (page_used(pg) == 0) {
     slab_page_give_to(pg, false);
     return;
   }
   mstate_t *ms = pg->ms;
   unsigned c = pg->cls;
-  page_set_fast(pg, NULL);
   ms_lock(ms);
   page_set_owner(pg, NULL);
   pg->state = SLAB_ORPHAN;
@@ -605,10 +640,10 @@ void slab_thread_exit(tcache_t *tc)
 {
   slab_remote_flush(tc);
   for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
-    slab_page_t *pg = tc->slab[c];
+    slab_page_t *pg = *cur_slot(tc, c);
     if (pg != &slab_none) {
-      tc->slab[c] = &slab_none;
-      pg->used--;
+      cur_set(tc, c, &slab_none);
+      pg->over--;
       slab_abandon(pg);
     }
     while ((pg = tc->slab_avail[c]) != NULL) {
@@ -630,19 +665,19 @@ void slab_flush_mine(tcache_t *tc)
   slab_remote_flush(tc);
   for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
   restart:;
-    slab_page_t *pg = tc->slab[c];
+    slab_page_t *pg = *cur_slot(tc, c);
     if (pg != &slab_none) {
       slab_collect(pg);
-      if (pg->used == 1) {               /* only its being current */
-        tc->slab[c] = &slab_none;
-        pg->used = 0;
+      if (pg->over == 1) {               /* only its being current */
+        cur_set(tc, c, &slab_none);
+        pg->over = 0;
         slab_page_give(pg);
         goto restart;
       }
     }
     for (slab_page_t *p = tc->slab_avail[c]; p != NULL; p = p->next) {
       slab_collect(p);
-      if (p->used == 0) {
+      if (p->over == 0) {
         avail_remove(tc, p);
         slab_page_give(p);
         goto restart;
@@ -652,7 +687,7 @@ void slab_flush_mine(tcache_t *tc)
       next = p->next;
       if (__atomic_load_n(&p->remote, __ATOMIC_RELAXED) != NULL && slab_collect(p) != 0) {
         full_remove(tc, p);
-        if (p->used == 0) {
+        if (p->over == 0) {
           slab_page_give(p);
           goto restart;
         }
@@ -676,7 +711,7 @@ void slab_trim(mstate_t *ms)
     for (unsigned c = 0; pg == NULL && c < PH_SLAB_NCLASS; c++) {
       for (slab_page_t *p = ms->slab_orphans[c]; p != NULL; p = p->next) {
         slab_collect(p);
-        if (p->used == 0) {
+        if (page_used(p) == 0) {
           if (p->prev != NULL)
             p->prev->next = p->next;
           else
@@ -704,7 +739,6 @@ static void slab_fork_arena(mstate_t *ms, void *arg)
   for (slab_page_t *pg = ms->slab_all; pg != NULL; pg = pg->all_next) {
     tcache_t *o = page_owner(pg);
     if (o != NULL && o != me) {          /* its thread is not in the child */
-      page_set_fast(pg, NULL);
       page_set_owner(pg, NULL);
       pg->state = SLAB_LOST;
     }
@@ -718,8 +752,8 @@ void slab_fork_child(void)
 
 void slab_tcache_init(tcache_t *tc)
 {
-  for (unsigned c = 0; c < PH_SLAB_NCLASS; c++)
-    tc->slab[c] = &slab_none;
+  for (unsigned i = 0; i < PH_SLAB_NSLOT; i++)
+    tc->slab_cur[i] = &slab_none;
 }
 
 /* ---- statistics and checks --------------------------------------------------- */
@@ -736,7 +770,7 @@ size_t slab_info(mstate_t *ms)
     if (o == NULL && pg->state == SLAB_CACHED)
       free_bytes += whole;
     else if (o == NULL || o == me)
-      free_bytes += whole - (size_t)(pg->used - (pg->state == SLAB_CUR)) * pg->bsize;
+      free_bytes += whole - (size_t)(page_used(pg) - (pg->state == SLAB_CUR)) * pg->bsize;
   }
   return free_bytes;
 }
@@ -811,7 +845,10 @@ static int slab_check_page(tcache_t *tc, slab_page_t *pg, unsigned c, unsigned s
     nfree++;
   }
   uint32_t carved = (uint32_t)((pg->bump - page_first(pg)) / pg->bsize);
-  SLAB_CHECK(pg->used + nfree == carved + (state == SLAB_CUR), "slab page count wrong", pg);
+  SLAB_CHECK(state != SLAB_AVAIL || nfree != 0, "slab page with room has no free block", pg);
+  SLAB_CHECK(page_used(pg) + nfree == carved + (state == SLAB_CUR) &&
+                 (pg->mark == 0 || (state == SLAB_FULL && pg->over != 0)),
+             "slab page count wrong", pg);
   return problems;
 }
 
@@ -819,8 +856,11 @@ int slab_check_mine(tcache_t *tc)
 {
   int problems = 0;
   for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
-    if (tc->slab[c] != &slab_none)
-      problems += slab_check_page(tc, tc->slab[c], c, SLAB_CUR);
+    slab_page_t *cur = *cur_slot(tc, c);
+    for (unsigned i = c == 0 ? 0 : slab_class_size[c - 1] >> 4; i < slab_class_size[c] >> 4u; i++)
+      SLAB_CHECK(tc->slab_cur[i] == cur, "thread's current slab pages disagree", tc);
+    if (cur != &slab_none)
+      problems += slab_check_page(tc, cur, c, SLAB_CUR);
     for (slab_page_t *pg = tc->slab_avail[c]; pg != NULL; pg = pg->next)
       problems += slab_check_page(tc, pg, c, SLAB_AVAIL);
     for (slab_page_t *pg = tc->slab_full[c]; pg != NULL; pg = pg->next)

@@ -37,10 +37,10 @@ void tc_pool_fork_unlock(void) { ph_unlock(&tc_pool_lock); }
 /* Sentinels: every list empty, every limit 0, a kind no granule has. */
 static tcache_t tcache_empty = {                 /* before the first allocation */
   .kind = PH_KIND_NOTHING, .slab_max = PH_SLAB_MAX,
-  .slab = { [0 ... PH_SLAB_NCLASS - 1] = &slab_none } };
+  .slab_cur = { [0 ... PH_SLAB_NSLOT - 1] = &slab_none } };
 static tcache_t tcache_dead = {                  /* after exit: no cache again */
   .kind = PH_KIND_NOTHING, .slab_max = PH_SLAB_MAX,
-  .slab = { [0 ... PH_SLAB_NCLASS - 1] = &slab_none } };
+  .slab_cur = { [0 ... PH_SLAB_NSLOT - 1] = &slab_none } };
 __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec"))) = &tcache_empty;
 
 /* Thread caches live outside the heaps (they are the allocator's own

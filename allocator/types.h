@@ -121,6 +121,7 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
  * map to classes through slab_class_of[(n - 1) >> 4]. */
 #define PH_SLAB_MAX    1024u
 #define PH_SLAB_NCLASS 20u
+#define PH_SLAB_NSLOT  (PH_SLAB_MAX >> 4)   /* request sizes by (n - 1) >> 4 */
 #define PH_SLAB_HDR    176u      /* the page header: it starts a cache line */
 /* Blocks start the granule (a block's offset in its granule is its offset
  * from the first block); the header follows them, at the end of the
@@ -318,10 +319,12 @@ typedef struct tcache_s {
                           slow path makes the cache), 0 without slabs, so
                           that the shared heap's small blocks take the
                           thread cache's lists at once */
-  /* Slab pages (slab.c) by size class: the current page (a sentinel page
-   * that is always empty when none), the pages with room (fast frees), the
-   * full ones (oldest first; their first local free goes slow). */
-  struct slab_page_s *slab[PH_SLAB_NCLASS];
+  /* Slab pages (slab.c): the current page of each request size
+   * (slab_cur[(n - 1) >> 4]: every slot of a class points at the class's
+   * current page, so malloc needs no class lookup; a sentinel page that is
+   * always empty when none); by size class, the pages with room and the
+   * full ones (oldest first). */
+  struct slab_page_s *slab_cur[PH_SLAB_NSLOT];
   struct slab_page_s *slab_avail[PH_SLAB_NCLASS];
   struct slab_page_s *slab_full[PH_SLAB_NCLASS];
   struct slab_page_s *slab_full_tail[PH_SLAB_NCLASS];
@@ -334,19 +337,20 @@ typedef struct tcache_s {
 
 /* The header of a slab page, after its blocks (slab.c).  The
  * fields marked "owner" are read and written only by the owning thread;
- * fast_tc, owner and remote are read by every thread (relaxed atomics);
- * the rest is set when the page is laid out, under its arena's lock, and
- * stays while the page is one. */
+ * owner and remote are read by every thread (relaxed atomics); the rest is
+ * set when the page is laid out, under its arena's lock, and stays while
+ * the page is one. */
 typedef struct slab_page_s {
   /* line 1: read by every thread that frees into the page, written rarely */
   uintptr_t secret;          /* mixed into every link */
-  uint64_t divc;             /* u is a multiple of bsize iff u * divc < divc */
+  uint64_t mulc;             /* floor(2^64 / bsize) + 1: for an offset u from */
+  uint64_t lim;              /* the first block, u * mulc (mod 2^64) < lim iff
+                                u is the start of one of the page's blocks */
   uint32_t span;             /* bytes from the first block (the granule's
                                 start) past the last */
   uint32_t bsize;            /* block size */
-  struct tcache_s *fast_tc;  /* == owner while frees may take the fast path
-                                (the page is not full); else NULL */
-  struct tcache_s *owner;    /* the owning thread's cache; NULL: none */
+  struct tcache_s *owner;    /* the owning thread's cache (its frees take the
+                                fast path); NULL: none */
   struct mstate_s *ms;
   uint64_t magic;            /* secret ^ address: the checker's test */
   uint16_t cls;              /* size class: bsize / 16 - 1 */
@@ -354,12 +358,16 @@ typedef struct slab_page_s {
   /* line 2: the owner's */
   void *free;                /* free blocks, links stored ^ secret; the page
                                 header itself ends the list */
-  uint32_t used;             /* blocks not in `free` nor uncarved, +1 while
-                                the page is its class's current one */
+  uint32_t over;             /* blocks in use (out of the local list and not
+                                uncarved: handed out, or on the remote stack;
+                                +1 while the page is its class's current one)
+                                over `mark`: a free that brings it to 0 calls
+                                slab_page_idle() */
+  uint32_t mark;             /* 0, but for a full page: the count at which it
+                                has room enough to go back to "avail" */
   uint8_t state;             /* SLAB_* (the arena lock's without owner) */
-  uint8_t pad2_[3];
-  char *bump;                /* the part not carved yet */
-  char *end;
+  uint8_t pad2_[7];
+  char *bump;                /* the part not carved yet (up to first + span) */
   struct slab_page_s *next;  /* the owner's list, or the arena's cache or orphans */
   struct slab_page_s *prev;
   struct slab_page_s *all_next;   /* the arena's list of pages (its lock) */

@@ -146,7 +146,81 @@ Test(slab, double_free_is_named)
   misuse_assert(act_usable, (PINHEAP_NAME(free)(p), p), "malloc_usable_size", "double free", p);
 }
 
-/* A page filled up leaves the fast path: its first local free goes slow. */
+/* Every offset of a page but a block's start is refused, whatever the
+ * class and the header's place: the page's multiply-and-compare test
+ * (slab_page_t: mulc, lim) against the plain arithmetic. */
+Test(slab, only_block_starts_pass_the_block_test)
+{
+  for (size_t bsize = 16; bsize <= SLAB_MAX; bsize = slab_class_bytes(bsize + 1)) {
+    enum { K = 9 };                     /* a block of several pages: several headers' places */
+    void *p[K];
+    for (int k = 0; k < K; k++) {
+      p[k] = PINHEAP_NAME(malloc)(bsize);
+      cr_assert_not_null(p[k]);
+      const slab_page_t *pg = slab_page_at(p[k]);
+      uintptr_t granule = (uintptr_t)p[k] & ~(uintptr_t)0xffff;
+      size_t hdr = 0x10000 - 16 - 176 - ((granule >> 16) & 7) * 64;
+      size_t span = hdr / bsize * bsize;
+      cr_assert_eq((uintptr_t)pg, granule + hdr, "page header of %p at %p, expected %#zx into it",
+                   p[k], (void *)pg, hdr);
+      for (uint64_t u = 0; u < 0x10000; u++) {
+        bool block = u % bsize == 0 && u < span;
+        if ((u * pg->mulc < pg->lim) != block)
+          cr_assert_fail("class %zu, header at %#zx: offset %#llx taken for %s", bsize, hdr,
+                   (unsigned long long)u, block ? "no block" : "a block");
+      }
+      while (slab_page_at(PINHEAP_NAME(malloc)(bsize)) == pg)   /* on to the next page */
+        ;
+    }
+  }
+}
+
+/* Blocks freed by their thread into its full pages are handed out again
+ * before any new page is taken: many (the page goes back to the pages
+ * with room) or a few per page (below its mark: malloc looks at the
+ * oldest full pages).  The checker agrees with the counts all along. */
+static bool in_set(void *const *set, int n, const void *q)
+{
+  for (int i = 0; i < n; i++)
+    if (set[i] == q)
+      return true;
+  return false;
+}
+
+static void full_pages_refill(int every)
+{
+  enum { N = 4096 };                    /* 512 bytes: 127 per page, 32 full pages */
+  static void *p[N], *freed[N], *again[N];
+  int nfreed = 0;
+  for (int i = 0; i < N; i++) {
+    p[i] = PINHEAP_NAME(malloc)(512);
+    cr_assert_not_null(p[i]);
+  }
+  for (int i = 0; i < N - 256; i += every) {  /* (not the last pages: the current one) */
+    PINHEAP_NAME(free)(p[i]);
+    freed[nfreed++] = p[i];
+    p[i] = NULL;
+  }
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+  const slab_page_t *cur = slab_page_at(p[N - 1]);   /* the current page has room left */
+  for (int i = 0; i < nfreed; i++) {
+    again[i] = PINHEAP_NAME(malloc)(512);
+    cr_assert(slab_page_at(again[i]) == cur || in_set(freed, nfreed, again[i]),
+              "block %d of %d allocated again, %p, is none of those freed (one in %d) and not "
+              "on the current page", i, nfreed, again[i], every);
+  }
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+  for (int i = 0; i < nfreed; i++)
+    PINHEAP_NAME(free)(again[i]);
+  for (int i = 0; i < N; i++)
+    PINHEAP_NAME(free)(p[i]);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+Test(slab, many_frees_into_full_pages_come_back) { full_pages_refill(2); }
+Test(slab, few_frees_into_full_pages_come_back) { full_pages_refill(25); }  /* 5 a page */
+
+/* Double frees into a full page are named as into any other. */
 Test(slab, double_free_on_a_full_page_is_named)
 {
   enum { N = 8192 };
