@@ -54,6 +54,7 @@
 
 #include "params.h"
 #include "pinheap.h"
+#include "startup.h"
 
 #define EVENTS_MAX_HANDLERS 128
 #define EVENTS_MAX_DEPTH 4
@@ -225,7 +226,7 @@ static void events_from_os_map(void *addr, size_t len, void *ctx)
   events_vm_mapped(addr, len, PINHEAP_EVENT_SOURCE_ALLOCATOR);
 }
 
-void events_init(void)
+PH_STARTUP void events_init(void)
 {
   os_set_release_listener(events_from_os_release, NULL);
   os_set_map_listener(events_from_os_map, NULL);
@@ -658,7 +659,7 @@ static void events_postfork_child(void)
 }
 
 /* Changes slot i (events_lock held, inside an odd events_order_seq). */
-static void events_slot_set(int i, pinheap_event_cb *cb, void *arg, int mask)
+PH_STARTUP static void events_slot_set(int i, pinheap_event_cb *cb, void *arg, int mask)
 {
   events_slot_t *s = &events_slots[i];
   atomic_fetch_add(&s->seq, 1);            /* odd: dispatches skip the slot */
@@ -670,7 +671,7 @@ static void events_slot_set(int i, pinheap_event_cb *cb, void *arg, int mask)
 
 /* Rebuilds the chain (priority, then registration order) and the mask of
  * wanted events; events_lock held, inside an odd events_order_seq. */
-static void events_order_rebuild(void)
+PH_STARTUP static void events_order_rebuild(void)
 {
   int n = 0, all = 0;
 
@@ -701,19 +702,19 @@ static void events_order_rebuild(void)
   atomic_store(&events_mask, all);
 }
 
-static void events_order_begin(void)
+PH_STARTUP static void events_order_begin(void)
 {
   atomic_fetch_add(&events_order_seq, 1);
   atomic_thread_fence(memory_order_release);
 }
 
-static void events_order_end(void)
+PH_STARTUP static void events_order_end(void)
 {
   atomic_fetch_add(&events_order_seq, 1);
 }
 
 /* The slot holding cb/arg, or -1; events_lock held. */
-static int events_slot_find(pinheap_event_cb *cb, void *arg)
+PH_STARTUP static int events_slot_find(pinheap_event_cb *cb, void *arg)
 {
   for (int i = 0; i < EVENTS_MAX_HANDLERS; i++) {
     events_slot_t *s = &events_slots[i];

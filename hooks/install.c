@@ -63,6 +63,7 @@
 #include "chunk.h"
 #include "params.h"
 #include "pinheap.h"
+#include "startup.h"
 
 #define INSTALL_MAX 32
 
@@ -109,7 +110,7 @@ extern void __tsan_init(void) __attribute__((weak));
 extern void __msan_init(void) __attribute__((weak));
 extern void __hwasan_init(void) __attribute__((weak));
 
-const char *install_tool(void)
+PH_STARTUP const char *install_tool(void)
 {
   if (__asan_init != NULL || __hwasan_init != NULL)
     return "AddressSanitizer";
@@ -126,7 +127,7 @@ const char *install_tool(void)
 
 /* Patching is allowed: PINHEAP_PATCH is not 0, and no memory checker runs
  * the process (unless PINHEAP_MODE=on says to go ahead anyway). */
-static int install_may_patch(const char *tool)
+PH_STARTUP static int install_may_patch(const char *tool)
 {
   const params_t *p = params_get();
   return p->v[PARAM_PATCH].value != 0 && (tool == NULL || p->v[PARAM_MODE].value == PARAM_MODE_ON);
@@ -140,7 +141,7 @@ static int install_probe_hits;         /* PINHEAP_EVENT_* bits seen */
 
 /* Stops the probe's calls (recognised by their arguments) and lets every
  * other call, from any thread, pass. */
-static int install_probe_handler(int type, pinheap_event_t *ev, void *arg)
+PH_STARTUP static int install_probe_handler(int type, pinheap_event_t *ev, void *arg)
 {
   int mine = 0;
   (void)arg;
@@ -196,7 +197,7 @@ static int install_probe_handler(int type, pinheap_event_t *ev, void *arg)
 
 /* Calls fn, the function the process calls for the memory call `event`,
  * with the probe's arguments.  @return 1 if its event fired. */
-static int install_probe_call(int event, void *fn)
+PH_STARTUP static int install_probe_call(int event, void *fn)
 {
   int saved = errno;
   __atomic_and_fetch(&install_probe_hits, ~event, __ATOMIC_RELAXED);
@@ -239,7 +240,7 @@ static int install_probe_call(int event, void *fn)
 /*  installation                                                            */
 /* ======================================================================= */
 
-void *install_resolved(const char *name)
+PH_STARTUP void *install_resolved(const char *name)
 {
   for (unsigned i = 0; replace_symbols != NULL && i < replace_symbols_count; i++) {
     if (strcmp(replace_symbols[i].name, name) != 0)
@@ -259,7 +260,7 @@ void *install_resolved(const char *name)
 /* Malloc and free reach pinheap: malloc's block is pinheap's, free takes
  * it back (the same block comes back from the thread cache, or at least
  * pinheap counts it free). */
-static int install_verify_malloc(void)
+PH_STARTUP static int install_verify_malloc(void)
 {
   void *(*p_malloc)(size_t) = (void *(*)(size_t))install_resolved("malloc");
   void (*p_free)(void *) = (void (*)(void *))install_resolved("free");
@@ -281,7 +282,7 @@ static int install_verify_malloc(void)
 
 /* Code jumps into this object now: it must never be unmapped.  If it can
  * be (it was dlopen'ed), it is made no-delete, as RTLD_NODELETE would have. */
-static void install_pin_self(void)
+PH_STARTUP static void install_pin_self(void)
 {
   Dl_info info;
   if (dladdr((void *)&install_run, &info) == 0 || info.dli_fname == NULL)
@@ -294,13 +295,13 @@ static void install_pin_self(void)
             "): a dlclose of it would leave libc jumping into unmapped code", NULL);
 }
 
-static void text_add(const char *s)
+PH_STARTUP static void text_add(const char *s)
 {
   size_t have = strlen(install_text_buf);
   snprintf(install_text_buf + have, sizeof(install_text_buf) - have, "%s", s);
 }
 
-void install_run(void)
+PH_STARTUP void install_run(void)
 {
   int expected = 0;
   struct timespec t0, t1;
