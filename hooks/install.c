@@ -119,8 +119,8 @@ PH_STARTUP const char *install_tool(void)
   if (__msan_init != NULL)
     return "MemorySanitizer";
   /* valgrind runs the program with its preload objects. */
-  const char *pre = getenv("LD_PRELOAD");
-  if (pre != NULL && strstr(pre, "vgpreload") != NULL)
+  const char *pre = startup_env("LD_PRELOAD");
+  if (pre != NULL && startup_contains(pre, "vgpreload"))
     return "valgrind";
   return NULL;
 }
@@ -295,10 +295,29 @@ PH_STARTUP static void install_pin_self(void)
             "): a dlclose of it would leave libc jumping into unmapped code", NULL);
 }
 
+/* The account is built without stdio (start-up calls no formatter of
+ * libc's, whose pages the process would then carry): text_add appends s,
+ * cut to fit as snprintf would; text_dec appends a number. */
 PH_STARTUP static void text_add(const char *s)
 {
   size_t have = strlen(install_text_buf);
-  snprintf(install_text_buf + have, sizeof(install_text_buf) - have, "%s", s);
+  size_t len = strlen(s);
+  if (len > sizeof(install_text_buf) - 1 - have)
+    len = sizeof(install_text_buf) - 1 - have;
+  memcpy(install_text_buf + have, s, len);
+  install_text_buf[have + len] = '\0';
+}
+
+PH_STARTUP static void text_dec(uint64_t v)
+{
+  char num[24];
+  text_add(ph_fmt_dec(num, v));
+}
+
+/* "s" when n is not 1 (a plural's ending). */
+PH_STARTUP static const char *text_s(unsigned n)
+{
+  return n == 1 ? "" : "s";
 }
 
 PH_STARTUP void install_run(void)
@@ -321,8 +340,6 @@ PH_STARTUP void install_run(void)
   int patch = install_may_patch(tool);
   int enabled = __atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_ENABLED;
   unsigned n = replace_symbols != NULL ? replace_symbols_count : 0;
-  char buf[256];
-
   if (n > INSTALL_MAX)
     n = INSTALL_MAX;
   install_n = n;
@@ -499,31 +516,38 @@ PH_STARTUP void install_run(void)
     else if (at_start == 0)
       text_add("pinheap's object was loaded after start-up (dlopen). ");
     if (tool != NULL && !patch) {
-      snprintf(buf, sizeof(buf), "Running under %s: nothing is patched and malloc is left to it. ",
-               tool);
-      text_add(buf);
+      text_add("Running under ");
+      text_add(tool);
+      text_add(": nothing is patched and malloc is left to it. ");
     } else if (!patch) {
       text_add("PINHEAP_PATCH=0: nothing is patched, so calls reach pinheap only where its "
                "symbols interpose. ");
     } else if (k > 0) {
       reloc_stats_t rs;
       reloc_stats_get(&rs);
-      snprintf(buf, sizeof(buf),
-               "Calls were redirected by relocation patching: %u slot%s in %u object%s, and %u "
-               "definition%s in the symbol table of the object that defined them%s. ",
-               rs.slots, rs.slots == 1 ? "" : "s", rs.objects_patched,
-               rs.objects_patched == 1 ? "" : "s", rs.definitions, rs.definitions == 1 ? "" : "s",
-               rc == 0 ? "" : " (a bound was exceeded: see the warning)");
-      text_add(buf);
+      text_add("Calls were redirected by relocation patching: ");
+      text_dec(rs.slots);
+      text_add(" slot");
+      text_add(text_s(rs.slots));
+      text_add(" in ");
+      text_dec(rs.objects_patched);
+      text_add(" object");
+      text_add(text_s(rs.objects_patched));
+      text_add(", and ");
+      text_dec(rs.definitions);
+      text_add(" definition");
+      text_add(text_s(rs.definitions));
+      text_add(" in the symbol table of the object that defined them");
+      text_add(rc == 0 ? ". " : " (a bound was exceeded: see the warning). ");
     }
   }
   if (code_done > 0) {
-    snprintf(buf, sizeof(buf),
-             "%d of libc's memory functions start with a jump to pinheap (code patching), so "
-             "glibc's own calls of them are seen%s. ",
-             code_done, code_threads ? " (patched while other threads ran: only entries safe "
-                                       "against them)" : "");
-    text_add(buf);
+    text_dec((uint64_t)code_done);
+    text_add(" of libc's memory functions start with a jump to pinheap (code patching), so "
+             "glibc's own calls of them are seen");
+    text_add(code_threads ? " (patched while other threads ran: only entries safe against "
+                            "them). "
+                          : ". ");
   }
   /* left alone: the names, then the first one's account (pinheap-info
    * shows each) */
@@ -550,11 +574,10 @@ PH_STARTUP void install_run(void)
     text_add("). ");
   }
   if (!events) {
-    snprintf(buf, sizeof(buf), "%s=0: the memory calls (mmap, munmap, ...) are not patched and "
-             "fire no event; only the malloc family is installed. ",
-             params->v[PARAM_EVENTS].from != NULL ? params->v[PARAM_EVENTS].from
+    text_add(params->v[PARAM_EVENTS].from != NULL ? params->v[PARAM_EVENTS].from
                                                   : "PINHEAP_EVENTS");
-    text_add(buf);
+    text_add("=0: the memory calls (mmap, munmap, ...) are not patched and fire no event; only "
+             "the malloc family is installed. ");
   }
   if (!code && patch && events && params->v[PARAM_CODE_PATCH].value == 0)
     text_add("PINHEAP_CODE_PATCH=0: libc's code is left alone, so glibc's internal calls are "
@@ -569,9 +592,10 @@ PH_STARTUP void install_run(void)
     text_add("Memory calls that no loaded object makes yet are patched as objects that make "
              "them are loaded. ");
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  snprintf(buf, sizeof(buf), "Installation took %ld us. ",
-           (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
-  text_add(buf);
+  long us = (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
+  text_add("Installation took ");
+  text_dec(us > 0 ? (uint64_t)us : 0);
+  text_add(" us. ");
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   ph_unlock(&install_lock);
   ucx_feed_attach();           /* UCX's libucm, if loaded: fed from now on */

@@ -1300,12 +1300,12 @@ PH_STARTUP int reloc_loaded_at_startup(const void *addr)
   dl_iterate_phdr(reloc_startup_cb, &st);
   /* Preloaded objects are loaded at start-up too (LD_PRELOAD: words
    * separated by spaces or colons). */
-  const char *pre = getenv("LD_PRELOAD");
+  const char *pre = startup_env("LD_PRELOAD");
   while (pre != NULL && *pre != '\0') {
-    size_t len = strcspn(pre, " :");
+    size_t len = startup_span(pre, " :", 0);
     reloc_mark(&st, pre, len);
     pre += len;
-    pre += strspn(pre, " :");
+    pre += startup_span(pre, " :", 1);
   }
   for (int changed = 1; changed;) {
     changed = 0;

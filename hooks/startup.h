@@ -17,10 +17,61 @@
  *
  * A function marked PH_STARTUP may still be called at any time: the mark
  * moves code, it changes no behaviour.
+ *
+ * Libc's pages count as well: each libc function start-up calls that the
+ * program itself does not brings its own 64 KiB window of libc's text in.
+ * The small string helpers below (startup_env, startup_contains,
+ * startup_span) stand for getenv, strstr, strspn and strcspn there.
  */
 #ifndef PINHEAP_STARTUP_H
 #define PINHEAP_STARTUP_H
 
 #define PH_STARTUP __attribute__((section(".text.startup.pinheap")))
+
+#include <stddef.h>
+
+extern char **environ;
+
+/* The value of the environment variable name (as getenv), or NULL. */
+static inline const char *startup_env(const char *name)
+{
+  for (char **e = environ; e != NULL && *e != NULL; e++) {
+    const char *a = *e, *b = name;
+    while (*b != '\0' && *a == *b)
+      a++, b++;
+    if (*b == '\0' && *a == '=')
+      return a + 1;
+  }
+  return NULL;
+}
+
+/* 1 when sub occurs in s (as strstr(s, sub) != NULL). */
+static inline int startup_contains(const char *s, const char *sub)
+{
+  for (;; s++) {
+    const char *a = s, *b = sub;
+    while (*b != '\0' && *a == *b)
+      a++, b++;
+    if (*b == '\0')
+      return 1;
+    if (*s == '\0')
+      return 0;
+  }
+}
+
+/* The length of s's first span of bytes that are (in == 1, as strspn) or
+ * are not (in == 0, as strcspn) among set's. */
+static inline size_t startup_span(const char *s, const char *set, int in)
+{
+  size_t n = 0;
+  for (; s[n] != '\0'; n++) {
+    const char *c = set;
+    while (*c != '\0' && *c != s[n])
+      c++;
+    if ((*c != '\0') != in)
+      break;
+  }
+  return n;
+}
 
 #endif
