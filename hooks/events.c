@@ -81,6 +81,10 @@ typedef struct events_link_s {
 
 static events_slot_t events_slots[EVENTS_MAX_HANDLERS];
 static events_link_t events_order[EVENTS_MAX_HANDLERS];
+/* Slots [0, events_slots_used) have been taken at some time (under
+ * events_lock); the others are untouched, so that a process with a few
+ * handlers keeps one page of events_slots resident, not all of them. */
+static int events_slots_used;
 static atomic_int events_order_n;
 static atomic_ulong events_order_seq;     /* odd while events_order changes */
 static atomic_int events_mask;            /* union of every slot's mask */
@@ -651,7 +655,7 @@ static void events_postfork_parent(void)
  * had in flight will never end, so they no longer count. */
 static void events_postfork_child(void)
 {
-  for (int i = 0; i < EVENTS_MAX_HANDLERS; i++) {
+  for (int i = 0; i < events_slots_used; i++) {
     atomic_store(&events_slots[i].inflight, events_own_calls(i));
     atomic_store(&events_slots[i].draining, 0);
   }
@@ -675,7 +679,7 @@ PH_STARTUP static void events_order_rebuild(void)
 {
   int n = 0, all = 0;
 
-  for (int i = 0; i < EVENTS_MAX_HANDLERS; i++) {
+  for (int i = 0; i < events_slots_used; i++) {
     events_slot_t *s = &events_slots[i];
     int mask = atomic_load_explicit(&s->mask, memory_order_relaxed);
     if (mask == 0)
@@ -716,7 +720,7 @@ PH_STARTUP static void events_order_end(void)
 /* The slot holding cb/arg, or -1; events_lock held. */
 PH_STARTUP static int events_slot_find(pinheap_event_cb *cb, void *arg)
 {
-  for (int i = 0; i < EVENTS_MAX_HANDLERS; i++) {
+  for (int i = 0; i < events_slots_used; i++) {
     events_slot_t *s = &events_slots[i];
     if (atomic_load_explicit(&s->mask, memory_order_relaxed) != 0 &&
         atomic_load_explicit(&s->cb, memory_order_relaxed) == cb &&
@@ -743,13 +747,15 @@ int PINHEAP_NAME(set_event_handler)(int events, int priority, pinheap_event_cb *
     ph_unlock(&events_lock);
     return EEXIST;
   }
-  for (int i = 0; i < EVENTS_MAX_HANDLERS; i++) {
+  for (int i = 0; i < events_slots_used; i++) {
     if (atomic_load_explicit(&events_slots[i].mask, memory_order_relaxed) == 0 &&
         !atomic_load(&events_slots[i].draining)) {
       slot = i;
       break;
     }
   }
+  if (slot < 0 && events_slots_used < EVENTS_MAX_HANDLERS)
+    slot = events_slots_used++;             /* a slot never taken before */
   if (slot < 0) {
     ph_unlock(&events_lock);
     return ENOSPC;

@@ -365,7 +365,8 @@ PH_STARTUP void install_run(void)
   int code = events && patch && params->v[PARAM_CODE_PATCH].value != 0;
   for (unsigned i = 0; i < n; i++) {
     install_syms[i].code = PINHEAP_CODE_NONE;
-    install_code[i].text[0] = '\0';
+    if (install_code[i].text[0] != '\0')   /* (written only when needed: a site's */
+      install_code[i].text[0] = '\0';      /* text is most of its 368 bytes) */
     if (!code || replace_symbols[i].event == 0)
       continue;
     install_code[i].name = replace_symbols[i].name;

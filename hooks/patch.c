@@ -456,7 +456,8 @@ PH_STARTUP static void patch_write_all(patch_write_t *w, size_t k)
     for (size_t i = 0; i < k; i++) {
       __atomic_store_n((uint64_t *)w[i].site->entry, w[i].val, __ATOMIC_SEQ_CST);
       w[i].site->state = PATCH_DONE;
-      w[i].site->text[0] = '\0';
+      if (w[i].site->text[0] != '\0')
+        w[i].site->text[0] = '\0';
     }
     if (mprotect((void *)lo, hi - lo, w[0].prot) != 0)
       ph_warn("pinheap could not give libc's text its protection back after code patching", NULL);
@@ -469,7 +470,8 @@ PH_STARTUP static void patch_write_all(patch_write_t *w, size_t k)
       continue;
     }
     w[i].site->state = PATCH_DONE;
-    w[i].site->text[0] = '\0';
+    if (w[i].site->text[0] != '\0')
+      w[i].site->text[0] = '\0';
   }
 }
 
@@ -566,7 +568,8 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
       sites[i].state = a->state;
       sites[i].via = a->via;
       memcpy(sites[i].orig, a->orig, sizeof(a->orig));
-      memcpy(sites[i].text, a->text, sizeof(a->text));
+      if (a->text[0] != '\0' || sites[i].text[0] != '\0')   /* (an empty text stays unwritten) */
+        memcpy(sites[i].text, a->text, sizeof(a->text));
     }
     if (sites[i].state == PATCH_DONE)
       done++;

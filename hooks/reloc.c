@@ -779,13 +779,13 @@ static size_t reloc_ndefs;
 
 /* The definitions wanted: what the process resolves each name to. */
 typedef struct reloc_def_find_s {
+  size_t n, left;             /* (before the arrays: with their first entries) */
   const char *name[RELOC_MAX_NAMES];
   uintptr_t addr[RELOC_MAX_NAMES];
   uintptr_t replacement[RELOC_MAX_NAMES];
   reloc_entry_t *entry[RELOC_MAX_NAMES];
   unsigned char self[RELOC_MAX_NAMES];  /* defined by pinheap's own object */
   reloc_def_t def[RELOC_MAX_NAMES];   /* def[i].sym NULL: not found */
-  size_t n, left;
 } reloc_def_find_t;
 
 /* The symbol of v named name whose value is addr, through the object's
@@ -1236,9 +1236,9 @@ typedef struct reloc_startup_obj_s {
 } reloc_startup_obj_t;
 
 typedef struct reloc_startup_s {
-  reloc_startup_obj_t obj[RELOC_MAX_OBJECTS];
-  size_t n;
+  size_t n;                   /* (first: with obj[0 .. n) on the same pages) */
   uintptr_t addr;
+  reloc_startup_obj_t obj[RELOC_MAX_OBJECTS];
 } reloc_startup_t;
 
 PH_STARTUP static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, void *arg)
