@@ -223,10 +223,14 @@ PH_STARTUP void ucx_feed_attach(void)
     if (h == NULL)
       return;
   }
+  /* (without libucm, the first lookup -- a search of every object that
+   * finds nothing -- is the only one) */
   ucx_vm_fn *vm_mmap = (ucx_vm_fn *)dlsym(h, "ucm_vm_mmap");
-  ucx_vm_fn *vm_munmap = (ucx_vm_fn *)dlsym(h, "ucm_vm_munmap");
-  ucx_external_fn *external = (ucx_external_fn *)dlsym(h, "ucm_set_external_event");
-  ucx_set_handler_fn *set_handler = (ucx_set_handler_fn *)dlsym(h, "ucm_set_event_handler");
+  ucx_vm_fn *vm_munmap = vm_mmap != NULL ? (ucx_vm_fn *)dlsym(h, "ucm_vm_munmap") : NULL;
+  ucx_external_fn *external =
+      vm_munmap != NULL ? (ucx_external_fn *)dlsym(h, "ucm_set_external_event") : NULL;
+  ucx_set_handler_fn *set_handler =
+      external != NULL ? (ucx_set_handler_fn *)dlsym(h, "ucm_set_event_handler") : NULL;
   if (vm_mmap == NULL || vm_munmap == NULL || external == NULL || set_handler == NULL) {
     if (h != RTLD_DEFAULT)
       dlclose(h);
