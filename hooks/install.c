@@ -298,7 +298,7 @@ PH_STARTUP static void install_pin_self(void)
 /* The account is built without stdio (start-up calls no formatter of
  * libc's, whose pages the process would then carry): text_add appends s,
  * cut to fit as snprintf would; text_dec appends a number. */
-PH_STARTUP static void text_add(const char *s)
+PH_STARTUP PH_NOINLINE static void text_add(const char *s)
 {
   size_t have = strlen(install_text_buf);
   size_t len = strlen(s);
@@ -308,7 +308,7 @@ PH_STARTUP static void text_add(const char *s)
   install_text_buf[have + len] = '\0';
 }
 
-PH_STARTUP static void text_dec(uint64_t v)
+PH_STARTUP PH_NOINLINE static void text_dec(uint64_t v)
 {
   char num[24];
   text_add(ph_fmt_dec(num, v));
