@@ -84,19 +84,19 @@ static events_link_t events_order[EVENTS_MAX_HANDLERS];
 /* Slots [0, events_slots_used) have been taken at some time (under
  * events_lock); the others are untouched, so that a process with a few
  * handlers keeps one page of events_slots resident, not all of them. */
-static int events_slots_used;
-static atomic_int events_order_n;
-static atomic_ulong events_order_seq;     /* odd while events_order changes */
-static atomic_int events_mask;            /* union of every slot's mask */
-static unsigned long events_serial;       /* under events_lock */
-static ph_lock_t events_lock;             /* serializes set/unset */
+PH_HOT_DATA static int events_slots_used;
+PH_HOT_DATA static atomic_int events_order_n;
+PH_HOT_DATA static atomic_ulong events_order_seq;     /* odd while events_order changes */
+PH_HOT_DATA static atomic_int events_mask;            /* union of every slot's mask */
+PH_HOT_DATA static unsigned long events_serial;       /* under events_lock */
+PH_HOT_DATA static ph_lock_t events_lock;             /* serializes set/unset */
 
 static __thread int events_depth __attribute__((tls_model("initial-exec")));
 /* The slot this thread is calling at each depth (-1: none), so that unset
  * does not wait for its own thread's calls. */
 static __thread signed char events_active[EVENTS_MAX_DEPTH]
     __attribute__((tls_model("initial-exec")));
-static atomic_size_t events_dropped_count;
+PH_HOT_DATA static atomic_size_t events_dropped_count;
 
 /* ======================================================================= */
 /*  dispatch                                                                */
@@ -732,7 +732,7 @@ PH_STARTUP static int events_slot_find(pinheap_event_cb *cb, void *arg)
 
 int PINHEAP_NAME(set_event_handler)(int events, int priority, pinheap_event_cb *cb, void *arg)
 {
-  static atomic_int atfork_done;
+  PH_HOT_DATA static atomic_int atfork_done;
   int slot = -1;
 
   if (events == 0 || (events & ~EVENTS_KNOWN) != 0 || cb == NULL)

@@ -83,20 +83,20 @@ typedef struct install_sym_s {
 
 /* Written by install_run() under install_lock before install_state is
  * published (release); read-only after. */
-static ph_lock_t install_lock;
-static int install_state;              /* 0 not run, 1 running, 2 done */
-static int install_patched;            /* steps (a) and (b) are done */
+PH_HOT_DATA static ph_lock_t install_lock;
+PH_HOT_DATA static int install_state;              /* 0 not run, 1 running, 2 done */
+PH_HOT_DATA static int install_patched;            /* steps (a) and (b) are done */
 static install_sym_t install_syms[INSTALL_MAX];
 static reloc_entry_t install_table[INSTALL_MAX];
-static unsigned install_n;
-static int install_is_late = -1;       /* -1: unknown */
+PH_HOT_DATA static unsigned install_n;
+PH_HOT_DATA static int install_is_late = -1;       /* -1: unknown */
 /* Code patching, per memory symbol (same index as replace_symbols);
  * install_code_alias[i]: the index of the site patched for the same libc
  * function (mmap64 is mmap), or i. */
 static patch_site_t install_code[INSTALL_MAX];
 static unsigned char install_code_alias[INSTALL_MAX];
 static char install_text_buf[1024];
-int install_trim_blocked;
+PH_HOT_DATA int install_trim_blocked;
 
 static int install_probe_trim_noop(size_t pad);
 
@@ -137,7 +137,7 @@ PH_STARTUP static int install_may_patch(const char *tool)
 /*  the probe: calls that must fire their event                             */
 /* ======================================================================= */
 
-static int install_probe_hits;         /* PINHEAP_EVENT_* bits seen */
+PH_HOT_DATA static int install_probe_hits;         /* PINHEAP_EVENT_* bits seen */
 
 /* Stops the probe's calls (recognised by their arguments) and lets every
  * other call, from any thread, pass. */

@@ -63,10 +63,10 @@
 #define PATCH_SLOT 16
 #define PATCH_REACH ((int64_t)0x7fff0000)      /* a little under 2 GiB */
 
-static ph_lock_t patch_lock;
-static unsigned char *patch_tramp;            /* the trampoline page, or NULL */
-static size_t patch_tramp_used;               /* bytes of it written */
-static int patch_membarrier;                  /* 0 unknown, 1 registered, -1 unavailable */
+PH_HOT_DATA static ph_lock_t patch_lock;
+PH_HOT_DATA static unsigned char *patch_tramp;            /* the trampoline page, or NULL */
+PH_HOT_DATA static size_t patch_tramp_used;               /* bytes of it written */
+PH_HOT_DATA static int patch_membarrier;                  /* 0 unknown, 1 registered, -1 unavailable */
 
 /* ======================================================================= */
 /*  reading code                                                            */

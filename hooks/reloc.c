@@ -89,23 +89,23 @@ typedef struct reloc_slot_s {
 
 typedef enum { RELOC_PASS_PATCH, RELOC_PASS_SWEEP } reloc_pass_mode_t;
 
-static pthread_mutex_t reloc_mutex = PTHREAD_MUTEX_INITIALIZER;
+PH_HOT_DATA static pthread_mutex_t reloc_mutex = PTHREAD_MUTEX_INITIALIZER;
 static reloc_table_t reloc_tables[RELOC_MAX_TABLES];
-static size_t reloc_ntables;
+PH_HOT_DATA static size_t reloc_ntables;
 static reloc_name_t reloc_names[RELOC_MAX_NAMES];
-static size_t reloc_nnames;
+PH_HOT_DATA static size_t reloc_nnames;
 static uint16_t reloc_buckets[RELOC_BUCKETS];   /* name index + 1; 0 = empty */
 static reloc_object_t reloc_objects[RELOC_MAX_OBJECTS];
-static size_t reloc_nobjects;                    /* high-water mark */
+PH_HOT_DATA static size_t reloc_nobjects;                    /* high-water mark */
 static reloc_slot_t reloc_slots[RELOC_MAX_SLOTS];
-static size_t reloc_nslots;
-static unsigned reloc_gen = 1;
-static unsigned long long reloc_last_subs;
-static int reloc_subs_known;
-static reloc_stats_t reloc_stats;
-static int reloc_overflowed;                     /* in the current call */
-static int reloc_want_originals;                 /* some name has want_original */
-static unsigned reloc_self_names;                /* names with self_ok */
+PH_HOT_DATA static size_t reloc_nslots;
+PH_HOT_DATA static unsigned reloc_gen = 1;
+PH_HOT_DATA static unsigned long long reloc_last_subs;
+PH_HOT_DATA static int reloc_subs_known;
+PH_HOT_DATA static reloc_stats_t reloc_stats;
+PH_HOT_DATA static int reloc_overflowed;                     /* in the current call */
+PH_HOT_DATA static int reloc_want_originals;                 /* some name has want_original */
+PH_HOT_DATA static unsigned reloc_self_names;                /* names with self_ok */
 /* Scratch of reloc_counts_update(): objects met per name. */
 static uint64_t reloc_obj_bits[RELOC_MAX_NAMES][RELOC_MAX_OBJECTS / 64];
 
@@ -203,7 +203,7 @@ typedef struct reloc_view_s {
 
 PH_STARTUP static uintptr_t reloc_page_size(void)
 {
-  static uintptr_t pg;
+  PH_HOT_DATA static uintptr_t pg;
   if (pg == 0) {
     unsigned long v = getauxval(AT_PAGESZ);
     pg = v != 0 ? v : 4096;
@@ -691,7 +691,7 @@ typedef struct reloc_note_s {
   int overflow;
 } reloc_note_t;
 
-static pthread_mutex_t reloc_note_lock = PTHREAD_MUTEX_INITIALIZER;
+PH_HOT_DATA static pthread_mutex_t reloc_note_lock = PTHREAD_MUTEX_INITIALIZER;
 /* events.c; weak: the patcher's test fixture builds reloc.c without it */
 extern void events_vm_unmapped(void *addr, size_t len, int source) __attribute__((weak));
 static reloc_range_t reloc_note_big[1024];
@@ -775,7 +775,7 @@ typedef struct reloc_def_s {
 } reloc_def_t;
 
 static reloc_def_t reloc_defs[RELOC_MAX_NAMES];
-static size_t reloc_ndefs;
+PH_HOT_DATA static size_t reloc_ndefs;
 
 /* The definitions wanted: what the process resolves each name to. */
 typedef struct reloc_def_find_s {
@@ -936,7 +936,7 @@ PH_STARTUP static void reloc_defs_write(reloc_def_t *defs, size_t n, int restore
 PH_STARTUP static void reloc_defs_patch(reloc_entry_t *table, size_t n)
 {
   static reloc_def_find_t f;  /* reloc_defs_lock held: too big for a stack */
-  static pthread_mutex_t reloc_defs_lock = PTHREAD_MUTEX_INITIALIZER;
+  PH_HOT_DATA static pthread_mutex_t reloc_defs_lock = PTHREAD_MUTEX_INITIALIZER;
 
   pthread_mutex_lock(&reloc_defs_lock);
   f.n = 0;
@@ -1052,7 +1052,7 @@ PH_STARTUP int reloc_install_wrappers(void)
 
 PH_STARTUP int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flags)
 {
-  static int atfork_done;
+  PH_HOT_DATA static int atfork_done;
   if (table == NULL || n == 0)
     return EINVAL;
   for (size_t i = 0; i < n; i++)
