@@ -117,21 +117,62 @@ static int span_equals(const char *b, const char *e, const char *w)
   return *w == '\0';
 }
 
-/* Looks NAME up in envp: the text after "NAME=", or NULL. */
-static const char *env_lookup(char *const *envp, const char *name)
+/* The key of a name or an entry: its first three bytes, mixed into 8 bits
+ * (a name shorter than three bytes ends in '\0', in an entry in '=': both
+ * count as 0 and end it). */
+static unsigned env_key(const char *s)
 {
-  size_t len = strlen(name);
+  unsigned c0 = (unsigned char)s[0], c1 = 0, c2 = 0;
 
-  if (envp == NULL)
-    return NULL;
-  for (; *envp != NULL; envp++) {
-    const char *e = *envp;
-    /* the first byte settles most entries: no call for them (start-up
-     * looks up some thirty names in the whole environment) */
-    if (e[0] == name[0] && strncmp(e, name, len) == 0 && e[len] == '=')
-      return e + len + 1;
+  if (c0 != 0) {
+    c1 = (unsigned char)s[1];
+    if (c1 == '=')
+      c1 = 0;
+    if (c1 != 0) {
+      c2 = (unsigned char)s[2];
+      if (c2 == '=')
+        c2 = 0;
+    }
   }
-  return NULL;
+  return ((c0 << 16 | c1 << 8 | c2) * 0x9e3779b1u) >> 24;
+}
+
+/* Looks names[0 .. n) up in envp in one pass over it: texts[i] is the text
+ * after the first "names[i]=" entry, or NULL (also for a NULL or empty
+ * name).  The names are chained by key (above), so that an entry is
+ * compared only with the names that start as it does, and nearly every
+ * entry with none (start-up looks up some thirty names). */
+#define ENV_SCAN_MAX 32
+static void env_scan(char *const *envp, const char *const *names, size_t n, const char **texts)
+{
+  unsigned char head[256];             /* by key: the first name's index + 1, or 0 */
+  unsigned char next[ENV_SCAN_MAX];    /* the chain: the next name's index + 1, or 0 */
+  size_t left = 0;
+
+  memset(head, 0, sizeof(head));
+  for (size_t i = n; i-- > 0;) {       /* chained in order: the lowest index first */
+    texts[i] = NULL;
+    if (names[i] == NULL || names[i][0] == '\0')
+      continue;
+    unsigned k = env_key(names[i]);
+    next[i] = head[k];
+    head[k] = (unsigned char)(i + 1);
+    left++;
+  }
+  if (envp == NULL)
+    return;
+  for (; left > 0 && *envp != NULL; envp++) {
+    const char *e = *envp;
+    for (unsigned j = head[env_key(e)]; j != 0; j = next[j - 1]) {
+      const char *a = e, *b = names[j - 1];
+      while (*b != '\0' && *a == *b)
+        a++, b++;
+      if (*b == '\0' && *a == '=' && texts[j - 1] == NULL) {
+        texts[j - 1] = a + 1;          /* the first entry of a name wins */
+        left--;
+      }
+    }
+  }
 }
 
 /* A whole number of at most 19 digits in [b, e).  @return 1 and *v_p. */
@@ -362,12 +403,22 @@ static void raw_keep(param_value_t *pv, const char *text)
 
 void params_eval(char *const *envp, params_t *out_p)
 {
+  /* every name and alias in one pass: [2 id] the name, [2 id + 1] the alias */
+  const char *names[2 * PARAM_COUNT];
+  const char *texts[2 * PARAM_COUNT];
+
+  _Static_assert(2 * PARAM_COUNT <= ENV_SCAN_MAX, "env_scan takes at most ENV_SCAN_MAX names");
+  for (int id = 0; id < PARAM_COUNT; id++) {
+    names[2 * id] = param_descs[id].name;
+    names[2 * id + 1] = param_descs[id].alias;
+  }
+  env_scan(envp, names, 2 * PARAM_COUNT, texts);
   for (int id = 0; id < PARAM_COUNT; id++) {
     const param_desc_t *desc = &param_descs[id];
     param_value_t *pv = &out_p->v[id];
-    const char *text = env_lookup(envp, desc->name);
+    const char *text = texts[2 * id];
     const char *from = desc->name;
-    const char *alias_text = desc->alias != NULL ? env_lookup(envp, desc->alias) : NULL;
+    const char *alias_text = texts[2 * id + 1];
     int value, alias_value;
 
     pv->source = PARAM_SOURCE_DEFAULT;
@@ -533,12 +584,14 @@ const param_desc_t *shm_param_desc_get(shm_param_id_t id)
   return &shm_param_descs[id];
 }
 
-void shm_params_eval(char *const *envp, shm_params_t *out_p)
+/* The shared heap's parameters from their texts (texts[id]: the value of
+ * the variable shm_param_descs[id] names, or NULL). */
+static void shm_params_from(const char *const *texts, shm_params_t *out_p)
 {
   for (int id = 0; id < SHM_PARAM_COUNT; id++) {
     const param_desc_t *desc = &shm_param_descs[id];
     param_value_t *pv = &out_p->v[id];
-    const char *text = env_lookup(envp, desc->name);
+    const char *text = texts[id];
     int value = 0;
     size_t bytes = 0;
 
@@ -577,6 +630,17 @@ void shm_params_eval(char *const *envp, shm_params_t *out_p)
   }
 }
 
+void shm_params_eval(char *const *envp, shm_params_t *out_p)
+{
+  const char *names[SHM_PARAM_COUNT];
+  const char *texts[SHM_PARAM_COUNT];
+
+  for (int id = 0; id < SHM_PARAM_COUNT; id++)
+    names[id] = shm_param_descs[id].name;
+  env_scan(envp, names, SHM_PARAM_COUNT, texts);
+  shm_params_from(texts, out_p);
+}
+
 /* A launcher's count: the leading whole number of text (Slurm's
  * "2(x3),1" gives 2), if it is 1 .. PARAM_RANKS_MAX.  @return it or 0. */
 static unsigned launcher_count(const char *text)
@@ -602,18 +666,39 @@ static void job_append(char *job, size_t *n, const char *text)
   job[*n] = '\0';
 }
 
+/* The launcher's variables shm_conf_eval reads, after the parameters'
+ * names in one scan: the participant count's, then the job id's. */
+enum {
+  SHM_VAR_RANKS = SHM_PARAM_COUNT,      /* 4 of them */
+  SHM_VAR_SLURM_JOB = SHM_VAR_RANKS + 4,
+  SHM_VAR_SLURM_STEP,
+  SHM_VAR_JOB,                          /* 3 of them */
+  SHM_VAR_COUNT = SHM_VAR_JOB + 3
+};
+static const char *const shm_launcher_vars[SHM_VAR_COUNT - SHM_PARAM_COUNT] = {
+  "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE",
+  "SLURM_STEP_TASKS_PER_NODE",
+  "SLURM_JOB_ID", "SLURM_STEP_ID",
+  "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_KVSNAME",
+};
+
 void shm_conf_eval(char *const *envp, shm_conf_t *out_p)
 {
   shm_params_t p;
-  static const char *const rank_vars[] = {
-    "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE",
-    "SLURM_STEP_TASKS_PER_NODE",
-  };
-  static const char *const job_vars[] = {
-    "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_KVSNAME",
-  };
+  const char *names[SHM_VAR_COUNT];
+  const char *texts[SHM_VAR_COUNT];
+  const char *const *rank_vars = &shm_launcher_vars[SHM_VAR_RANKS - SHM_PARAM_COUNT];
+  const char *const *job_vars = &shm_launcher_vars[SHM_VAR_JOB - SHM_PARAM_COUNT];
+  const char *const *rank_texts = &texts[SHM_VAR_RANKS];
+  const char *const *job_texts = &texts[SHM_VAR_JOB];
 
-  shm_params_eval(envp, &p);
+  _Static_assert(SHM_VAR_COUNT <= ENV_SCAN_MAX, "env_scan takes at most ENV_SCAN_MAX names");
+  for (int id = 0; id < SHM_PARAM_COUNT; id++)
+    names[id] = shm_param_descs[id].name;
+  for (int i = SHM_PARAM_COUNT; i < SHM_VAR_COUNT; i++)
+    names[i] = shm_launcher_vars[i - SHM_PARAM_COUNT];
+  env_scan(envp, names, SHM_VAR_COUNT, texts);
+  shm_params_from(texts, &p);
   memset(out_p, 0, sizeof(*out_p));
   if (p.v[SHM_PARAM_SIZE].source == PARAM_SOURCE_ENV) {
     out_p->size = p.bytes[SHM_PARAM_SIZE];
@@ -634,8 +719,8 @@ void shm_conf_eval(char *const *envp, shm_conf_t *out_p)
     out_p->ranks = (unsigned)p.v[SHM_PARAM_SM_RANKS].value;
     out_p->ranks_from = "SM_RANKS";
   } else {
-    for (size_t i = 0; i < sizeof(rank_vars) / sizeof(rank_vars[0]); i++) {
-      unsigned n = launcher_count(env_lookup(envp, rank_vars[i]));
+    for (size_t i = 0; i < SHM_VAR_SLURM_JOB - SHM_VAR_RANKS; i++) {
+      unsigned n = launcher_count(rank_texts[i]);
       if (n != 0) {
         out_p->ranks = n;
         out_p->ranks_from = rank_vars[i];
@@ -649,19 +734,19 @@ void shm_conf_eval(char *const *envp, shm_conf_t *out_p)
   if (p.v[SHM_PARAM_JOB].source == PARAM_SOURCE_ENV) {
     job_append(out_p->job, &n, p.v[SHM_PARAM_JOB].raw);
     out_p->job_from = "PINHEAP_SHM_JOB";
-  } else if ((text = env_lookup(envp, "SLURM_JOB_ID")) != NULL && *text != '\0') {
+  } else if ((text = texts[SHM_VAR_SLURM_JOB]) != NULL && *text != '\0') {
     /* a step's processes share a heap; the steps of a job do not */
     job_append(out_p->job, &n, "slurm");
     job_append(out_p->job, &n, text);
-    const char *step = env_lookup(envp, "SLURM_STEP_ID");
+    const char *step = texts[SHM_VAR_SLURM_STEP];
     if (step != NULL && *step != '\0') {
       job_append(out_p->job, &n, ".");
       job_append(out_p->job, &n, step);
     }
     out_p->job_from = "SLURM_JOB_ID";
   } else {
-    for (size_t i = 0; i < sizeof(job_vars) / sizeof(job_vars[0]) && n == 0; i++) {
-      text = env_lookup(envp, job_vars[i]);
+    for (size_t i = 0; i < SHM_VAR_COUNT - SHM_VAR_JOB && n == 0; i++) {
+      text = job_texts[i];
       if (text != NULL && *text != '\0') {
         job_append(out_p->job, &n, text);
         out_p->job_from = job_vars[i];

@@ -10,6 +10,7 @@
 
 #include "decision.h"
 #include "probe.h"
+#include "startup.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -18,7 +19,7 @@
 static void text_set(decision_t *out_p, const char *first, ...)
     __attribute__((sentinel));
 
-static void text_set(decision_t *out_p, const char *first, ...)
+PH_STARTUP static void text_set(decision_t *out_p, const char *first, ...)
 {
   size_t len = 0;
   va_list ap;
@@ -35,20 +36,20 @@ static void text_set(decision_t *out_p, const char *first, ...)
   out_p->text[len] = '\0';
 }
 
-static void decide(decision_t *out_p, int enabled, decision_reason_t reason)
+PH_STARTUP static void decide(decision_t *out_p, int enabled, decision_reason_t reason)
 {
   out_p->enabled = enabled;
   out_p->reason = reason;
 }
 
 /* The override's variable, as it was set (PINHEAP_MODE or its alias). */
-static const char *mode_var(const decision_input_t *in)
+PH_STARTUP static const char *mode_var(const decision_input_t *in)
 {
   return in->mode_var != NULL ? in->mode_var : PINHEAP_ENV_MODE;
 }
 
 /* Reason text for a safety switch, noting when it beat PINHEAP_MODE=on. */
-static void decide_blocked(const decision_input_t *in, decision_t *out_p,
+PH_STARTUP static void decide_blocked(const decision_input_t *in, decision_t *out_p,
                            decision_reason_t reason, const char *var, const char *why)
 {
   decide(out_p, 0, reason);
@@ -57,7 +58,7 @@ static void decide_blocked(const decision_input_t *in, decision_t *out_p,
            in->mode == PARAM_MODE_ON ? "=on does not override it)" : "", (const char *)NULL);
 }
 
-void decision_make(const decision_input_t *in, decision_t *out_p)
+PH_STARTUP void decision_make(const decision_input_t *in, decision_t *out_p)
 {
   const char *lp_name = PINHEAP_PARAM_LEAVE_PINNED_STRING;
   const char *lpp_name = PINHEAP_PARAM_LEAVE_PINNED_PIPELINE_STRING;
@@ -140,7 +141,7 @@ void decision_make(const decision_input_t *in, decision_t *out_p)
   }
 }
 
-int decision_needs_probe(const decision_input_t *in)
+PH_STARTUP int decision_needs_probe(const decision_input_t *in)
 {
   if (in->mode != PARAM_MODE_AUTO || in->is_disable_set || in->blockers != 0 || in->tool != NULL)
     return 0;
@@ -152,7 +153,7 @@ int decision_needs_probe(const decision_input_t *in)
   return 1;
 }
 
-void decision_inputs_from_params(const params_t *params, int is_preloaded,
+PH_STARTUP void decision_inputs_from_params(const params_t *params, int is_preloaded,
                                  decision_input_t *out_p)
 {
   out_p->lp = params->v[PARAM_LEAVE_PINNED].value;
@@ -173,7 +174,7 @@ void decision_inputs_from_params(const params_t *params, int is_preloaded,
   out_p->tool = NULL;
 }
 
-int decision_run(int is_preloaded, const char *probe_root, const char *tool, decision_t *out_p)
+PH_STARTUP int decision_run(int is_preloaded, const char *probe_root, const char *tool, decision_t *out_p)
 {
   const params_t *params = params_get();
   decision_input_t in;

@@ -36,6 +36,7 @@
 #include "front.h"
 #include "params.h"
 #include "pinheap.h"
+#include "startup.h"
 
 /* glibc's exported allocator (stable ABI, GLIBC_2.2.5). */
 extern void *__libc_malloc(size_t);
@@ -100,7 +101,7 @@ static void *en_reallocarray(void *p, size_t nmemb, size_t size)
 
 static size_t (*libc_usable_size)(void *);
 
-static void *libc_lookup(const char *name)
+PH_STARTUP static void *libc_lookup(const char *name)
 {
   void *h = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
   void *f = h != NULL ? dlsym(h, name) : NULL;
@@ -111,7 +112,7 @@ static void *libc_lookup(const char *name)
   return f;
 }
 
-void dispatch_libc_prepare(void *usable_size)
+PH_STARTUP void dispatch_libc_prepare(void *usable_size)
 {
   if (__atomic_load_n(&libc_usable_size, __ATOMIC_ACQUIRE) != NULL)
     return;
@@ -426,7 +427,7 @@ dispatch_table_t dispatch_table = {
 /*  the decision                                                            */
 /* ======================================================================= */
 
-void dispatch_decide(void)
+PH_STARTUP void dispatch_decide(void)
 {
   if (ph_likely(__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_UNDECIDED))
     return;

@@ -54,6 +54,7 @@
 
 #include "params.h"
 #include "pinheap.h"
+#include "startup.h"
 
 #define EVENTS_MAX_HANDLERS 128
 #define EVENTS_MAX_DEPTH 4
@@ -80,18 +81,22 @@ typedef struct events_link_s {
 
 static events_slot_t events_slots[EVENTS_MAX_HANDLERS];
 static events_link_t events_order[EVENTS_MAX_HANDLERS];
-static atomic_int events_order_n;
-static atomic_ulong events_order_seq;     /* odd while events_order changes */
-static atomic_int events_mask;            /* union of every slot's mask */
-static unsigned long events_serial;       /* under events_lock */
-static ph_lock_t events_lock;             /* serializes set/unset */
+/* Slots [0, events_slots_used) have been taken at some time (under
+ * events_lock); the others are untouched, so that a process with a few
+ * handlers keeps one page of events_slots resident, not all of them. */
+PH_HOT_DATA static int events_slots_used;
+PH_HOT_DATA static atomic_int events_order_n;
+PH_HOT_DATA static atomic_ulong events_order_seq;     /* odd while events_order changes */
+PH_HOT_DATA static atomic_int events_mask;            /* union of every slot's mask */
+PH_HOT_DATA static unsigned long events_serial;       /* under events_lock */
+PH_HOT_DATA static ph_lock_t events_lock;             /* serializes set/unset */
 
 static __thread int events_depth __attribute__((tls_model("initial-exec")));
 /* The slot this thread is calling at each depth (-1: none), so that unset
  * does not wait for its own thread's calls. */
 static __thread signed char events_active[EVENTS_MAX_DEPTH]
     __attribute__((tls_model("initial-exec")));
-static atomic_size_t events_dropped_count;
+PH_HOT_DATA static atomic_size_t events_dropped_count;
 
 /* ======================================================================= */
 /*  dispatch                                                                */
@@ -225,7 +230,7 @@ static void events_from_os_map(void *addr, size_t len, void *ctx)
   events_vm_mapped(addr, len, PINHEAP_EVENT_SOURCE_ALLOCATOR);
 }
 
-void events_init(void)
+PH_STARTUP void events_init(void)
 {
   os_set_release_listener(events_from_os_release, NULL);
   os_set_map_listener(events_from_os_map, NULL);
@@ -650,7 +655,7 @@ static void events_postfork_parent(void)
  * had in flight will never end, so they no longer count. */
 static void events_postfork_child(void)
 {
-  for (int i = 0; i < EVENTS_MAX_HANDLERS; i++) {
+  for (int i = 0; i < events_slots_used; i++) {
     atomic_store(&events_slots[i].inflight, events_own_calls(i));
     atomic_store(&events_slots[i].draining, 0);
   }
@@ -658,7 +663,7 @@ static void events_postfork_child(void)
 }
 
 /* Changes slot i (events_lock held, inside an odd events_order_seq). */
-static void events_slot_set(int i, pinheap_event_cb *cb, void *arg, int mask)
+PH_STARTUP static void events_slot_set(int i, pinheap_event_cb *cb, void *arg, int mask)
 {
   events_slot_t *s = &events_slots[i];
   atomic_fetch_add(&s->seq, 1);            /* odd: dispatches skip the slot */
@@ -670,11 +675,11 @@ static void events_slot_set(int i, pinheap_event_cb *cb, void *arg, int mask)
 
 /* Rebuilds the chain (priority, then registration order) and the mask of
  * wanted events; events_lock held, inside an odd events_order_seq. */
-static void events_order_rebuild(void)
+PH_STARTUP static void events_order_rebuild(void)
 {
   int n = 0, all = 0;
 
-  for (int i = 0; i < EVENTS_MAX_HANDLERS; i++) {
+  for (int i = 0; i < events_slots_used; i++) {
     events_slot_t *s = &events_slots[i];
     int mask = atomic_load_explicit(&s->mask, memory_order_relaxed);
     if (mask == 0)
@@ -701,21 +706,21 @@ static void events_order_rebuild(void)
   atomic_store(&events_mask, all);
 }
 
-static void events_order_begin(void)
+PH_STARTUP static void events_order_begin(void)
 {
   atomic_fetch_add(&events_order_seq, 1);
   atomic_thread_fence(memory_order_release);
 }
 
-static void events_order_end(void)
+PH_STARTUP static void events_order_end(void)
 {
   atomic_fetch_add(&events_order_seq, 1);
 }
 
 /* The slot holding cb/arg, or -1; events_lock held. */
-static int events_slot_find(pinheap_event_cb *cb, void *arg)
+PH_STARTUP static int events_slot_find(pinheap_event_cb *cb, void *arg)
 {
-  for (int i = 0; i < EVENTS_MAX_HANDLERS; i++) {
+  for (int i = 0; i < events_slots_used; i++) {
     events_slot_t *s = &events_slots[i];
     if (atomic_load_explicit(&s->mask, memory_order_relaxed) != 0 &&
         atomic_load_explicit(&s->cb, memory_order_relaxed) == cb &&
@@ -727,7 +732,7 @@ static int events_slot_find(pinheap_event_cb *cb, void *arg)
 
 int PINHEAP_NAME(set_event_handler)(int events, int priority, pinheap_event_cb *cb, void *arg)
 {
-  static atomic_int atfork_done;
+  PH_HOT_DATA static atomic_int atfork_done;
   int slot = -1;
 
   if (events == 0 || (events & ~EVENTS_KNOWN) != 0 || cb == NULL)
@@ -742,13 +747,15 @@ int PINHEAP_NAME(set_event_handler)(int events, int priority, pinheap_event_cb *
     ph_unlock(&events_lock);
     return EEXIST;
   }
-  for (int i = 0; i < EVENTS_MAX_HANDLERS; i++) {
+  for (int i = 0; i < events_slots_used; i++) {
     if (atomic_load_explicit(&events_slots[i].mask, memory_order_relaxed) == 0 &&
         !atomic_load(&events_slots[i].draining)) {
       slot = i;
       break;
     }
   }
+  if (slot < 0 && events_slots_used < EVENTS_MAX_HANDLERS)
+    slot = events_slots_used++;             /* a slot never taken before */
   if (slot < 0) {
     ph_unlock(&events_lock);
     return ENOSPC;

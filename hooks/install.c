@@ -63,6 +63,7 @@
 #include "chunk.h"
 #include "params.h"
 #include "pinheap.h"
+#include "startup.h"
 
 #define INSTALL_MAX 32
 
@@ -82,20 +83,20 @@ typedef struct install_sym_s {
 
 /* Written by install_run() under install_lock before install_state is
  * published (release); read-only after. */
-static ph_lock_t install_lock;
-static int install_state;              /* 0 not run, 1 running, 2 done */
-static int install_patched;            /* steps (a) and (b) are done */
+PH_HOT_DATA static ph_lock_t install_lock;
+PH_HOT_DATA static int install_state;              /* 0 not run, 1 running, 2 done */
+PH_HOT_DATA static int install_patched;            /* steps (a) and (b) are done */
 static install_sym_t install_syms[INSTALL_MAX];
 static reloc_entry_t install_table[INSTALL_MAX];
-static unsigned install_n;
-static int install_is_late = -1;       /* -1: unknown */
+PH_HOT_DATA static unsigned install_n;
+PH_HOT_DATA static int install_is_late = -1;       /* -1: unknown */
 /* Code patching, per memory symbol (same index as replace_symbols);
  * install_code_alias[i]: the index of the site patched for the same libc
  * function (mmap64 is mmap), or i. */
 static patch_site_t install_code[INSTALL_MAX];
 static unsigned char install_code_alias[INSTALL_MAX];
 static char install_text_buf[1024];
-int install_trim_blocked;
+PH_HOT_DATA int install_trim_blocked;
 
 static int install_probe_trim_noop(size_t pad);
 
@@ -109,7 +110,7 @@ extern void __tsan_init(void) __attribute__((weak));
 extern void __msan_init(void) __attribute__((weak));
 extern void __hwasan_init(void) __attribute__((weak));
 
-const char *install_tool(void)
+PH_STARTUP const char *install_tool(void)
 {
   if (__asan_init != NULL || __hwasan_init != NULL)
     return "AddressSanitizer";
@@ -118,15 +119,15 @@ const char *install_tool(void)
   if (__msan_init != NULL)
     return "MemorySanitizer";
   /* valgrind runs the program with its preload objects. */
-  const char *pre = getenv("LD_PRELOAD");
-  if (pre != NULL && strstr(pre, "vgpreload") != NULL)
+  const char *pre = startup_env("LD_PRELOAD");
+  if (pre != NULL && startup_contains(pre, "vgpreload"))
     return "valgrind";
   return NULL;
 }
 
 /* Patching is allowed: PINHEAP_PATCH is not 0, and no memory checker runs
  * the process (unless PINHEAP_MODE=on says to go ahead anyway). */
-static int install_may_patch(const char *tool)
+PH_STARTUP static int install_may_patch(const char *tool)
 {
   const params_t *p = params_get();
   return p->v[PARAM_PATCH].value != 0 && (tool == NULL || p->v[PARAM_MODE].value == PARAM_MODE_ON);
@@ -136,11 +137,11 @@ static int install_may_patch(const char *tool)
 /*  the probe: calls that must fire their event                             */
 /* ======================================================================= */
 
-static int install_probe_hits;         /* PINHEAP_EVENT_* bits seen */
+PH_HOT_DATA static int install_probe_hits;         /* PINHEAP_EVENT_* bits seen */
 
 /* Stops the probe's calls (recognised by their arguments) and lets every
  * other call, from any thread, pass. */
-static int install_probe_handler(int type, pinheap_event_t *ev, void *arg)
+PH_STARTUP static int install_probe_handler(int type, pinheap_event_t *ev, void *arg)
 {
   int mine = 0;
   (void)arg;
@@ -196,7 +197,7 @@ static int install_probe_handler(int type, pinheap_event_t *ev, void *arg)
 
 /* Calls fn, the function the process calls for the memory call `event`,
  * with the probe's arguments.  @return 1 if its event fired. */
-static int install_probe_call(int event, void *fn)
+PH_STARTUP static int install_probe_call(int event, void *fn)
 {
   int saved = errno;
   __atomic_and_fetch(&install_probe_hits, ~event, __ATOMIC_RELAXED);
@@ -239,7 +240,7 @@ static int install_probe_call(int event, void *fn)
 /*  installation                                                            */
 /* ======================================================================= */
 
-void *install_resolved(const char *name)
+PH_STARTUP void *install_resolved(const char *name)
 {
   for (unsigned i = 0; replace_symbols != NULL && i < replace_symbols_count; i++) {
     if (strcmp(replace_symbols[i].name, name) != 0)
@@ -259,7 +260,7 @@ void *install_resolved(const char *name)
 /* Malloc and free reach pinheap: malloc's block is pinheap's, free takes
  * it back (the same block comes back from the thread cache, or at least
  * pinheap counts it free). */
-static int install_verify_malloc(void)
+PH_STARTUP static int install_verify_malloc(void)
 {
   void *(*p_malloc)(size_t) = (void *(*)(size_t))install_resolved("malloc");
   void (*p_free)(void *) = (void (*)(void *))install_resolved("free");
@@ -281,7 +282,7 @@ static int install_verify_malloc(void)
 
 /* Code jumps into this object now: it must never be unmapped.  If it can
  * be (it was dlopen'ed), it is made no-delete, as RTLD_NODELETE would have. */
-static void install_pin_self(void)
+PH_STARTUP static void install_pin_self(void)
 {
   Dl_info info;
   if (dladdr((void *)&install_run, &info) == 0 || info.dli_fname == NULL)
@@ -294,13 +295,32 @@ static void install_pin_self(void)
             "): a dlclose of it would leave libc jumping into unmapped code", NULL);
 }
 
-static void text_add(const char *s)
+/* The account is built without stdio (start-up calls no formatter of
+ * libc's, whose pages the process would then carry): text_add appends s,
+ * cut to fit as snprintf would; text_dec appends a number. */
+PH_STARTUP PH_NOINLINE static void text_add(const char *s)
 {
   size_t have = strlen(install_text_buf);
-  snprintf(install_text_buf + have, sizeof(install_text_buf) - have, "%s", s);
+  size_t len = strlen(s);
+  if (len > sizeof(install_text_buf) - 1 - have)
+    len = sizeof(install_text_buf) - 1 - have;
+  memcpy(install_text_buf + have, s, len);
+  install_text_buf[have + len] = '\0';
 }
 
-void install_run(void)
+PH_STARTUP PH_NOINLINE static void text_dec(uint64_t v)
+{
+  char num[24];
+  text_add(ph_fmt_dec(num, v));
+}
+
+/* "s" when n is not 1 (a plural's ending). */
+PH_STARTUP static const char *text_s(unsigned n)
+{
+  return n == 1 ? "" : "s";
+}
+
+PH_STARTUP void install_run(void)
 {
   int expected = 0;
   struct timespec t0, t1;
@@ -320,8 +340,6 @@ void install_run(void)
   int patch = install_may_patch(tool);
   int enabled = __atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_ENABLED;
   unsigned n = replace_symbols != NULL ? replace_symbols_count : 0;
-  char buf[256];
-
   if (n > INSTALL_MAX)
     n = INSTALL_MAX;
   install_n = n;
@@ -347,7 +365,8 @@ void install_run(void)
   int code = events && patch && params->v[PARAM_CODE_PATCH].value != 0;
   for (unsigned i = 0; i < n; i++) {
     install_syms[i].code = PINHEAP_CODE_NONE;
-    install_code[i].text[0] = '\0';
+    if (install_code[i].text[0] != '\0')   /* (written only when needed: a site's */
+      install_code[i].text[0] = '\0';      /* text is most of its 368 bytes) */
     if (!code || replace_symbols[i].event == 0)
       continue;
     install_code[i].name = replace_symbols[i].name;
@@ -498,31 +517,38 @@ void install_run(void)
     else if (at_start == 0)
       text_add("pinheap's object was loaded after start-up (dlopen). ");
     if (tool != NULL && !patch) {
-      snprintf(buf, sizeof(buf), "Running under %s: nothing is patched and malloc is left to it. ",
-               tool);
-      text_add(buf);
+      text_add("Running under ");
+      text_add(tool);
+      text_add(": nothing is patched and malloc is left to it. ");
     } else if (!patch) {
       text_add("PINHEAP_PATCH=0: nothing is patched, so calls reach pinheap only where its "
                "symbols interpose. ");
     } else if (k > 0) {
       reloc_stats_t rs;
       reloc_stats_get(&rs);
-      snprintf(buf, sizeof(buf),
-               "Calls were redirected by relocation patching: %u slot%s in %u object%s, and %u "
-               "definition%s in the symbol table of the object that defined them%s. ",
-               rs.slots, rs.slots == 1 ? "" : "s", rs.objects_patched,
-               rs.objects_patched == 1 ? "" : "s", rs.definitions, rs.definitions == 1 ? "" : "s",
-               rc == 0 ? "" : " (a bound was exceeded: see the warning)");
-      text_add(buf);
+      text_add("Calls were redirected by relocation patching: ");
+      text_dec(rs.slots);
+      text_add(" slot");
+      text_add(text_s(rs.slots));
+      text_add(" in ");
+      text_dec(rs.objects_patched);
+      text_add(" object");
+      text_add(text_s(rs.objects_patched));
+      text_add(", and ");
+      text_dec(rs.definitions);
+      text_add(" definition");
+      text_add(text_s(rs.definitions));
+      text_add(" in the symbol table of the object that defined them");
+      text_add(rc == 0 ? ". " : " (a bound was exceeded: see the warning). ");
     }
   }
   if (code_done > 0) {
-    snprintf(buf, sizeof(buf),
-             "%d of libc's memory functions start with a jump to pinheap (code patching), so "
-             "glibc's own calls of them are seen%s. ",
-             code_done, code_threads ? " (patched while other threads ran: only entries safe "
-                                       "against them)" : "");
-    text_add(buf);
+    text_dec((uint64_t)code_done);
+    text_add(" of libc's memory functions start with a jump to pinheap (code patching), so "
+             "glibc's own calls of them are seen");
+    text_add(code_threads ? " (patched while other threads ran: only entries safe against "
+                            "them). "
+                          : ". ");
   }
   /* left alone: the names, then the first one's account (pinheap-info
    * shows each) */
@@ -549,11 +575,10 @@ void install_run(void)
     text_add("). ");
   }
   if (!events) {
-    snprintf(buf, sizeof(buf), "%s=0: the memory calls (mmap, munmap, ...) are not patched and "
-             "fire no event; only the malloc family is installed. ",
-             params->v[PARAM_EVENTS].from != NULL ? params->v[PARAM_EVENTS].from
+    text_add(params->v[PARAM_EVENTS].from != NULL ? params->v[PARAM_EVENTS].from
                                                   : "PINHEAP_EVENTS");
-    text_add(buf);
+    text_add("=0: the memory calls (mmap, munmap, ...) are not patched and fire no event; only "
+             "the malloc family is installed. ");
   }
   if (!code && patch && events && params->v[PARAM_CODE_PATCH].value == 0)
     text_add("PINHEAP_CODE_PATCH=0: libc's code is left alone, so glibc's internal calls are "
@@ -568,9 +593,10 @@ void install_run(void)
     text_add("Memory calls that no loaded object makes yet are patched as objects that make "
              "them are loaded. ");
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  snprintf(buf, sizeof(buf), "Installation took %ld us. ",
-           (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
-  text_add(buf);
+  long us = (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
+  text_add("Installation took ");
+  text_dec(us > 0 ? (uint64_t)us : 0);
+  text_add(" us. ");
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   ph_unlock(&install_lock);
   ucx_feed_attach();           /* UCX's libucm, if loaded: fed from now on */

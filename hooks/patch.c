@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "chunk.h"     /* ph_lock */
+#include "startup.h"
 
 #if defined(__x86_64__)
 
@@ -62,21 +63,21 @@
 #define PATCH_SLOT 16
 #define PATCH_REACH ((int64_t)0x7fff0000)      /* a little under 2 GiB */
 
-static ph_lock_t patch_lock;
-static unsigned char *patch_tramp;            /* the trampoline page, or NULL */
-static size_t patch_tramp_used;               /* bytes of it written */
-static int patch_membarrier;                  /* 0 unknown, 1 registered, -1 unavailable */
+PH_HOT_DATA static ph_lock_t patch_lock;
+PH_HOT_DATA static unsigned char *patch_tramp;            /* the trampoline page, or NULL */
+PH_HOT_DATA static size_t patch_tramp_used;               /* bytes of it written */
+PH_HOT_DATA static int patch_membarrier;                  /* 0 unknown, 1 registered, -1 unavailable */
 
 /* ======================================================================= */
 /*  reading code                                                            */
 /* ======================================================================= */
 
-static int64_t patch_distance(const void *from_end, const void *to)
+PH_STARTUP static int64_t patch_distance(const void *from_end, const void *to)
 {
   return (int64_t)((intptr_t)to - (intptr_t)from_end);
 }
 
-const void *patch_jump_target(const unsigned char *c, const char **kind_p)
+PH_STARTUP const void *patch_jump_target(const unsigned char *c, const char **kind_p)
 {
   if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
     c += 4;                                              /* endbr64 */
@@ -124,7 +125,7 @@ const void *patch_jump_target(const unsigned char *c, const char **kind_p)
   return NULL;
 }
 
-static const char *patch_object_name(const void *addr)
+PH_STARTUP static const char *patch_object_name(const void *addr)
 {
   Dl_info info;
   if (dladdr(addr, &info) != 0 && info.dli_fname != NULL && info.dli_fname[0] != '\0')
@@ -132,7 +133,7 @@ static const char *patch_object_name(const void *addr)
   return NULL;
 }
 
-const char *patch_describe(const void *entry, char *buf, size_t len)
+PH_STARTUP const char *patch_describe(const void *entry, char *buf, size_t len)
 {
   const char *kind = NULL, *kind2 = NULL;
   const void *t = patch_jump_target(entry, &kind);
@@ -162,7 +163,7 @@ const char *patch_describe(const void *entry, char *buf, size_t len)
 /* Whether the first instruction is exactly 5 bytes long: safe to replace
  * while other threads run.  glibc's syscall wrappers start with
  * `mov $nr, %eax` (b8 imm32). */
-static int patch_first_is_5(const unsigned char *c)
+PH_STARTUP static int patch_first_is_5(const unsigned char *c)
 {
   return c[0] == 0xb8;
 }
@@ -177,7 +178,7 @@ typedef struct patch_seg_s {
   int prot;
 } patch_seg_t;
 
-static int patch_seg_cb(struct dl_phdr_info *info, size_t size, void *arg)
+PH_STARTUP static int patch_seg_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   patch_seg_t *s = arg;
   (void)size;
@@ -198,7 +199,7 @@ static int patch_seg_cb(struct dl_phdr_info *info, size_t size, void *arg)
 }
 
 /* The protection of the segment holding addr; -1 if no object holds it. */
-static int patch_seg_find(const void *addr, patch_seg_t *s)
+PH_STARTUP static int patch_seg_find(const void *addr, patch_seg_t *s)
 {
   memset(s, 0, sizeof(*s));
   s->addr = (uintptr_t)addr;
@@ -208,7 +209,7 @@ static int patch_seg_find(const void *addr, patch_seg_t *s)
 }
 
 /* Makes the other cores serialise their instruction stream. */
-static void patch_sync_cores(void)
+PH_STARTUP static void patch_sync_cores(void)
 {
   if (patch_membarrier == 0)
     patch_membarrier =
@@ -222,7 +223,7 @@ static void patch_sync_cores(void)
 
 /* One atomic 8-byte store of val at entry, with the page lifted to RWX for
  * it and given back prot.  @return 0 or an errno. */
-static int patch_store(void *entry, uint64_t val, int prot)
+PH_STARTUP static int patch_store(void *entry, uint64_t val, int prot)
 {
   size_t page = os_page_size();
   uintptr_t pg = (uintptr_t)entry & ~(uintptr_t)(page - 1);
@@ -237,7 +238,7 @@ static int patch_store(void *entry, uint64_t val, int prot)
 }
 
 /* A trampoline page within reach of [lo, hi); NULL if none was found. */
-static unsigned char *patch_tramp_map(uintptr_t lo, uintptr_t hi)
+PH_STARTUP static unsigned char *patch_tramp_map(uintptr_t lo, uintptr_t hi)
 {
   size_t page = os_page_size();
   const uintptr_t step = (uintptr_t)1 << 20;
@@ -261,7 +262,7 @@ static unsigned char *patch_tramp_map(uintptr_t lo, uintptr_t hi)
 
 /* A trampoline slot jumping to target, reachable from entry.  NULL when no
  * page near libc could be mapped or it is full. */
-static void *patch_tramp_slot(const void *entry, void *target)
+PH_STARTUP static void *patch_tramp_slot(const void *entry, void *target)
 {
   size_t page = os_page_size();
 
@@ -315,7 +316,7 @@ typedef struct patch_libc_s {
   int n;
 } patch_libc_t;
 
-static int patch_libc_cb(struct dl_phdr_info *info, size_t size, void *arg)
+PH_STARTUP static int patch_libc_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   patch_libc_t *l = arg;
   const char *name = info->dlpi_name, *base = name != NULL ? strrchr(name, '/') : NULL;
@@ -334,7 +335,7 @@ static int patch_libc_cb(struct dl_phdr_info *info, size_t size, void *arg)
   return 1;
 }
 
-static int patch_in_libc(const patch_libc_t *l, const void *addr)
+PH_STARTUP static int patch_in_libc(const patch_libc_t *l, const void *addr)
 {
   for (int i = 0; i < l->n; i++)
     if ((uintptr_t)addr >= l->lo[i] && (uintptr_t)addr < l->hi[i])
@@ -342,7 +343,7 @@ static int patch_in_libc(const patch_libc_t *l, const void *addr)
   return 0;
 }
 
-int patch_find(patch_site_t *sites, size_t n)
+PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
 {
   void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);   /* ld.so's, not malloc */
   patch_libc_t range = { { 0 }, { 0 }, 0 };
@@ -386,7 +387,7 @@ int patch_find(patch_site_t *sites, size_t n)
 #endif
 #endif
 
-int patch_threads_running(void)
+PH_STARTUP int patch_threads_running(void)
 {
 #ifdef PATCH_HAVE_SINGLE_THREADED
   /* glibc 2.32+: true until the first pthread_create, never true again --
@@ -429,14 +430,14 @@ typedef struct patch_write_s {
   uintptr_t seg;
 } patch_write_t;
 
-static void patch_write_fail(patch_site_t *s, int err)
+PH_STARTUP static void patch_write_fail(patch_site_t *s, int err)
 {
   s->state = PATCH_FAILED;
   snprintf(s->text, sizeof(s->text),
            "%s was not patched: mprotect of libc's text refused (errno %d)", s->name, err);
 }
 
-static void patch_write_all(patch_write_t *w, size_t k)
+PH_STARTUP static void patch_write_all(patch_write_t *w, size_t k)
 {
   size_t page = os_page_size();
   uintptr_t lo = UINTPTR_MAX, hi = 0;
@@ -455,7 +456,8 @@ static void patch_write_all(patch_write_t *w, size_t k)
     for (size_t i = 0; i < k; i++) {
       __atomic_store_n((uint64_t *)w[i].site->entry, w[i].val, __ATOMIC_SEQ_CST);
       w[i].site->state = PATCH_DONE;
-      w[i].site->text[0] = '\0';
+      if (w[i].site->text[0] != '\0')
+        w[i].site->text[0] = '\0';
     }
     if (mprotect((void *)lo, hi - lo, w[0].prot) != 0)
       ph_warn("pinheap could not give libc's text its protection back after code patching", NULL);
@@ -468,12 +470,13 @@ static void patch_write_all(patch_write_t *w, size_t k)
       continue;
     }
     w[i].site->state = PATCH_DONE;
-    w[i].site->text[0] = '\0';
+    if (w[i].site->text[0] != '\0')
+      w[i].site->text[0] = '\0';
   }
 }
 
 /* An earlier site of the same call for the same function, or NULL. */
-static const patch_site_t *patch_alias_of(const patch_site_t *sites, size_t i)
+PH_STARTUP static const patch_site_t *patch_alias_of(const patch_site_t *sites, size_t i)
 {
   if (sites[i].entry == NULL)
     return NULL;
@@ -483,7 +486,7 @@ static const patch_site_t *patch_alias_of(const patch_site_t *sites, size_t i)
   return NULL;
 }
 
-int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
+PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
 {
   int done = 0, wrote = 0;
   patch_write_t w[PATCH_BATCH];
@@ -565,7 +568,8 @@ int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
       sites[i].state = a->state;
       sites[i].via = a->via;
       memcpy(sites[i].orig, a->orig, sizeof(a->orig));
-      memcpy(sites[i].text, a->text, sizeof(a->text));
+      if (a->text[0] != '\0' || sites[i].text[0] != '\0')   /* (an empty text stays unwritten) */
+        memcpy(sites[i].text, a->text, sizeof(a->text));
     }
     if (sites[i].state == PATCH_DONE)
       done++;
@@ -614,7 +618,7 @@ int patch_undo(patch_site_t *sites, size_t n, unsigned flags)
 
 #else /* not x86-64 */
 
-int patch_find(patch_site_t *sites, size_t n)
+PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
     sites[i].state = PATCH_FAILED;
@@ -624,7 +628,7 @@ int patch_find(patch_site_t *sites, size_t n)
   return ENOSYS;
 }
 
-int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
+PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
 {
   (void)sites, (void)n, (void)flags;
   return -ENOSYS;
@@ -636,12 +640,12 @@ int patch_undo(patch_site_t *sites, size_t n, unsigned flags)
   return -ENOSYS;
 }
 
-int patch_threads_running(void)
+PH_STARTUP int patch_threads_running(void)
 {
   return 1;
 }
 
-const char *patch_describe(const void *entry, char *buf, size_t len)
+PH_STARTUP const char *patch_describe(const void *entry, char *buf, size_t len)
 {
   (void)entry;
   if (len > 0)

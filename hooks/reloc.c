@@ -20,6 +20,7 @@
 #include "reloc.h"
 
 #include "pinheap.h"
+#include "startup.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -88,23 +89,23 @@ typedef struct reloc_slot_s {
 
 typedef enum { RELOC_PASS_PATCH, RELOC_PASS_SWEEP } reloc_pass_mode_t;
 
-static pthread_mutex_t reloc_mutex = PTHREAD_MUTEX_INITIALIZER;
+PH_HOT_DATA static pthread_mutex_t reloc_mutex = PTHREAD_MUTEX_INITIALIZER;
 static reloc_table_t reloc_tables[RELOC_MAX_TABLES];
-static size_t reloc_ntables;
+PH_HOT_DATA static size_t reloc_ntables;
 static reloc_name_t reloc_names[RELOC_MAX_NAMES];
-static size_t reloc_nnames;
+PH_HOT_DATA static size_t reloc_nnames;
 static uint16_t reloc_buckets[RELOC_BUCKETS];   /* name index + 1; 0 = empty */
 static reloc_object_t reloc_objects[RELOC_MAX_OBJECTS];
-static size_t reloc_nobjects;                    /* high-water mark */
+PH_HOT_DATA static size_t reloc_nobjects;                    /* high-water mark */
 static reloc_slot_t reloc_slots[RELOC_MAX_SLOTS];
-static size_t reloc_nslots;
-static unsigned reloc_gen = 1;
-static unsigned long long reloc_last_subs;
-static int reloc_subs_known;
-static reloc_stats_t reloc_stats;
-static int reloc_overflowed;                     /* in the current call */
-static int reloc_want_originals;                 /* some name has want_original */
-static unsigned reloc_self_names;                /* names with self_ok */
+PH_HOT_DATA static size_t reloc_nslots;
+PH_HOT_DATA static unsigned reloc_gen = 1;
+PH_HOT_DATA static unsigned long long reloc_last_subs;
+PH_HOT_DATA static int reloc_subs_known;
+PH_HOT_DATA static reloc_stats_t reloc_stats;
+PH_HOT_DATA static int reloc_overflowed;                     /* in the current call */
+PH_HOT_DATA static int reloc_want_originals;                 /* some name has want_original */
+PH_HOT_DATA static unsigned reloc_self_names;                /* names with self_ok */
 /* Scratch of reloc_counts_update(): objects met per name. */
 static uint64_t reloc_obj_bits[RELOC_MAX_NAMES][RELOC_MAX_OBJECTS / 64];
 
@@ -122,7 +123,7 @@ static reloc_entry_t reloc_own_table[] = {
 
 /* ---- names ----------------------------------------------------------------- */
 
-static uint32_t reloc_hash(const char *s)
+PH_STARTUP static uint32_t reloc_hash(const char *s)
 {
   uint32_t h = 2166136261u;
   for (; *s != '\0'; s++)
@@ -131,7 +132,7 @@ static uint32_t reloc_hash(const char *s)
 }
 
 /* Index of name in reloc_names[], or RELOC_NO_NAME. */
-static unsigned reloc_name_find(const char *name, uint32_t h)
+PH_STARTUP static unsigned reloc_name_find(const char *name, uint32_t h)
 {
   for (unsigned i = h & (RELOC_BUCKETS - 1);; i = (i + 1) & (RELOC_BUCKETS - 1)) {
     unsigned v = reloc_buckets[i];
@@ -142,7 +143,7 @@ static unsigned reloc_name_find(const char *name, uint32_t h)
   }
 }
 
-static void reloc_overflow(const char *bound, size_t value)
+PH_STARTUP static void reloc_overflow(const char *bound, size_t value)
 {
   char buf[24];
   reloc_stats.overflows++;
@@ -152,7 +153,7 @@ static void reloc_overflow(const char *bound, size_t value)
 }
 
 /* Adds a table's names (a name already present keeps its first owner). */
-static void reloc_names_add(reloc_entry_t *table, size_t n, int self_ok)
+PH_STARTUP static void reloc_names_add(reloc_entry_t *table, size_t n, int self_ok)
 {
   for (size_t i = 0; i < n; i++) {
     uint32_t h = reloc_hash(table[i].name);
@@ -200,9 +201,9 @@ typedef struct reloc_view_s {
   int has_dynamic;
 } reloc_view_t;
 
-static uintptr_t reloc_page_size(void)
+PH_STARTUP static uintptr_t reloc_page_size(void)
 {
-  static uintptr_t pg;
+  PH_HOT_DATA static uintptr_t pg;
   if (pg == 0) {
     unsigned long v = getauxval(AT_PAGESZ);
     pg = v != 0 ? v : 4096;
@@ -213,12 +214,12 @@ static uintptr_t reloc_page_size(void)
 /* A d_ptr of the dynamic section: ld.so has usually added the load bias
  * already (not for every object, e.g. the vDSO); a value below the bias
  * has not been. */
-static uintptr_t reloc_dyn_ptr(uintptr_t base, ElfW(Addr) p)
+PH_STARTUP static uintptr_t reloc_dyn_ptr(uintptr_t base, ElfW(Addr) p)
 {
   return p < base ? base + p : p;
 }
 
-static int reloc_in_segment(const struct dl_phdr_info *info, uintptr_t addr)
+PH_STARTUP static int reloc_in_segment(const struct dl_phdr_info *info, uintptr_t addr)
 {
   for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -231,7 +232,7 @@ static int reloc_in_segment(const struct dl_phdr_info *info, uintptr_t addr)
   return 0;
 }
 
-static void reloc_view_make(const struct dl_phdr_info *info, reloc_view_t *v)
+PH_STARTUP static void reloc_view_make(const struct dl_phdr_info *info, reloc_view_t *v)
 {
   const ElfW(Dyn) *dyn = NULL;
   uintptr_t pg = reloc_page_size();
@@ -299,7 +300,7 @@ static void reloc_view_make(const struct dl_phdr_info *info, reloc_view_t *v)
  * (names = 0); stops when fn returns nonzero and returns that. */
 typedef int reloc_slot_fn_t(const reloc_view_t *v, void **slot, unsigned idx, void *arg);
 
-static int reloc_view_each(const reloc_view_t *v, const char *sym, reloc_slot_fn_t *fn, void *arg)
+PH_STARTUP static int reloc_view_each(const reloc_view_t *v, const char *sym, reloc_slot_fn_t *fn, void *arg)
 {
 #if RELOC_SUPPORTED
   for (int t = 0; t < 2; t++) {
@@ -347,7 +348,7 @@ typedef struct reloc_pass_s {
   int deferred;               /* a slot waits for its original */
 } reloc_pass_t;
 
-static int reloc_find_object(uintptr_t base, const void *phdr)
+PH_STARTUP static int reloc_find_object(uintptr_t base, const void *phdr)
 {
   for (size_t i = 0; i < reloc_nobjects; i++)
     if (reloc_objects[i].live && reloc_objects[i].base == base && reloc_objects[i].phdr == phdr)
@@ -373,7 +374,7 @@ static void reloc_drop_records(size_t obj_idx, int only_stale)
   reloc_nslots = w;
 }
 
-static int reloc_recorded(size_t obj_idx, void **slot)
+PH_STARTUP static int reloc_recorded(size_t obj_idx, void **slot)
 {
   for (size_t r = 0; r < reloc_nslots; r++)
     if (reloc_slots[r].obj_idx == obj_idx && reloc_slots[r].slot == slot)
@@ -382,7 +383,7 @@ static int reloc_recorded(size_t obj_idx, void **slot)
 }
 
 /* First step over an object's slots: records what must be written. */
-static int reloc_collect_slot(const reloc_view_t *v, void **slot, unsigned idx, void *arg)
+PH_STARTUP static int reloc_collect_slot(const reloc_view_t *v, void **slot, unsigned idx, void *arg)
 {
   reloc_pass_t *p = arg;
   void *val = __atomic_load_n(slot, __ATOMIC_RELAXED);
@@ -429,7 +430,7 @@ static int reloc_collect_slot(const reloc_view_t *v, void **slot, unsigned idx, 
   return 0;
 }
 
-static int reloc_relro_set(uintptr_t lo, uintptr_t hi, int prot)
+PH_STARTUP static int reloc_relro_set(uintptr_t lo, uintptr_t hi, int prot)
 {
   if (mprotect((void *)lo, hi - lo, prot) == 0)
     return 0;
@@ -441,7 +442,7 @@ static int reloc_relro_set(uintptr_t lo, uintptr_t hi, int prot)
   return -1;
 }
 
-static void reloc_patch_object(const reloc_view_t *v, reloc_pass_t *p)
+PH_STARTUP static void reloc_patch_object(const reloc_view_t *v, reloc_pass_t *p)
 {
   p->first_new = reloc_nslots;
   p->unrelocated = 0;
@@ -466,18 +467,18 @@ static void reloc_patch_object(const reloc_view_t *v, reloc_pass_t *p)
     reloc_objects[p->obj_idx].gen = reloc_gen;
 }
 
-static int reloc_is_self(const struct dl_phdr_info *info)
+PH_STARTUP static int reloc_is_self(const struct dl_phdr_info *info)
 {
   return reloc_in_segment(info, (uintptr_t)(void *)&reloc_install);
 }
 
-static int reloc_is_vdso(const struct dl_phdr_info *info)
+PH_STARTUP static int reloc_is_vdso(const struct dl_phdr_info *info)
 {
   unsigned long vdso = getauxval(AT_SYSINFO_EHDR);
   return vdso != 0 && reloc_in_segment(info, vdso);
 }
 
-static int reloc_pass_cb(struct dl_phdr_info *info, size_t size, void *arg)
+PH_STARTUP static int reloc_pass_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   reloc_pass_t *p = arg;
   (void)size;
@@ -542,7 +543,7 @@ static int reloc_pass_cb(struct dl_phdr_info *info, size_t size, void *arg)
 }
 
 /* Recomputes every entry's counters and the totals from the records. */
-static void reloc_counts_update(void)
+PH_STARTUP static void reloc_counts_update(void)
 {
   memset(reloc_obj_bits, 0, sizeof(reloc_obj_bits[0]) * reloc_nnames);
   for (size_t i = 0; i < reloc_nnames; i++) {
@@ -570,7 +571,7 @@ static void reloc_counts_update(void)
 
 /* One pass over the loaded objects; then objects no longer reported are
  * forgotten.  Caller holds reloc_mutex. */
-static void reloc_pass_run(reloc_pass_mode_t mode)
+PH_STARTUP static void reloc_pass_run(reloc_pass_mode_t mode)
 {
   reloc_pass_t p;
   memset(&p, 0, sizeof(p));
@@ -597,7 +598,7 @@ static void reloc_pass_run(reloc_pass_mode_t mode)
  * dynamic linker, then one more pass to patch the slots left waiting.
  * Called without reloc_mutex (dlsym takes ld.so's lock, which a dlopen in
  * progress holds while its constructors install). */
-static void reloc_originals_finish(void)
+PH_STARTUP static void reloc_originals_finish(void)
 {
   reloc_entry_t *want[RELOC_MAX_NAMES];
   size_t nwant = 0;
@@ -690,7 +691,7 @@ typedef struct reloc_note_s {
   int overflow;
 } reloc_note_t;
 
-static pthread_mutex_t reloc_note_lock = PTHREAD_MUTEX_INITIALIZER;
+PH_HOT_DATA static pthread_mutex_t reloc_note_lock = PTHREAD_MUTEX_INITIALIZER;
 /* events.c; weak: the patcher's test fixture builds reloc.c without it */
 extern void events_vm_unmapped(void *addr, size_t len, int source) __attribute__((weak));
 static reloc_range_t reloc_note_big[1024];
@@ -774,17 +775,17 @@ typedef struct reloc_def_s {
 } reloc_def_t;
 
 static reloc_def_t reloc_defs[RELOC_MAX_NAMES];
-static size_t reloc_ndefs;
+PH_HOT_DATA static size_t reloc_ndefs;
 
 /* The definitions wanted: what the process resolves each name to. */
 typedef struct reloc_def_find_s {
+  size_t n, left;             /* (before the arrays: with their first entries) */
   const char *name[RELOC_MAX_NAMES];
   uintptr_t addr[RELOC_MAX_NAMES];
   uintptr_t replacement[RELOC_MAX_NAMES];
   reloc_entry_t *entry[RELOC_MAX_NAMES];
   unsigned char self[RELOC_MAX_NAMES];  /* defined by pinheap's own object */
   reloc_def_t def[RELOC_MAX_NAMES];   /* def[i].sym NULL: not found */
-  size_t n, left;
 } reloc_def_find_t;
 
 /* The symbol of v named name whose value is addr, through the object's
@@ -846,7 +847,7 @@ static ElfW(Sym) *reloc_sym_lookup(const reloc_view_t *v, const char *name, uint
 }
 
 /* One walk of the loaded objects finds every wanted definition. */
-static int reloc_def_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
+PH_STARTUP static int reloc_def_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   reloc_def_find_t *f = arg;
   reloc_view_t v;
@@ -895,7 +896,7 @@ static int reloc_def_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
  * two entries of a segment belong to it, so one mprotect covers them.
  * Entries of a segment that refused write access get sym NULL (patching)
  * or stay as they were (restoring).  reloc_mutex held. */
-static void reloc_defs_write(reloc_def_t *defs, size_t n, int restore)
+PH_STARTUP static void reloc_defs_write(reloc_def_t *defs, size_t n, int restore)
 {
   uintptr_t pg = reloc_page_size();
   for (size_t i = 0; i < n;) {
@@ -932,10 +933,10 @@ static void reloc_defs_write(reloc_def_t *defs, size_t n, int restore)
  * binding; dlsym) find the replacements.  The lookups run without
  * reloc_mutex (dlsym and dl_iterate_phdr take ld.so's lock); the writes,
  * batched per segment, under it. */
-static void reloc_defs_patch(reloc_entry_t *table, size_t n)
+PH_STARTUP static void reloc_defs_patch(reloc_entry_t *table, size_t n)
 {
   static reloc_def_find_t f;  /* reloc_defs_lock held: too big for a stack */
-  static pthread_mutex_t reloc_defs_lock = PTHREAD_MUTEX_INITIALIZER;
+  PH_HOT_DATA static pthread_mutex_t reloc_defs_lock = PTHREAD_MUTEX_INITIALIZER;
 
   pthread_mutex_lock(&reloc_defs_lock);
   f.n = 0;
@@ -1025,12 +1026,12 @@ static void reloc_defs_restore(void)
 static void reloc_prefork(void) { pthread_mutex_lock(&reloc_mutex); }
 static void reloc_postfork(void) { pthread_mutex_unlock(&reloc_mutex); }
 
-int reloc_install(reloc_entry_t *table, size_t n)
+PH_STARTUP int reloc_install(reloc_entry_t *table, size_t n)
 {
   return reloc_install_flags(table, n, 0);
 }
 
-int reloc_install_wrappers(void)
+PH_STARTUP int reloc_install_wrappers(void)
 {
 #if !RELOC_SUPPORTED
   return ENOSYS;
@@ -1049,9 +1050,9 @@ int reloc_install_wrappers(void)
 #endif
 }
 
-int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flags)
+PH_STARTUP int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flags)
 {
-  static int atfork_done;
+  PH_HOT_DATA static int atfork_done;
   if (table == NULL || n == 0)
     return EINVAL;
   for (size_t i = 0; i < n; i++)
@@ -1235,12 +1236,12 @@ typedef struct reloc_startup_obj_s {
 } reloc_startup_obj_t;
 
 typedef struct reloc_startup_s {
-  reloc_startup_obj_t obj[RELOC_MAX_OBJECTS];
-  size_t n;
+  size_t n;                   /* (first: with obj[0 .. n) on the same pages) */
   uintptr_t addr;
+  reloc_startup_obj_t obj[RELOC_MAX_OBJECTS];
 } reloc_startup_t;
 
-static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, void *arg)
+PH_STARTUP static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   reloc_startup_t *st = arg;
   (void)size;
@@ -1265,7 +1266,7 @@ static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, void *arg)
 /* Does the loaded object called path answer to the name `want` (a DT_NEEDED
  * entry or an LD_PRELOAD word): the same path, or the same file name when
  * want has no slash (ld.so records the directory it found it in). */
-static int reloc_name_is(const char *path, const char *want, size_t want_len)
+PH_STARTUP static int reloc_name_is(const char *path, const char *want, size_t want_len)
 {
   if (want_len == 0 || path[0] == '\0')
     return 0;
@@ -1276,7 +1277,7 @@ static int reloc_name_is(const char *path, const char *want, size_t want_len)
   return strlen(path) == want_len && memcmp(path, want, want_len) == 0;
 }
 
-static int reloc_mark(reloc_startup_t *st, const char *want, size_t want_len)
+PH_STARTUP static int reloc_mark(reloc_startup_t *st, const char *want, size_t want_len)
 {
   int changed = 0;
   for (size_t i = 0; i < st->n; i++) {
@@ -1288,7 +1289,7 @@ static int reloc_mark(reloc_startup_t *st, const char *want, size_t want_len)
   return changed;
 }
 
-int reloc_loaded_at_startup(const void *addr)
+PH_STARTUP int reloc_loaded_at_startup(const void *addr)
 {
   static reloc_startup_t st;         /* big: static, used under the mutex */
   int rc = -1;
@@ -1299,12 +1300,12 @@ int reloc_loaded_at_startup(const void *addr)
   dl_iterate_phdr(reloc_startup_cb, &st);
   /* Preloaded objects are loaded at start-up too (LD_PRELOAD: words
    * separated by spaces or colons). */
-  const char *pre = getenv("LD_PRELOAD");
+  const char *pre = startup_env("LD_PRELOAD");
   while (pre != NULL && *pre != '\0') {
-    size_t len = strcspn(pre, " :");
+    size_t len = startup_span(pre, " :", 0);
     reloc_mark(&st, pre, len);
     pre += len;
-    pre += strspn(pre, " :");
+    pre += startup_span(pre, " :", 1);
   }
   for (int changed = 1; changed;) {
     changed = 0;

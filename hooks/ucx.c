@@ -48,6 +48,7 @@
 #include "params.h"
 #include "patch.h"
 #include "pinheap.h"
+#include "startup.h"
 
 /* libucm's event bits (ucm_event_type_t, stable since UCX 1.3) */
 #define UCX_EVENT_VM_MAPPED   (1 << 16)
@@ -120,7 +121,7 @@ static void ucx_forward(int type, ucx_vm_event_t *ev, void *arg)
 #if defined(__x86_64__)
 /* 1 when the entry fn, of the object at base, now jumps out of that object
  * and out of pinheap's (self). */
-static int ucx_entry_taken(const void *fn, const void *self)
+PH_STARTUP static int ucx_entry_taken(const void *fn, const void *self)
 {
   Dl_info at, there;
   if (fn == NULL || dladdr(fn, &at) == 0)
@@ -141,7 +142,7 @@ static int ucx_entry_taken(const void *fn, const void *self)
  * pinheap), UCX_TAKEN_LIBC for libc's (glibc's internal calls are seen). */
 #define UCX_TAKEN_SELF 1
 #define UCX_TAKEN_LIBC 2
-static int ucx_entries_taken(void)
+PH_STARTUP static int ucx_entries_taken(void)
 {
   Dl_info self;
   int taken = 0;
@@ -173,7 +174,7 @@ static int ucx_entries_taken(void)
   return taken;
 }
 
-static int ucx_find_cb(struct dl_phdr_info *info, size_t size, void *data)
+PH_STARTUP static int ucx_find_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
   (void)size;
   const char *name = info->dlpi_name;
@@ -189,7 +190,7 @@ static int ucx_find_cb(struct dl_phdr_info *info, size_t size, void *data)
  * ran after pinheap's; UCX hooks munmap for its own purposes, whatever the
  * external events): the program's calls reach UCX's hooks only, so pinheap
  * takes UCX's events from now on. */
-static void ucx_check_taken(void)
+PH_STARTUP static void ucx_check_taken(void)
 {
   if (__atomic_load_n(&ucx_forwarded, __ATOMIC_ACQUIRE) ||
       !(ucx_entries_taken() & UCX_TAKEN_SELF))
@@ -203,7 +204,7 @@ static void ucx_check_taken(void)
     ucx_set_handler(UCX_EVENT_VM_MAPPED | UCX_EVENT_VM_UNMAPPED, -1, ucx_forward, NULL);
 }
 
-void ucx_feed_attach(void)
+PH_STARTUP void ucx_feed_attach(void)
 {
   if (params_get()->v[PARAM_EVENTS].value == 0)
     return;                    /* PINHEAP_EVENTS=0: no events to feed, none taken */
@@ -222,10 +223,14 @@ void ucx_feed_attach(void)
     if (h == NULL)
       return;
   }
+  /* (without libucm, the first lookup -- a search of every object that
+   * finds nothing -- is the only one) */
   ucx_vm_fn *vm_mmap = (ucx_vm_fn *)dlsym(h, "ucm_vm_mmap");
-  ucx_vm_fn *vm_munmap = (ucx_vm_fn *)dlsym(h, "ucm_vm_munmap");
-  ucx_external_fn *external = (ucx_external_fn *)dlsym(h, "ucm_set_external_event");
-  ucx_set_handler_fn *set_handler = (ucx_set_handler_fn *)dlsym(h, "ucm_set_event_handler");
+  ucx_vm_fn *vm_munmap = vm_mmap != NULL ? (ucx_vm_fn *)dlsym(h, "ucm_vm_munmap") : NULL;
+  ucx_external_fn *external =
+      vm_munmap != NULL ? (ucx_external_fn *)dlsym(h, "ucm_set_external_event") : NULL;
+  ucx_set_handler_fn *set_handler =
+      external != NULL ? (ucx_set_handler_fn *)dlsym(h, "ucm_set_event_handler") : NULL;
   if (vm_mmap == NULL || vm_munmap == NULL || external == NULL || set_handler == NULL) {
     if (h != RTLD_DEFAULT)
       dlclose(h);

@@ -573,6 +573,39 @@ Test(params, names_match_exactly_and_first_entry_wins)
   cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_NO);
 }
 
+/* The environment is read in one pass for every name: odd entries around
+ * the names change nothing, a value may hold '=', and each name still
+ * takes its own first entry wherever the others' are. */
+Test(params, one_pass_reads_each_name_once_among_odd_entries)
+{
+  char odd_first[] = { (char)0xff, 'P', '=', '1', '\0' };
+  char *envp[] = {
+    "",                                      /* empty entry */
+    "=",                                     /* empty name */
+    "=PINHEAP_MODE=on",                      /* empty name again */
+    odd_first,                               /* a byte above 0x7f first */
+    "PINHEAP_MODE_AND_A_NAME_LONGER_THAN_ANY_OF_OURS=on",
+    "PINHEAP_LOG_LEVEL",                     /* no '=' */
+    PINHEAP_ENV_PROBE_ROOT "=/a=b",          /* '=' inside the value */
+    PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_mode=off",  /* the alias first ... */
+    PINHEAP_ENV_MODE "=off",                 /* ... then the name, same value */
+    "PINHEAP_LOG_LEVEL=debug",
+    PINHEAP_ENV_MODE "=on",                  /* shadowed */
+    "PINHEAP_LOG_LEVEL=nonsense",            /* shadowed: no warning */
+    NULL,
+  };
+  params_t p;
+  capture_t c;
+
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_MODE].value, PARAM_MODE_OFF);
+  cr_assert_str_eq(p.v[PARAM_MODE].from, PINHEAP_ENV_MODE);
+  cr_assert_eq(p.v[PARAM_MODE].alias_ignored, 1);
+  cr_assert_str_eq(p.v[PARAM_PROBE_ROOT].raw, "/a=b");
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].value, PH_LOG_DEBUG);
+  cr_assert_eq(p.v[PARAM_EVENTS].source, PARAM_SOURCE_DEFAULT);
+}
+
 Test(params, all_variables_together_are_independent)
 {
   char *envp[] = {

@@ -1,0 +1,83 @@
+/*
+ * startup.h -- PH_STARTUP, the mark of the hooks' once-only code: the
+ * decision, installation (interposition checks, relocation and code
+ * patching, the probe), event-handler registration.  Such code runs before
+ * main (and again only when an object is loaded later), never on an
+ * allocation's path.
+ *
+ * Why a section.  The kernel maps a library's text 64 KiB at a time around
+ * each page a process touches (fault-around), so code that runs once, spread
+ * among the allocator's hot functions, makes every window of pinheap's text
+ * resident in every process.  In ".text.startup" (GNU ld and gold place it
+ * together, after .text.unlikely and before the rest of .text; lld keeps
+ * the input order) the once-only code shares windows with itself and with
+ * the compiler's own constructors, and the code that never runs in a
+ * given process stays out of its resident set.  The order of the archive's
+ * members (config/sources.cmake) does the same between files.
+ *
+ * A function marked PH_STARTUP may still be called at any time: the mark
+ * moves code, it changes no behaviour.
+ *
+ * Libc's pages count as well: each libc function start-up calls that the
+ * program itself does not brings its own 64 KiB window of libc's text in.
+ * The small string helpers below (startup_env, startup_contains,
+ * startup_span) stand for getenv, strstr, strspn and strcspn there.
+ */
+#ifndef PINHEAP_STARTUP_H
+#define PINHEAP_STARTUP_H
+
+#define PH_STARTUP __attribute__((section(".text.startup.pinheap")))
+
+/* The hooks' small statics that start-up writes (counts, locks, states):
+ * in .data, whose few pages every process has resident anyway, rather
+ * than scattered between the big tables of .bss, where each one would make
+ * one more page resident. */
+#define PH_HOT_DATA __attribute__((section(".data.pinheap_hot")))
+
+#include <stddef.h>
+
+extern char **environ;
+
+/* The value of the environment variable name (as getenv), or NULL. */
+static inline const char *startup_env(const char *name)
+{
+  for (char **e = environ; e != NULL && *e != NULL; e++) {
+    const char *a = *e, *b = name;
+    while (*b != '\0' && *a == *b)
+      a++, b++;
+    if (*b == '\0' && *a == '=')
+      return a + 1;
+  }
+  return NULL;
+}
+
+/* 1 when sub occurs in s (as strstr(s, sub) != NULL). */
+static inline int startup_contains(const char *s, const char *sub)
+{
+  for (;; s++) {
+    const char *a = s, *b = sub;
+    while (*b != '\0' && *a == *b)
+      a++, b++;
+    if (*b == '\0')
+      return 1;
+    if (*s == '\0')
+      return 0;
+  }
+}
+
+/* The length of s's first span of bytes that are (in == 1, as strspn) or
+ * are not (in == 0, as strcspn) among set's. */
+static inline size_t startup_span(const char *s, const char *set, int in)
+{
+  size_t n = 0;
+  for (; s[n] != '\0'; n++) {
+    const char *c = set;
+    while (*c != '\0' && *c != s[n])
+      c++;
+    if ((*c != '\0') != in)
+      break;
+  }
+  return n;
+}
+
+#endif
