@@ -142,7 +142,7 @@ static unsigned env_key(const char *s)
  * name).  The names are chained by key (above), so that an entry is
  * compared only with the names that start as it does, and nearly every
  * entry with none (start-up looks up some thirty names). */
-#define ENV_SCAN_MAX 32
+#define ENV_SCAN_MAX 128            /* names (index + 1 must fit a byte) */
 static void env_scan(char *const *envp, const char *const *names, size_t n, const char **texts)
 {
   unsigned char head[256];             /* by key: the first name's index + 1, or 0 */
