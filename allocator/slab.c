@@ -59,10 +59,8 @@
 #define SLAB_FULL_SCAN 4u      /* full pages looked at for remote frees */
 #define SLAB_CARVE 4096u       /* bytes of fresh blocks put on the list at once */
 #define SLAB_REMOTE_BATCH 32u  /* blocks of another thread's page pushed at once */
-#ifndef SLAB_ROOM_SHIFT
 #define SLAB_ROOM_SHIFT 4u     /* a full page goes back to "avail" when 1/16 of
                                   its blocks (and one) are free */
-#endif
 
 slab_page_t slab_none = { .free = &slab_none };
 
