@@ -160,6 +160,7 @@
 #define huge_cache_fork_lock    PINHEAP_NAME(huge_cache_fork_lock)
 #define huge_cache_fork_unlock  PINHEAP_NAME(huge_cache_fork_unlock)
 #define huge_cache_decay        PINHEAP_NAME(huge_cache_decay)
+#define huge_cache_take_resident PINHEAP_NAME(huge_cache_take_resident)
 #define huge_alloc              PINHEAP_NAME(huge_alloc)
 #define huge_check              PINHEAP_NAME(huge_check)
 #define huge_free               PINHEAP_NAME(huge_free)

@@ -22,7 +22,9 @@ void huge_cache_fork_unlock(void) { ph_unlock(&huge_cache_lock); }
  * entry of its own, as it was); else the biggest resident one of at
  * least a quarter of it, grown (os_grow_move: mremap, in place or moved,
  * its pages kept); else the smallest decommitted
- * one that holds it (address space only).  The cache keeps address space,
+ * one that holds it (address space only).  A heap's new segment is taken
+ * from the smallest resident one that holds it too (huge_cache_take_resident),
+ * its tail left here.  The cache keeps address space,
  * and memory only within a budget: the live huge mappings and the cache's
  * resident entries together stay under the peak of the live ones alone
  * (so the cache does not raise the peak; at least PH_HUGE_CACHE_RESIDENT,
@@ -338,6 +340,44 @@ static void huge_cache_put_tail(char *base, size_t len, bool resident)
     os_release(base, len);
   for (unsigned i = 0; i < nevict; i++)
     os_release(evict[i].base, evict[i].len);
+}
+
+/* A heap's new segment from the cache: the smallest resident mapping that
+ * holds len bytes, of which exactly len are taken (the tail stays cached,
+ * resident, as an entry of its own).  A heap that grows while freed huge
+ * blocks wait here would otherwise map and fault in fresh pages while
+ * resident ones sit idle, and the cache would later give those back.
+ * Measured (scale 0.2, 1 thread), with against without: largechurn 81.3k
+ * page faults against 93.6k (scale 1: 105k against 161.7k), regcache hit
+ * rate 0.978 against 0.967 and peak RSS 153 MB against 165; but `large`
+ * 28.6 MB against 21.9 (still 0.42x glibc's).  Only resident entries: a decommitted one would
+ * be faulted in all the same, and keeps its address space for a huge
+ * block. */
+char *huge_cache_take_resident(size_t len)
+{
+  unsigned fit = PH_HUGE_CACHE_SLOTS;
+  char *p = NULL;
+  size_t got = 0;
+
+  if (__atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED) == 0)
+    return NULL;
+  ph_lock(&huge_cache_lock);
+  for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
+    const huge_cached_t *e = &huge_cache[i];
+    if (e->base != NULL && !e->busy && e->resident && e->len >= len &&
+        (fit == PH_HUGE_CACHE_SLOTS || e->len < huge_cache[fit].len))
+      fit = i;
+  }
+  if (fit != PH_HUGE_CACHE_SLOTS) {
+    p = huge_cache[fit].base;
+    got = huge_cache[fit].len;
+    huge_cache_drop(fit);
+    huge_cache_due_set();
+  }
+  ph_unlock(&huge_cache_lock);
+  if (p != NULL && got > len)
+    huge_cache_put_tail(p + len, got - len, true);
+  return p;
 }
 
 void *huge_alloc(mstate_t *ms, size_t nb, size_t align)

@@ -391,6 +391,10 @@ PH_HIDDEN bool huge_cache_decay(bool all);
  *  aligned to align, keeping its pages: in place, else moved (listener told
  *  of the old range first).  @return the new address or NULL (unchanged). */
 PH_HIDDEN void *os_grow_move(void *addr, size_t oldlen, size_t newlen, size_t align);
+/** A resident cached mapping of exactly len bytes (a multiple of
+ *  PH_GRANULE) for a heap's new segment, its pages kept and its contents
+ *  not cleared (the tail of a bigger one stays cached), or NULL. */
+PH_HIDDEN char *huge_cache_take_resident(size_t len);
 /** A huge chunk of nb bytes aligned to align for ms, or NULL. */
 PH_HIDDEN void *huge_alloc(mstate_t *ms, size_t nb, size_t align);
 /** Validates the huge chunk c of ms (locked); returns its mapping header. */

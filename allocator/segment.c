@@ -114,7 +114,13 @@ bool ms_grow(mstate_t *ms, size_t nb)
       return false;
   } else {
     ms_unlock(ms);
-    p = os_map_reserved(hint, len, spare, PH_GRANULE);
+    /* Resident pages a freed huge block left in the cache first (huge.c:
+     * huge_cache_take_resident): not adjacent, so no reserve. */
+    p = ms->source->maps_huge ? huge_cache_take_resident(len) : NULL;
+    if (p != NULL)
+      spare = 0;
+    else
+      p = os_map_reserved(hint, len, spare, PH_GRANULE);
     ms_lock(ms);
     if (p == NULL)
       return false;

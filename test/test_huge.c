@@ -9,7 +9,8 @@
  * and the tail stays cached), so that the same size gets the same address
  * back; a block above 16 MiB is cached, not unmapped; a bigger one grows a
  * resident cached mapping, keeping its pages (mremap, moved if need be,
- * the old range announced).
+ * the old range announced); a heap's new segment is taken from a resident
+ * cached mapping, nothing of it released.
  *
  * Main entry points: the Test() cases; hear_*() record the listener calls.
  */
@@ -328,5 +329,43 @@ Test(huge, bigger_request_grows_a_resident_mapping_keeping_its_pages)
   }
   touch_all(q, big);
   PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+/* A heap that needs a new segment while a freed huge block waits resident
+ * in the cache takes the segment from it (its pages are there already):
+ * some heap block lands inside the cached mapping, and no part of that
+ * mapping was released or decommitted on the way (the listener heard
+ * nothing of it).  Before, the segment was a fresh mapping elsewhere. */
+Test(huge, new_heap_segment_comes_from_a_resident_cached_mapping)
+{
+  size_t big = 40 * MIB, blk = 64 * 1024;
+  enum { NBLK = 2048 };                         /* 128 MiB of heap at most */
+  static unsigned char *blocks[NBLK];
+  unsigned n = 0;
+  bool inside = false;
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *p = PINHEAP_NAME(malloc)(big);
+  cr_assert(p != NULL);
+  touch_all(p, big);
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(p);
+  long r = resident_pages(p, big);
+  cr_assert(r >= (long)(big / page_size()) - 2,
+            "a freed 40 MiB block kept %ld pages resident, expected all (cached)", r);
+  while (n < NBLK && !inside) {
+    unsigned char *b = PINHEAP_NAME(malloc)(blk);
+    cr_assert(b != NULL, "a %zu-byte block failed after %u others", blk, n);
+    blocks[n++] = b;
+    inside = (uintptr_t)b >= (uintptr_t)p && (uintptr_t)b < (uintptr_t)p + big;
+  }
+  cr_assert(inside, "%u heap blocks of %zu bytes: none in the resident cached mapping "
+            "[%p, +40 MiB); the heap grew with fresh mappings", n, blk, (void *)p);
+  cr_assert(!hear_touched((uintptr_t)p, (uintptr_t)p + big),
+            "the listener heard of part of [%p, +40 MiB) before the heap reused it", (void *)p);
+  memset(blocks[n - 1], 0xa5, blk);
+  while (n > 0)
+    PINHEAP_NAME(free)(blocks[--n]);
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
