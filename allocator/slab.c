@@ -36,9 +36,9 @@
  * stack holds only a tag (SLAB_ORPHAN_TAG): a thread that frees into it
  * sees the tag instead of pushing, and puts its blocks on the page's list
  * under the arena's lock, which guards orphans; the orphan that frees
- * empty goes back to the arena (its cache, else a free chunk), so pages of
- * exited threads freed by others do not pile up.  The cache goes back in
- * malloc_trim.  A page's owner changes only under its arena's lock.
+ * empty goes to the arena's cache, the next page of any class (it stayed
+ * an orphan of its class, empty, until malloc_trim: larson's pages piled
+ * up).  The cache goes back in malloc_trim.  A page's owner changes only under its arena's lock.
  *
  * Misuse is named as on the chunk path: a pointer that is not a block of
  * its page (not a multiple of the block size from the first, or past the
@@ -528,14 +528,15 @@ void *slab_malloc_slow(size_t n)
 /* Puts the chain head .. tail (n blocks of pg, linked ^ secret, the
  * tail's link to be set) on the list of pg, an orphan while its remote
  * stack is the tag, under its arena's lock; an orphan left without a block
- * in use goes back to the arena (a free chunk only if may_release).  The
- * blocks, still counted in use, keep the page from going away meanwhile.
+ * in use goes to the arena's cache, over PH_SLAB_CACHE as an exiting
+ * thread's pages do: the next page of any class of the arena, and given
+ * back in malloc_trim (a free chunk at once, to be carved again for the
+ * next thread's page, cost larson 8 threads twice its time).  The blocks,
+ * still counted in use, keep the page from going away meanwhile.
  * @return false if pg was adopted meanwhile (its frees are pushed again). */
-static bool slab_orphan_free(slab_page_t *pg, void *head, void *tail, uint32_t n, bool may_release)
+static bool slab_orphan_free(slab_page_t *pg, void *head, void *tail, uint32_t n)
 {
   mstate_t *ms = pg->ms;
-  release_t rel = { NULL, 0 }, idle[4];
-  unsigned nidle = 0;
 
   ms_lock(ms);
   if (__atomic_load_n(&pg->remote, __ATOMIC_RELAXED) != SLAB_ORPHAN_TAG) {
@@ -555,22 +556,21 @@ static bool slab_orphan_free(slab_page_t *pg, void *head, void *tail, uint32_t n
       ms->slab_orphans[c] = pg->next;
     if (pg->next != NULL)
       pg->next->prev = pg->prev;
-    nidle = slab_cache_put_locked(ms, pg, may_release, &rel, idle);
+    slab_cache_put_locked(ms, pg, false, NULL, NULL);
   }
   ms_unlock(ms);
-  slab_release(&rel, idle, nidle);
   return true;
 }
 
 /* Pushes the chain head .. tail (n blocks of pg, linked ^ secret, the
  * tail's link to be set) on pg's remote stack; an orphan's go to its list
  * (slab_orphan_free). */
-static void slab_remote_push(slab_page_t *pg, void *head, void *tail, unsigned n, bool may_release)
+static void slab_remote_push(slab_page_t *pg, void *head, void *tail, unsigned n)
 {
   void *old = __atomic_load_n(&pg->remote, __ATOMIC_RELAXED);
   for (;;) {
     if (ph_unlikely(old == SLAB_ORPHAN_TAG)) {
-      if (slab_orphan_free(pg, head, tail, n, may_release))
+      if (slab_orphan_free(pg, head, tail, n))
         return;
       old = __atomic_load_n(&pg->remote, __ATOMIC_RELAXED);
       continue;
@@ -582,9 +582,7 @@ static void slab_remote_push(slab_page_t *pg, void *head, void *tail, unsigned n
   }
 }
 
-/* Pushes the blocks tc gathered; an orphan that frees empty goes back to
- * the arena, as a free chunk only if may_release. */
-static void remote_flush(tcache_t *tc, bool may_release)
+void slab_remote_flush(tcache_t *tc)
 {
   slab_page_t *pg = tc->rb_page;
   if (pg == NULL)
@@ -594,10 +592,8 @@ static void remote_flush(tcache_t *tc, bool may_release)
   tc->rb_page = NULL;
   tc->rb_head = tc->rb_tail = NULL;
   tc->rb_count = 0;
-  slab_remote_push(pg, head, tail, n, may_release);
+  slab_remote_push(pg, head, tail, n);
 }
-
-void slab_remote_flush(tcache_t *tc) { remote_flush(tc, true); }
 
 void slab_page_idle(tcache_t *tc, slab_page_t *pg)
 {
@@ -632,21 +628,19 @@ void slab_free_slow(void *mem, const char *fn)
    * its remote stack with the others of that page */
   ((uint64_t *)mem)[1] = chunk_free_key;
   if (tc->rb_page != pg) {
-    if (tc->arena == NULL) {             /* a sentinel, no cache: pushed alone (an
-                                            orphan emptied by a thread going away
-                                            waits in the cache) */
-      slab_remote_push(pg, mem, mem, 1, !tc->dead);
+    if (tc->arena == NULL) {             /* a sentinel, no cache: pushed alone */
+      slab_remote_push(pg, mem, mem, 1);
       errno = saved;
       return;
     }
-    remote_flush(tc, true);
+    slab_remote_flush(tc);
     tc->rb_page = pg;
     tc->rb_tail = mem;
   }
   *(uintptr_t *)mem = link_enc(pg, tc->rb_head);
   tc->rb_head = mem;
   if (++tc->rb_count >= SLAB_REMOTE_BATCH)
-    remote_flush(tc, true);
+    slab_remote_flush(tc);
   errno = saved;
 }
 
@@ -706,7 +700,7 @@ static void slab_abandon(slab_page_t *pg)
 
 void slab_thread_exit(tcache_t *tc)
 {
-  remote_flush(tc, false);
+  slab_remote_flush(tc);
   for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
     slab_page_t *pg = *cur_slot(tc, c);
     if (pg != &slab_none) {

@@ -39,7 +39,7 @@ static tcache_t tcache_empty = {                 /* before the first allocation 
   .kind = PH_KIND_NOTHING, .slab_max = PH_SLAB_MAX,
   .slab_cur = { [0 ... PH_SLAB_NSLOT - 1] = &slab_none } };
 static tcache_t tcache_dead = {                  /* after exit: no cache again */
-  .kind = PH_KIND_NOTHING, .slab_max = PH_SLAB_MAX, .dead = true,
+  .kind = PH_KIND_NOTHING, .slab_max = PH_SLAB_MAX,
   .slab_cur = { [0 ... PH_SLAB_NSLOT - 1] = &slab_none } };
 __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec"))) = &tcache_empty;
 

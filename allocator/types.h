@@ -314,8 +314,6 @@ typedef struct tcache_s {
   size_t grown;        /* bytes the lists' limits were raised by, in all */
   unsigned trips;      /* refills and bundles given back, in all */
   bool slab_on;        /* small blocks come from slab pages (not the shared heap) */
-  bool dead;           /* the sentinel of a thread that is going away (or
-                          making its cache): its frees release nothing */
   size_t slab_max;     /* requests of 1 .. slab_max bytes go to the slab path:
                           PH_SLAB_MAX with slabs and in the sentinels (whose
                           slow path makes the cache), 0 without slabs, so

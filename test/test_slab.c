@@ -403,10 +403,11 @@ Test(slab, pages_of_exited_threads_are_freed_into_and_adopted)
 }
 
 /* A thread fills pages and exits; every block is freed here.  Each page,
- * an orphan, goes back to the arena as its last block is freed: the arena
- * keeps a few empty pages (4), the others become free chunks again, their
- * kind map byte no longer "slab".  (They stayed orphans, empty, until
- * malloc_trim or a thread adopted them: larson's pages piled up.) */
+ * an orphan, goes back to its arena's cache as its last block is freed,
+ * and the next thread on that arena (the exited one's: no thread left on
+ * it) takes one of them for a page of another class.  (They stayed
+ * orphans of their class, empty, until malloc_trim or a thread needing a
+ * page of that class adopted them: larson's pages piled up.) */
 enum { OF_N = 12000, OF_G = 16 };
 static void *of_blk[OF_N];
 
@@ -418,11 +419,18 @@ static void *fill_pages(void *arg)
   return NULL;
 }
 
+static void *alloc_1000(void *arg)
+{
+  *(void **)arg = PINHEAP_NAME(malloc)(1000);
+  return NULL;
+}
+
 Test(slab, an_orphan_freed_empty_goes_back_to_the_arena)
 {
   static uintptr_t granule[OF_G];
   int ng = 0;
   pthread_t t;
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(1));  /* this thread keeps its arena */
   cr_assert_eq(pthread_create(&t, NULL, fill_pages, NULL), 0);
   pthread_join(t, NULL);
   for (int i = 0; i < OF_N; i++) {
@@ -435,17 +443,19 @@ Test(slab, an_orphan_freed_empty_goes_back_to_the_arena)
       granule[ng++] = g;
   }
   cr_assert_geq(ng, 8, "%d x malloc(48) took %d pages, expected 8 or more (scenario)", OF_N, ng);
-  size_t in_use_full = in_use();
   for (int i = 0; i < OF_N; i++)
     PINHEAP_NAME(free)(of_blk[i]);
-  int pages = 0;
-  for (int k = 0; k < ng; k++)
-    pages += owner_kind[granule[k] >> PH_GRANULE_SHIFT] == PH_KIND_SLAB;
-  /* the arena's cache, and the last page (its last blocks not pushed yet) */
-  cr_assert_leq(pages, 5, "%d of the exited thread's %d pages are still slab pages after every "
-                "block was freed: orphans freed empty were not given back", pages, ng);
-  cr_assert_lt(in_use(), in_use_full - (size_t)OF_N * 48 / 2, "in use %zu -> %zu", in_use_full,
-               in_use());
+  void *big = NULL;
+  cr_assert_eq(pthread_create(&t, NULL, alloc_1000, &big), 0);
+  pthread_join(t, NULL);
+  cr_assert_not_null(big);
+  uintptr_t g = (uintptr_t)big & ~(uintptr_t)(PH_GRANULE - 1);
+  int k = 0;
+  while (k < ng && granule[k] != g)
+    k++;
+  cr_assert_lt(k, ng, "a new thread's malloc(1000) = %p lies in none of the %d pages of the exited "
+               "thread, all freed here: orphans freed empty did not go back to the arena", big, ng);
+  PINHEAP_NAME(free)(big);
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }
 
