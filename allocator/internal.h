@@ -529,7 +529,8 @@ PH_HIDDEN int slab_check_arena(mstate_t *ms);
  *  page's exact count, the calling thread's pages' own, other threads'
  *  pages count as in use. */
 PH_HIDDEN size_t slab_info(mstate_t *ms);
-/** Gives ms's cached empty pages and its empty orphans back to it. */
+/** Gives ms's cached empty pages back to it (an orphan goes back when the
+ *  frees into it leave none of its blocks in use). */
 PH_HIDDEN void slab_trim(mstate_t *ms);
 /** Fork, in the child: other threads' pages lose their owner. */
 PH_HIDDEN void slab_fork_child(void);

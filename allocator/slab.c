@@ -32,9 +32,13 @@
  * use on a free: it then goes back to the arena -- into a small cache of
  * empty pages (PH_SLAB_CACHE), else as a free chunk.
  * The pages of an exiting thread become its arena's orphans, adopted by
- * the next thread that needs a page of that class; empty orphans and the
- * cache go back to the arena in malloc_trim.  A page's owner changes only
- * under its arena's lock.
+ * the next thread that needs a page of that class.  An orphan's remote
+ * stack holds only a tag (SLAB_ORPHAN_TAG): a thread that frees into it
+ * sees the tag instead of pushing, and puts its blocks on the page's list
+ * under the arena's lock, which guards orphans; the orphan that frees
+ * empty goes to the arena's cache, the next page of any class (it stayed
+ * an orphan of its class, empty, until malloc_trim: larson's pages piled
+ * up).  The cache goes back in malloc_trim.  A page's owner changes only under its arena's lock.
  *
  * Misuse is named as on the chunk path: a pointer that is not a block of
  * its page (not a multiple of the block size from the first, or past the
@@ -61,6 +65,9 @@
 #define SLAB_REMOTE_BATCH 32u  /* blocks of another thread's page pushed at once */
 #define SLAB_ROOM_SHIFT 4u     /* a full page goes back to "avail" when 1/16 of
                                   its blocks (and one) are free */
+/* An orphan's remote stack, whole: no block is pushed there, frees take
+ * the arena's lock (blocks are 16-aligned: no stack top has this bit). */
+#define SLAB_ORPHAN_TAG ((void *)(uintptr_t)1)
 
 slab_page_t slab_none = { .free = &slab_none };
 
@@ -291,28 +298,30 @@ static void slab_release(release_t *rel, release_t *idle, unsigned nidle)
  * chunk -- unless !may_release: an exiting thread's pages wait in the cache
  * (a release would run the release listeners on a thread that is going
  * away, and whatever they allocate there would be lost). */
-static void slab_page_give_to(slab_page_t *pg, bool may_release)
+static unsigned slab_cache_put_locked(mstate_t *ms, slab_page_t *pg, bool may_release,
+                                      release_t *rel, release_t idle[4])
 {
-  mstate_t *ms = pg->ms;
-  release_t rel = { NULL, 0 }, idle[4];
-  unsigned nidle = 0;
-
-  ms_lock(ms);
   page_set_owner(pg, NULL);
   pg->state = SLAB_CACHED;
   pg->next = ms->slab_cache;
   ms->slab_cache = pg;
   ms->slab_cached++;
-  if (!may_release || ms->slab_cached <= PH_SLAB_CACHE) {
-    ms_unlock(ms);
-    return;
-  }
+  if (!may_release || ms->slab_cached <= PH_SLAB_CACHE)
+    return 0;
   pg = ms->slab_cache;
   ms->slab_cache = pg->next;
   ms->slab_cached--;
-  slab_page_release_locked(ms, pg, &rel);
-  if (ms->idle_segs != 0)
-    nidle = ms_idle_collect(ms, idle, 4, false);
+  slab_page_release_locked(ms, pg, rel);
+  return ms->idle_segs != 0 ? ms_idle_collect(ms, idle, 4, false) : 0;
+}
+
+static void slab_page_give_to(slab_page_t *pg, bool may_release)
+{
+  mstate_t *ms = pg->ms;
+  release_t rel = { NULL, 0 }, idle[4];
+
+  ms_lock(ms);
+  unsigned nidle = slab_cache_put_locked(ms, pg, may_release, &rel, idle);
   ms_unlock(ms);
   slab_release(&rel, idle, nidle);
 }
@@ -321,11 +330,10 @@ static void slab_page_give(slab_page_t *pg) { slab_page_give_to(pg, true); }
 
 /* ---- the owner's side: refill ------------------------------------------------ */
 
-/* Takes the remote stack of pg into its local list.  The owner's (or the
- * arena lock holder's, for a page without owner).  @return how many. */
-static uint32_t slab_collect(slab_page_t *pg)
+/* Takes r, a remote stack taken from pg, into its local list.  The
+ * owner's.  @return how many. */
+static uint32_t slab_collect_stack(slab_page_t *pg, void *r)
 {
-  void *r = __atomic_exchange_n(&pg->remote, NULL, __ATOMIC_ACQUIRE);
   uint32_t n = 0, cap = page_capacity(pg);
 
   while (r != NULL) {
@@ -339,6 +347,13 @@ static uint32_t slab_collect(slab_page_t *pg)
   }
   page_used_set(pg, page_used(pg) - n);
   return n;
+}
+
+/* Takes the remote stack of pg into its local list.  The owner's.
+ * @return how many. */
+static uint32_t slab_collect(slab_page_t *pg)
+{
+  return slab_collect_stack(pg, __atomic_exchange_n(&pg->remote, NULL, __ATOMIC_ACQUIRE));
 }
 
 /* Puts up to SLAB_CARVE bytes of fresh blocks of pg on its (empty) list. */
@@ -402,7 +417,8 @@ static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
     if (pg->next != NULL)
       pg->next->prev = NULL;
     page_set_owner(pg, tc);
-    slab_collect(pg);
+    /* its frees went to its list (the tag): from now on, they are pushed */
+    __atomic_store_n(&pg->remote, NULL, __ATOMIC_RELEASE);
     ms_unlock(ms);
     return pg;                           /* (the caller files it as full if it is) */
   }
@@ -509,16 +525,61 @@ void *slab_malloc_slow(size_t n)
 
 /* ---- free ----------------------------------------------------------------------- */
 
+/* Puts the chain head .. tail (n blocks of pg, linked ^ secret, the
+ * tail's link to be set) on the list of pg, an orphan while its remote
+ * stack is the tag, under its arena's lock; an orphan left without a block
+ * in use goes to the arena's cache, over PH_SLAB_CACHE as an exiting
+ * thread's pages do: the next page of any class of the arena, and given
+ * back in malloc_trim (a free chunk at once, to be carved again for the
+ * next thread's page, cost larson 8 threads twice its time).  The blocks,
+ * still counted in use, keep the page from going away meanwhile.
+ * @return false if pg was adopted meanwhile (its frees are pushed again). */
+static bool slab_orphan_free(slab_page_t *pg, void *head, void *tail, uint32_t n)
+{
+  mstate_t *ms = pg->ms;
+
+  ms_lock(ms);
+  if (__atomic_load_n(&pg->remote, __ATOMIC_RELAXED) != SLAB_ORPHAN_TAG) {
+    ms_unlock(ms);
+    return false;
+  }
+  if (ph_unlikely(pg->state != SLAB_ORPHAN || n > page_used(pg)))
+    ph_fatal("free", "double free", head);  /* more blocks freed than it has in use */
+  *(uintptr_t *)tail = link_enc(pg, pg->free);
+  pg->free = head;
+  pg->over -= n;                         /* (an orphan's mark is 0) */
+  if (pg->over == 0) {
+    unsigned c = pg->cls;
+    if (pg->prev != NULL)
+      pg->prev->next = pg->next;
+    else
+      ms->slab_orphans[c] = pg->next;
+    if (pg->next != NULL)
+      pg->next->prev = pg->prev;
+    slab_cache_put_locked(ms, pg, false, NULL, NULL);
+  }
+  ms_unlock(ms);
+  return true;
+}
+
 /* Pushes the chain head .. tail (n blocks of pg, linked ^ secret, the
- * tail's link to be set) on pg's remote stack. */
+ * tail's link to be set) on pg's remote stack; an orphan's go to its list
+ * (slab_orphan_free). */
 static void slab_remote_push(slab_page_t *pg, void *head, void *tail, unsigned n)
 {
-  (void)n;
   void *old = __atomic_load_n(&pg->remote, __ATOMIC_RELAXED);
-  do {
+  for (;;) {
+    if (ph_unlikely(old == SLAB_ORPHAN_TAG)) {
+      if (slab_orphan_free(pg, head, tail, n))
+        return;
+      old = __atomic_load_n(&pg->remote, __ATOMIC_RELAXED);
+      continue;
+    }
     *(uintptr_t *)tail = link_enc(pg, old);
-  } while (!__atomic_compare_exchange_n(&pg->remote, &old, head, true, __ATOMIC_RELEASE,
-                                        __ATOMIC_RELAXED));
+    if (__atomic_compare_exchange_n(&pg->remote, &old, head, true, __ATOMIC_RELEASE,
+                                    __ATOMIC_RELAXED))
+      return;
+  }
 }
 
 void slab_remote_flush(tcache_t *tc)
@@ -613,17 +674,20 @@ void *slab_realloc(void *mem, size_t n, const char *fn)
 /* ---- thread exit, flush, trim, fork ------------------------------------------- */
 
 /* pg, out of its owner's lists, loses its owner: back to the arena if
- * empty, else an orphan. */
+ * empty (into the cache: the thread is going away), else an orphan.  Its
+ * remote stack becomes the tag in the same step as it is taken in: every
+ * later free into it takes the arena's lock (held here). */
 static void slab_abandon(slab_page_t *pg)
 {
-  slab_collect(pg);
-  if (page_used(pg) == 0) {
-    slab_page_give_to(pg, false);
-    return;
-  }
   mstate_t *ms = pg->ms;
   unsigned c = pg->cls;
   ms_lock(ms);
+  slab_collect_stack(pg, __atomic_exchange_n(&pg->remote, SLAB_ORPHAN_TAG, __ATOMIC_ACQUIRE));
+  if (page_used(pg) == 0) {
+    slab_cache_put_locked(ms, pg, false, NULL, NULL);
+    ms_unlock(ms);
+    return;
+  }
   page_set_owner(pg, NULL);
   pg->state = SLAB_ORPHAN;
   pg->prev = NULL;
@@ -699,33 +763,16 @@ void slab_trim(mstate_t *ms)
 {
   for (;;) {
     release_t rel = { NULL, 0 };
-    slab_page_t *pg = NULL;
     ms_lock(ms);
-    if (ms->slab_cache != NULL) {
-      pg = ms->slab_cache;
-      ms->slab_cache = pg->next;
-      ms->slab_cached--;
-    }
-    for (unsigned c = 0; pg == NULL && c < PH_SLAB_NCLASS; c++) {
-      for (slab_page_t *p = ms->slab_orphans[c]; p != NULL; p = p->next) {
-        slab_collect(p);
-        if (page_used(p) == 0) {
-          if (p->prev != NULL)
-            p->prev->next = p->next;
-          else
-            ms->slab_orphans[c] = p->next;
-          if (p->next != NULL)
-            p->next->prev = p->prev;
-          pg = p;
-          break;
-        }
-      }
-    }
-    if (pg != NULL)
-      slab_page_release_locked(ms, pg, &rel);
-    ms_unlock(ms);
-    if (pg == NULL)
+    slab_page_t *pg = ms->slab_cache;
+    if (pg == NULL) {
+      ms_unlock(ms);
       return;
+    }
+    ms->slab_cache = pg->next;
+    ms->slab_cached--;
+    slab_page_release_locked(ms, pg, &rel);
+    ms_unlock(ms);
     slab_release(&rel, NULL, 0);
   }
 }
@@ -763,8 +810,6 @@ size_t slab_info(mstate_t *ms)
   for (slab_page_t *pg = ms->slab_all; pg != NULL; pg = pg->all_next) {
     tcache_t *o = page_owner(pg);       /* others' pages: their fields are theirs */
     size_t whole = chunk_size(mem_chunk(page_first(pg)));
-    if (o == NULL && pg->state == SLAB_ORPHAN)
-      slab_collect(pg);                  /* frees into it since its thread exited */
     if (o == NULL && pg->state == SLAB_CACHED)
       free_bytes += whole;
     else if (o == NULL || o == me)
@@ -817,9 +862,13 @@ int slab_check_arena(mstate_t *ms)
   }
   SLAB_CHECK(cached == ms->slab_cached, "slab page cache count wrong", ms);
   for (unsigned c = 0; c < PH_SLAB_NCLASS; c++)
-    for (slab_page_t *pg = ms->slab_orphans[c]; pg != NULL; pg = pg->next)
+    for (slab_page_t *pg = ms->slab_orphans[c]; pg != NULL; pg = pg->next) {
       SLAB_CHECK(pg->state == SLAB_ORPHAN && pg->cls == c && page_owner(pg) == NULL,
                  "orphan slab page misfiled", pg);
+      SLAB_CHECK(__atomic_load_n(&pg->remote, __ATOMIC_RELAXED) == SLAB_ORPHAN_TAG,
+                 "orphan slab page with a remote stack (expected its tag)", pg);
+      SLAB_CHECK(page_used(pg) != 0, "orphan slab page with no block in use (not given back)", pg);
+    }
   return problems;
 }
 

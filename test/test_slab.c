@@ -402,6 +402,94 @@ Test(slab, pages_of_exited_threads_are_freed_into_and_adopted)
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }
 
+/* A thread fills pages and exits; every block is freed here.  Each page,
+ * an orphan, goes back to its arena's cache as its last block is freed,
+ * and the next thread on that arena (the exited one's: no thread left on
+ * it) takes one of them for a page of another class.  (They stayed
+ * orphans of their class, empty, until malloc_trim or a thread needing a
+ * page of that class adopted them: larson's pages piled up.) */
+enum { OF_N = 12000, OF_G = 16 };
+static void *of_blk[OF_N];
+
+static void *fill_pages(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < OF_N; i++)
+    of_blk[i] = PINHEAP_NAME(malloc)(48);
+  return NULL;
+}
+
+static void *alloc_1000(void *arg)
+{
+  *(void **)arg = PINHEAP_NAME(malloc)(1000);
+  return NULL;
+}
+
+Test(slab, an_orphan_freed_empty_goes_back_to_the_arena)
+{
+  static uintptr_t granule[OF_G];
+  int ng = 0;
+  pthread_t t;
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(1));  /* this thread keeps its arena */
+  cr_assert_eq(pthread_create(&t, NULL, fill_pages, NULL), 0);
+  pthread_join(t, NULL);
+  for (int i = 0; i < OF_N; i++) {
+    cr_assert_not_null(of_blk[i]);
+    uintptr_t g = (uintptr_t)of_blk[i] & ~(uintptr_t)(PH_GRANULE - 1);
+    int k = 0;
+    while (k < ng && granule[k] != g)
+      k++;
+    if (k == ng && ng < OF_G)
+      granule[ng++] = g;
+  }
+  cr_assert_geq(ng, 8, "%d x malloc(48) took %d pages, expected 8 or more (scenario)", OF_N, ng);
+  for (int i = 0; i < OF_N; i++)
+    PINHEAP_NAME(free)(of_blk[i]);
+  void *big = NULL;
+  cr_assert_eq(pthread_create(&t, NULL, alloc_1000, &big), 0);
+  pthread_join(t, NULL);
+  cr_assert_not_null(big);
+  uintptr_t g = (uintptr_t)big & ~(uintptr_t)(PH_GRANULE - 1);
+  int k = 0;
+  while (k < ng && granule[k] != g)
+    k++;
+  cr_assert_lt(k, ng, "a new thread's malloc(1000) = %p lies in none of the %d pages of the exited "
+               "thread, all freed here: orphans freed empty did not go back to the arena", big, ng);
+  PINHEAP_NAME(free)(big);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+static void *alloc_two(void *arg)
+{
+  void **pq = arg;
+  pq[0] = PINHEAP_NAME(malloc)(96);
+  pq[1] = PINHEAP_NAME(malloc)(500);            /* another page */
+  return NULL;
+}
+
+static void act_free_orphans_block_twice(void *arg)
+{
+  void **pq = arg;
+  PINHEAP_NAME(free)(pq[0]);
+  PINHEAP_NAME(free)(pq[1]);                   /* pq[0]'s page: freed empty, cached */
+  PINHEAP_NAME(free)(pq[0]);
+}
+
+/* A block of an exited thread's page, freed into it (the page given back
+ * empty), then freed again: still a double free. */
+Test(slab, double_free_into_an_orphan_given_back_is_named)
+{
+  static void *pq[2];
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, alloc_two, pq), 0);
+  pthread_join(t, NULL);
+  cr_assert(pq[0] && pq[1]);
+  misuse_assert(act_free_orphans_block_twice, pq, "free", "double free", pq[0]);
+  PINHEAP_NAME(free)(pq[0]);
+  PINHEAP_NAME(free)(pq[1]);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
 /* ---- realloc, trim, fork ------------------------------------------------------ */
 
 Test(slab, realloc_stays_in_its_class_and_moves_out_of_it)
