@@ -98,6 +98,20 @@ static void touch_all(unsigned char *p, size_t len)
   p[len - 1] = 1;
 }
 
+/* With the listener hearing, a block of len bytes allocated, every page
+ * written, then freed: what the listener hears from here on is what the
+ * cache does with it.  Returns the block's address (a cached mapping now). */
+static unsigned char *freed_touched_block(size_t len)
+{
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *p = PINHEAP_NAME(malloc)(len);
+  cr_assert(p != NULL, "a %zu-byte block failed", len);
+  touch_all(p, len);
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(p);
+  return p;
+}
+
 static void sleep_ms(long ms)
 {
   struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -221,12 +235,7 @@ Test(huge, smaller_request_splits_a_cached_mapping)
 {
   size_t big = 100 * MIB, small = 20 * MIB;
 
-  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
-  unsigned char *p = PINHEAP_NAME(malloc)(big);
-  cr_assert(p != NULL);
-  touch_all(p, big);
-  atomic_store(&hear_count, 0);
-  PINHEAP_NAME(free)(p);
+  unsigned char *p = freed_touched_block(big);
   unsigned char *q = PINHEAP_NAME(malloc)(small);
   cr_assert(q == p, "a 20 MiB block got %p, not the cached 100 MiB mapping at %p", (void *)q,
             (void *)p);
@@ -256,12 +265,7 @@ Test(huge, same_size_gets_the_same_mapping_back_after_a_smaller_one)
 {
   size_t big = 40 * MIB, small = 30 * MIB;
 
-  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
-  unsigned char *p = PINHEAP_NAME(malloc)(big);
-  cr_assert(p != NULL);
-  touch_all(p, big);
-  atomic_store(&hear_count, 0);
-  PINHEAP_NAME(free)(p);
+  unsigned char *p = freed_touched_block(big);
   unsigned char *q = PINHEAP_NAME(malloc)(small);
   cr_assert(q == p, "a 30 MiB block got %p, not the cached 40 MiB mapping at %p", (void *)q,
             (void *)p);
@@ -287,12 +291,7 @@ Test(huge, block_above_16_mib_is_cached_not_unmapped)
 {
   size_t len = 20 * MIB;
 
-  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
-  unsigned char *p = PINHEAP_NAME(malloc)(len);
-  cr_assert(p != NULL);
-  touch_all(p, len);
-  atomic_store(&hear_count, 0);
-  PINHEAP_NAME(free)(p);
+  unsigned char *p = freed_touched_block(len);
   cr_assert(!hear_touched((uintptr_t)p, (uintptr_t)p + len),
             "a freed 20 MiB block was released, not cached");
   long r = resident_pages(p, len);
@@ -308,12 +307,7 @@ Test(huge, bigger_request_grows_a_resident_mapping_keeping_its_pages)
 {
   size_t small = 40 * MIB, big = 60 * MIB;
 
-  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
-  unsigned char *p = PINHEAP_NAME(malloc)(small);
-  cr_assert(p != NULL);
-  touch_all(p, small);
-  atomic_store(&hear_count, 0);
-  PINHEAP_NAME(free)(p);
+  unsigned char *p = freed_touched_block(small);
   unsigned char *q = PINHEAP_NAME(malloc)(big);
   cr_assert(q != NULL);
   long r = resident_pages(q, big);
@@ -345,12 +339,7 @@ Test(huge, new_heap_segment_comes_from_a_resident_cached_mapping)
   unsigned n = 0;
   bool inside = false;
 
-  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
-  unsigned char *p = PINHEAP_NAME(malloc)(big);
-  cr_assert(p != NULL);
-  touch_all(p, big);
-  atomic_store(&hear_count, 0);
-  PINHEAP_NAME(free)(p);
+  unsigned char *p = freed_touched_block(big);
   long r = resident_pages(p, big);
   cr_assert(r >= (long)(big / page_size()) - 2,
             "a freed 40 MiB block kept %ld pages resident, expected all (cached)", r);
