@@ -146,25 +146,39 @@ static void slab_block_check(const slab_page_t *pg, const void *mem, const char 
 
 /* ---- the owner's lists ------------------------------------------------------ */
 
-static void avail_push(tcache_t *tc, slab_page_t *pg)
+/* Every list of pages (an owner's avail and full lists, an arena's orphans)
+ * is doubly linked through prev/next from *head; only the full list keeps
+ * a tail (tail NULL for the others). */
+static void page_push_front(slab_page_t **head, slab_page_t *pg)
 {
-  slab_page_t **head = &tc->slab_avail[pg->cls];
   pg->prev = NULL;
   pg->next = *head;
   if (*head != NULL)
     (*head)->prev = pg;
   *head = pg;
+}
+
+static void page_unlink(slab_page_t **head, slab_page_t **tail, slab_page_t *pg)
+{
+  if (pg->prev != NULL)
+    pg->prev->next = pg->next;
+  else
+    *head = pg->next;
+  if (pg->next != NULL)
+    pg->next->prev = pg->prev;
+  else if (tail != NULL)
+    *tail = pg->prev;
+}
+
+static void avail_push(tcache_t *tc, slab_page_t *pg)
+{
+  page_push_front(&tc->slab_avail[pg->cls], pg);
   pg->state = SLAB_AVAIL;
 }
 
 static void avail_remove(tcache_t *tc, slab_page_t *pg)
 {
-  if (pg->prev != NULL)
-    pg->prev->next = pg->next;
-  else
-    tc->slab_avail[pg->cls] = pg->next;
-  if (pg->next != NULL)
-    pg->next->prev = pg->prev;
+  page_unlink(&tc->slab_avail[pg->cls], NULL, pg);
 }
 
 /* pg, with no free block, goes to the back of the full list; its mark is
@@ -191,14 +205,7 @@ static void full_remove(tcache_t *tc, slab_page_t *pg)
   unsigned c = pg->cls;
   pg->over += pg->mark;
   pg->mark = 0;
-  if (pg->prev != NULL)
-    pg->prev->next = pg->next;
-  else
-    tc->slab_full[c] = pg->next;
-  if (pg->next != NULL)
-    pg->next->prev = pg->prev;
-  else
-    tc->slab_full_tail[c] = pg->prev;
+  page_unlink(&tc->slab_full[c], &tc->slab_full_tail[c], pg);
 }
 
 /* Takes pg out of whichever of its owner's lists it is in. */
@@ -413,9 +420,7 @@ static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
   release_t rel = { NULL, 0 };
   ms_lock(ms);
   while ((pg = ms->slab_orphans[c]) != NULL) {
-    ms->slab_orphans[c] = pg->next;
-    if (pg->next != NULL)
-      pg->next->prev = NULL;
+    page_unlink(&ms->slab_orphans[c], NULL, pg);
     page_set_owner(pg, tc);
     /* its frees went to its list (the tag): from now on, they are pushed */
     __atomic_store_n(&pg->remote, NULL, __ATOMIC_RELEASE);
@@ -549,13 +554,7 @@ static bool slab_orphan_free(slab_page_t *pg, void *head, void *tail, uint32_t n
   pg->free = head;
   pg->over -= n;                         /* (an orphan's mark is 0) */
   if (pg->over == 0) {
-    unsigned c = pg->cls;
-    if (pg->prev != NULL)
-      pg->prev->next = pg->next;
-    else
-      ms->slab_orphans[c] = pg->next;
-    if (pg->next != NULL)
-      pg->next->prev = pg->prev;
+    page_unlink(&ms->slab_orphans[pg->cls], NULL, pg);
     slab_cache_put_locked(ms, pg, false, NULL, NULL);
   }
   ms_unlock(ms);
@@ -690,11 +689,7 @@ static void slab_abandon(slab_page_t *pg)
   }
   page_set_owner(pg, NULL);
   pg->state = SLAB_ORPHAN;
-  pg->prev = NULL;
-  pg->next = ms->slab_orphans[c];
-  if (pg->next != NULL)
-    pg->next->prev = pg;
-  ms->slab_orphans[c] = pg;
+  page_push_front(&ms->slab_orphans[c], pg);
   ms_unlock(ms);
 }
 
