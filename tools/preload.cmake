@@ -8,6 +8,18 @@ target_link_libraries(pinheap-preload PRIVATE
   -Wl,--whole-archive $<TARGET_FILE:pinheap> -Wl,--no-whole-archive
   ${CMAKE_DL_LIBS} Threads::Threads)
 add_dependencies(pinheap-preload pinheap)
-# One text-and-read-only-data segment instead of three page-aligned ones:
-# fewer file pages resident in every process that preloads the shim.
-target_link_options(pinheap-preload PRIVATE -Wl,-z,noseparate-code)
+# Text in a segment of its own, aligned to 64 KiB (glibc's ld.so honours
+# p_align since 2.35): the kernel's 64 KiB fault-around windows then fall on
+# fixed offsets of the text, whose first window holds the code a small
+# program runs (.text.startup and .text.hot, config/text_layout.cmake, plus
+# libgcc's and libc_nonshared's few functions, preload_text.ld) and whose
+# others, never run in it, stay out of its resident set.  (With one
+# text-and-read-only-data segment, as before, the read-only data after the
+# text and the random base made every window resident.)
+include(CheckLinkerFlag)
+target_link_options(pinheap-preload PRIVATE -Wl,-z,separate-code -Wl,-z,max-page-size=0x10000)
+check_linker_flag(C "-Wl,-T,${CMAKE_CURRENT_LIST_DIR}/preload_text.ld" PINHEAP_LD_INSERT_OK)
+if(PINHEAP_LD_INSERT_OK)
+  target_link_options(pinheap-preload PRIVATE "-Wl,-T,${CMAKE_CURRENT_LIST_DIR}/preload_text.ld")
+  set_property(TARGET pinheap-preload APPEND PROPERTY LINK_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/preload_text.ld)
+endif()
