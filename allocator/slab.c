@@ -260,16 +260,22 @@ static void all_unlink(mstate_t *ms, slab_page_t *pg)
  * holds the free key in its second word.  A chunk carved there later (the
  * page given back), or a block of another class (the page formatted
  * anew), could have its second word on one and be taken for a freed one
- * ("double free"): every key goes.  Checks the links on the way. */
+ * ("double free"): every key goes.  The carved blocks are swept in address
+ * order, not along the list: the list's order is the order of the frees,
+ * scattered over the page, and following it is one dependent cache miss
+ * per block (in the live workload, a third of the whole run's last-level
+ * misses, each waited for); a sweep is a stream the prefetcher runs ahead
+ * of.  Each block's link is checked
+ * on the way, as the walk did: it must lead into the page. */
 static void page_keys_clear(slab_page_t *pg)
 {
-  uint32_t n = 0, cap = page_capacity(pg);
-  for (void *b = pg->free; b != (void *)pg && n <= cap; n++) {
-    uintptr_t next = *(uintptr_t *)b ^ pg->secret;
-    if (((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0)
+  uint32_t bsize = pg->bsize;
+  uintptr_t secret = pg->secret;
+  for (char *b = page_first(pg), *end = pg->bump; b < end; b += bsize) {
+    uintptr_t next = *(uintptr_t *)b ^ secret;
+    if (ph_unlikely(((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0))
       slab_corrupt(pg, b);
     ((uint64_t *)b)[1] = 0;
-    b = (void *)next;
   }
 }
 

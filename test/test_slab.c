@@ -272,6 +272,45 @@ Test(slab, a_damaged_free_list_link_is_named)
   misuse_assert(act_corrupt_link_then_malloc, pq, "malloc", "corrupted free list at block", pq[1]);
 }
 
+/* A page given back to the arena clears the free keys of its blocks and
+ * checks their links on the way (slab.c: page_keys_clear, a sweep of the
+ * page in address order): a link written after free is named then too,
+ * even if no malloc pops that block first.  Every block of one page is
+ * freed, the first one's link damaged meanwhile; the page waits empty in
+ * the arena's cache, and malloc_trim gives it back. */
+enum { KEYS_MAX = 512 };
+static void *keys_blk[KEYS_MAX];
+static int keys_n;
+
+static void act_damage_then_trim(void *arg)
+{
+  (void)arg;
+  PINHEAP_NAME(free)(keys_blk[0]);
+  memset(keys_blk[0], 0x41, 8);                /* its link, written after free */
+  for (int i = 1; i < keys_n; i++)
+    PINHEAP_NAME(free)(keys_blk[i]);
+  PINHEAP_NAME(malloc_trim)(0);
+  fprintf(stderr, "malloc_trim returned\n");
+}
+
+Test(slab, a_damaged_link_in_a_page_given_back_is_named)
+{
+  /* the blocks of a 400-byte class page, up to the first of the next page */
+  uintptr_t first = 0;
+  for (keys_n = 0; keys_n < KEYS_MAX; keys_n++) {
+    void *b = PINHEAP_NAME(malloc)(400);
+    cr_assert_not_null(b);
+    uintptr_t g = (uintptr_t)b >> PH_GRANULE_SHIFT;
+    if (keys_n == 0)
+      first = g;
+    else if (g != first)
+      break;                                   /* b stays in use: its page is current */
+    keys_blk[keys_n] = b;
+  }
+  cr_assert(keys_n > 1 && keys_n < KEYS_MAX, "%d blocks of 400 bytes in one page (scenario)", keys_n);
+  misuse_assert(act_damage_then_trim, NULL, "malloc", "corrupted free list at block", keys_blk[0]);
+}
+
 static void act_check_after_write(void *arg)
 {
   void **pq = arg;
