@@ -66,7 +66,7 @@ void ph_lock_wake(ph_lock_t *l)
   lock_futex(l, FUTEX_WAKE, 1);
 }
 
-void ms_register(mstate_t *ms)
+PH_HOT void ms_register(mstate_t *ms)
 {
   ph_lock(&ms_all_lock);
   ms->all_next = ms_all;
@@ -152,7 +152,7 @@ static long cpu_count(void)
 }
 
 /* A thread exits (or takes another arena): its arena loses it. */
-static void arena_leave(void *value)
+PH_HOT static void arena_leave(void *value)
 {
   uintptr_t i = (uintptr_t)value - 1;
   if (i < PH_ARENA_SLOTS)
@@ -169,7 +169,7 @@ static void arena_fork_child(void)
     atomic_store_explicit(&arena_threads[mine - 1], 1, memory_order_relaxed);
 }
 
-void arena_init(void)
+PH_HOT void arena_init(void)
 {
   __atomic_store_n(&arenas[0], heap_default(), __ATOMIC_RELEASE);
   if (__atomic_load_n(&arena_max, __ATOMIC_RELAXED) == 0) {  /* not set by mallopt(M_ARENA_MAX) */
@@ -226,7 +226,7 @@ static mstate_t *arena_at(unsigned i)
  * threads.  The scan starts at a rotating index, so that equals take
  * turns.  A thread that cannot be counted (no key) is attached all the
  * same: the counts only steer. */
-mstate_t *arena_pick(void)
+PH_HOT mstate_t *arena_pick(void)
 {
   unsigned max = __atomic_load_n(&arena_max, __ATOMIC_RELAXED);
   unsigned start = atomic_fetch_add_explicit(&arena_next, 1, memory_order_relaxed) % max;

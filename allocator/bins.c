@@ -6,7 +6,7 @@
 #include "chunk.h"
 
 /* First non-empty bin at or above i, or PH_NBINS. */
-unsigned binmap_next(const mstate_t *ms, unsigned i)
+PH_HOT unsigned binmap_next(const mstate_t *ms, unsigned i)
 {
   unsigned w = i >> 6;
   if (w >= PH_BINMAP_WORDS)
@@ -21,7 +21,7 @@ unsigned binmap_next(const mstate_t *ms, unsigned i)
   return (w << 6) + (unsigned)__builtin_ctzll(ms->binmap[w]);
 }
 
-void bin_insert(mstate_t *ms, chunk_t *c, size_t size)
+PH_HOT void bin_insert(mstate_t *ms, chunk_t *c, size_t size)
 {
   unsigned i = bin_index(size);
   chunk_t *b = bin_at(ms, i);
@@ -44,7 +44,7 @@ void bin_insert(mstate_t *ms, chunk_t *c, size_t size)
 
 /* Makes the free chunk c the designated victim; the previous one, if any,
  * goes to its bin. */
-void dv_replace(mstate_t *ms, chunk_t *c)
+PH_HOT void dv_replace(mstate_t *ms, chunk_t *c)
 {
   chunk_t *b = bin_at(ms, PH_DV_BIN), *old = b->fd;
 

@@ -74,7 +74,7 @@ char *ph_fmt_hex(char *buf, uintptr_t v)
   return buf;
 }
 
-char *ph_fmt_dec(char *buf, uint64_t v)
+PH_HOT char *ph_fmt_dec(char *buf, uint64_t v)
 {
   char tmp[21];
   int n = 0;
@@ -342,7 +342,7 @@ int ph_log_level(void)
   return __atomic_load_n(&log_level, __ATOMIC_RELAXED);
 }
 
-void ph_log_set_level(int level)
+PH_HOT void ph_log_set_level(int level)
 {
   if (level < PH_LOG_FATAL)
     level = PH_LOG_FATAL;

@@ -14,7 +14,7 @@
 
 /* Takes a chunk of nb bytes (a chunk size) from the bins or the top,
  * growing the heap if needed.  Locked.  NULL when out of memory. */
-chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
+PH_HOT chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
 {
   unsigned i = bin_index(nb);
   chunk_t *b = bin_at(ms, i);
@@ -80,7 +80,7 @@ chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
   }
 }
 
-void *ms_malloc(mstate_t *ms, size_t n)
+PH_HOT void *ms_malloc(mstate_t *ms, size_t n)
 {
   size_t nb;
   chunk_t *c;
@@ -108,7 +108,7 @@ void *ms_malloc(mstate_t *ms, size_t n)
 
 /* Frees the in-use chunk c (validated) of seg: coalesces, bins or merges
  * into the top.  Locked.  A range to release after unlocking goes to *rel. */
-void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t *rel,
+PH_HOT void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t *rel,
                           const char *fn)
 {
   chunk_t *next = chunk_at(c, size);
@@ -187,7 +187,7 @@ static bool seg_has_chunk(mstate_t *ms, seg_t *seg, const chunk_t *c)
 /* Validates the in-use chunk behind mem in seg; ms is locked.  waiting:
  * the chunk comes from a deferred list (it must be waiting) rather than
  * from the program (where a waiting chunk means it was freed before). */
-static chunk_t *chunk_check_inuse(mstate_t *ms, seg_t *seg, void *mem, const char *fn, bool waiting)
+PH_HOT static chunk_t *chunk_check_inuse(mstate_t *ms, seg_t *seg, void *mem, const char *fn, bool waiting)
 {
   chunk_t *c = mem_chunk(mem);
 
@@ -242,7 +242,7 @@ static mstate_t *mem_owner(mstate_t *want, const void *mem, const char *fn, seg_
   return ms;
 }
 
-static void ms_free_resolved(mstate_t *ms, seg_t *seg, void *mem, const char *fn)
+PH_HOT static void ms_free_resolved(mstate_t *ms, seg_t *seg, void *mem, const char *fn)
 {
   release_t rel = { NULL, 0 }, idle[4];
   unsigned nidle = 0;
@@ -277,7 +277,7 @@ void ms_free_mem(mstate_t *want, void *mem, const char *fn)
   ms_free_resolved(ms, seg, mem, fn);
 }
 
-void ms_free_owned(uintptr_t o, void *mem, const char *fn)
+PH_HOT void ms_free_owned(uintptr_t o, void *mem, const char *fn)
 {
   if (slab_page_of(mem) != NULL) {
     slab_free_slow(mem, fn);
@@ -470,7 +470,7 @@ void *ms_memalign(mstate_t *ms, size_t align, size_t n)
   return chunk_mem(c);
 }
 
-chunk_t *ms_alloc_aligned_locked(mstate_t *ms, size_t nb, size_t align, release_t *rel)
+PH_HOT chunk_t *ms_alloc_aligned_locked(mstate_t *ms, size_t nb, size_t align, release_t *rel)
 {
   chunk_t *c = ms_alloc_chunk(ms, nb + align + PH_MIN_CHUNK);
   if (c == NULL)

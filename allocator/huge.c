@@ -353,7 +353,7 @@ static void huge_cache_put_tail(char *base, size_t len, bool resident)
  * 28.6 MB against 21.9 (still 0.42x glibc's).  Only resident entries: a decommitted one would
  * be faulted in all the same, and keeps its address space for a huge
  * block. */
-char *huge_cache_take_resident(size_t len)
+PH_HOT char *huge_cache_take_resident(size_t len)
 {
   unsigned fit = PH_HUGE_CACHE_SLOTS;
   char *p = NULL;

@@ -60,7 +60,7 @@ static size_t cookie_make(const void *salt)
   return (size_t)(c & PH_SIZE_MASK);   /* never disturbs bits outside size */
 }
 
-void ms_init(mstate_t *ms, const mem_source_t *src, unsigned flags, unsigned kind)
+PH_HOT void ms_init(mstate_t *ms, const mem_source_t *src, unsigned flags, unsigned kind)
 {
   chunk_free_key_init();
   memset(ms, 0, offsetof(mstate_t, bins));   /* the bins wait (bin_live) */
@@ -78,7 +78,7 @@ void ms_init(mstate_t *ms, const mem_source_t *src, unsigned flags, unsigned kin
 /* 1 when a variable of the shared heap (PINHEAP_SHM_*, SM_*) is set.
  * Without one shm_start() would find the mode off, silently: it is not
  * called, and its 12 kB of text stay out of the process's resident pages
- * (config/resident_text.txt). */
+ * (PH_HOT, internal.h). */
 static int shm_vars_set(void)
 {
   for (int id = 0; id < SHM_PARAM_COUNT; id++) {
@@ -89,7 +89,7 @@ static int shm_vars_set(void)
   return 0;
 }
 
-mstate_t *heap_default(void)
+PH_HOT mstate_t *heap_default(void)
 {
   mstate_t *h = __atomic_load_n(&gm_ready, __ATOMIC_ACQUIRE);
 
@@ -123,7 +123,7 @@ static void front_postfork_child(void)
 
 /* Once per process, outside any heap lock.  pthread_atfork may allocate:
  * while this runs (state 1) allocations go to arena 0 without a cache. */
-bool front_init(void)
+PH_HOT bool front_init(void)
 {
   int expected = 0;
 

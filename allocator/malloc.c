@@ -21,7 +21,7 @@
     return r_;                             \
   } while (0)
 
-void *malloc(size_t size)
+PH_HOT void *malloc(size_t size)
 {
 #if PINHEAP_DEBUG >= 2
   FRONT_CHECKED("malloc", front_malloc(size));
@@ -30,7 +30,7 @@ void *malloc(size_t size)
 #endif
 }
 
-void free(void *ptr)
+PH_HOT void free(void *ptr)
 {
   if (ph_likely(front_free_fast(ptr))) {
     PH_DEBUG_CHECK(NULL, "free");
@@ -58,7 +58,7 @@ static void *calloc_impl(size_t nmemb, size_t size)
   return ms_calloc(front_arena(), nmemb, size);
 }
 
-void *calloc(size_t nmemb, size_t size)
+PH_HOT void *calloc(size_t nmemb, size_t size)
 {
   FRONT_CHECKED("calloc", calloc_impl(nmemb, size));
 }

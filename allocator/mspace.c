@@ -14,7 +14,7 @@
 #define PH_MS_OFF align_up(sizeof(seg_t), PH_ALIGN)
 #define PH_MS_CHUNK_OFF (align_up(PH_MS_OFF + sizeof(mstate_t) + PH_CHUNK_HDR, PH_ALIGN) - PH_CHUNK_HDR)
 
-mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
+PH_HOT mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
 {
   size_t len;
   char *p;

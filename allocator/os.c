@@ -76,7 +76,7 @@ static void *_Atomic os_map_listener_ctx;
 static _Atomic size_t os_mapped, os_peak_mapped, os_map_calls,
     os_release_calls, os_decommit_calls, os_released_bytes;
 
-size_t os_page_size(void)
+PH_HOT size_t os_page_size(void)
 {
   size_t page = __atomic_load_n(&os_page, __ATOMIC_RELAXED);
   if (ph_unlikely(page == 0)) {
@@ -87,7 +87,7 @@ size_t os_page_size(void)
   return page;
 }
 
-static void os_count_mapped(size_t size)
+PH_HOT static void os_count_mapped(size_t size)
 {
   size_t now = atomic_fetch_add_explicit(&os_mapped, size, memory_order_relaxed) + size;
   size_t peak = atomic_load_explicit(&os_peak_mapped, memory_order_relaxed);
@@ -143,18 +143,18 @@ static void *os_reserve_prot(size_t size, int prot)
   return p;
 }
 
-void *os_reserve_meta(size_t size)
+PH_HOT void *os_reserve_meta(size_t size)
 {
   return os_reserve_prot(size, PROT_READ | PROT_WRITE);
 }
 
-void *os_reserve_readonly(size_t size)
+PH_HOT void *os_reserve_readonly(size_t size)
 {
   return os_reserve_prot(size, PROT_READ);
 }
 
 /* As os_map_aligned, with prot for the whole mapping. */
-static void *os_map_aligned_prot(void *hint, size_t size, size_t align, int prot)
+PH_HOT static void *os_map_aligned_prot(void *hint, size_t size, size_t align, int prot)
 {
   int saved = errno;
   void *p = os_sys_mmap_prot(hint, size, prot);
@@ -198,7 +198,7 @@ void *os_map_aligned(void *hint, size_t size, size_t align)
   return os_map_aligned_prot(hint, size, align, PROT_READ | PROT_WRITE);
 }
 
-void *os_map_reserved(void *hint, size_t size, size_t reserve, size_t align)
+PH_HOT void *os_map_reserved(void *hint, size_t size, size_t reserve, size_t align)
 {
   char *p = os_map_aligned_prot(hint, size + reserve, align, PROT_NONE);
 
@@ -209,7 +209,7 @@ void *os_map_reserved(void *hint, size_t size, size_t reserve, size_t align)
   return p;
 }
 
-int os_open(void *addr, size_t len)
+PH_HOT int os_open(void *addr, size_t len)
 {
   int saved = errno;
   long r = syscall(SYS_mprotect, addr, len, PROT_READ | PROT_WRITE);
@@ -220,7 +220,7 @@ int os_open(void *addr, size_t len)
   return r == 0 ? 0 : -1;
 }
 
-void os_release(void *addr, size_t len)
+PH_HOT void os_release(void *addr, size_t len)
 {
   int saved = errno;
 
@@ -343,13 +343,13 @@ void *os_grow_move(void *addr, size_t oldlen, size_t newlen, size_t align)
   return (void *)aligned;
 }
 
-void os_set_release_listener(os_release_fn *fn, void *ctx)
+PH_HOT void os_set_release_listener(os_release_fn *fn, void *ctx)
 {
   atomic_store_explicit(&os_listener_ctx, ctx, memory_order_relaxed);
   atomic_store_explicit(&os_listener, fn, memory_order_release);
 }
 
-void os_set_map_listener(os_release_fn *fn, void *ctx)
+PH_HOT void os_set_map_listener(os_release_fn *fn, void *ctx)
 {
   atomic_store_explicit(&os_map_listener_ctx, ctx, memory_order_relaxed);
   atomic_store_explicit(&os_map_listener, fn, memory_order_release);

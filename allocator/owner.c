@@ -37,7 +37,7 @@ static _Atomic uint8_t owner_kind_open[OWNER_KIND_ENTRIES / OWNER_UNIT / 8];
 
 /* Reserves the kind map on first use.  Until it exists (or if it cannot),
  * owner_kind_limit is 0 and the fast paths ask the owner map. */
-static void owner_kind_init(void)
+PH_HOT static void owner_kind_init(void)
 {
   if (__atomic_load_n(&owner_kind_limit, __ATOMIC_ACQUIRE) != 0 || owner_kind == (uint8_t *)1)
     return;
@@ -79,7 +79,7 @@ PH_INLINE bool owner_unit_is_open(_Atomic uint8_t *bits, size_t u)
  * writable, in whole units (or whole pages where a page is larger), and
  * records them in bits.  @return false if the OS refused a unit; the units
  * opened before it stay open. */
-static bool owner_open(uint8_t *table, size_t tsize, _Atomic uint8_t *bits, size_t from, size_t to)
+PH_HOT static bool owner_open(uint8_t *table, size_t tsize, _Atomic uint8_t *bits, size_t from, size_t to)
 {
   size_t u0 = from / OWNER_UNIT, u1 = (to - 1) / OWNER_UNIT, u;
 
@@ -139,7 +139,7 @@ void owner_fork_unlock(void)
   ph_unlock(&owner_lock);
 }
 
-bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind)
+PH_HOT bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind)
 {
   uintptr_t a = (uintptr_t)base;
   uintptr_t end = a + len;

@@ -17,7 +17,7 @@ static void fence_write(mstate_t *ms, seg_t *seg)
 
 /* Lays a segment out at base: header, optional room, one free chunk, fence.
  * The free chunk becomes the top. */
-void seg_format(mstate_t *ms, char *base, size_t size, size_t chunk_off, size_t flags)
+PH_HOT void seg_format(mstate_t *ms, char *base, size_t size, size_t chunk_off, size_t flags)
 {
   seg_t *seg = (seg_t *)base;
   chunk_t *first = chunk_at(base, chunk_off);
@@ -49,7 +49,7 @@ PH_INLINE size_t seg_spare_for(const mstate_t *ms)
 
 /* Joins the add bytes after tseg's end (mapped, untouched) to the top.
  * Locked.  @return false if the owner map could not take them. */
-static bool seg_extend(mstate_t *ms, seg_t *tseg, size_t add)
+PH_HOT static bool seg_extend(mstate_t *ms, seg_t *tseg, size_t add)
 {
   char *end = tseg->base + tseg->size;
 
@@ -86,7 +86,7 @@ bool ms_grow_in_place(mstate_t *ms, size_t want)
 /* Adds at least need bytes of top.  Called and returns locked; the lock is
  * dropped around the mmap (a misaligned mapping is trimmed, and trims call
  * the release listener). */
-bool ms_grow(mstate_t *ms, size_t nb)
+PH_HOT bool ms_grow(mstate_t *ms, size_t nb)
 {
   size_t need, len, spare = seg_spare_for(ms);
   char *hint = NULL, *p;
@@ -452,7 +452,7 @@ static unsigned shared_idle_collect(mstate_t *ms, bool force)
 
 /* After a free merged into the top: give the top's tail back when it has
  * grown past the trim threshold.  Locked; fills *rel for after unlock. */
-void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
+PH_HOT void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
 {
   seg_t *seg = ms->top_seg;
   size_t tsize = chunk_size(ms->top);
@@ -491,7 +491,7 @@ uint64_t now_ms(void)
  * a threshold set by mallopt, trim now; otherwise give back only what has
  * stayed unused for PH_TRIM_DECAY_MS: the part of the top below its lowest
  * point since it crossed the threshold. */
-void ms_trim_decay(mstate_t *ms, release_t *rel)
+PH_HOT void ms_trim_decay(mstate_t *ms, release_t *rel)
 {
   size_t tsize = chunk_size(ms->top);
 

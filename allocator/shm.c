@@ -772,7 +772,7 @@ mstate_t *shm_start(void)
 
 /* ---- slices and arenas --------------------------------------------------- */
 
-bool shm_on(void) { return shm_me >= 0 && !shm_left; }
+PH_HOT bool shm_on(void) { return shm_me >= 0 && !shm_left; }
 
 bool shm_fallback_active(void) { return atomic_load_explicit(&shm_full, memory_order_relaxed); }
 
@@ -1046,7 +1046,7 @@ static void shm_rel_reap(shm_hdr_t *h)
   }
 }
 
-bool shm_rel_due(void)
+PH_HOT bool shm_rel_due(void)
 {
   shm_hdr_t *h = shm_hdr;
 

@@ -183,7 +183,7 @@ static void avail_remove(tcache_t *tc, slab_page_t *pg)
 
 /* pg, with no free block, goes to the back of the full list; its mark is
  * set so that the free that gives it room enough calls slab_page_idle(). */
-static void full_append(tcache_t *tc, slab_page_t *pg)
+PH_HOT static void full_append(tcache_t *tc, slab_page_t *pg)
 {
   unsigned c = pg->cls;
   uint32_t used = page_used(pg), room = (page_capacity(pg) >> SLAB_ROOM_SHIFT) + 1;
@@ -221,7 +221,7 @@ static void owner_list_remove(tcache_t *tc, slab_page_t *pg)
 
 /* ---- the arena's side: lay out, cache, give back ---------------------------- */
 
-static void slab_format(slab_page_t *pg, mstate_t *ms, unsigned cls, tcache_t *tc)
+PH_HOT static void slab_format(slab_page_t *pg, mstate_t *ms, unsigned cls, tcache_t *tc)
 {
   uint32_t bsize = slab_class_size[cls];
   uint32_t n = page_area(pg) / bsize;
@@ -267,7 +267,7 @@ static void all_unlink(mstate_t *ms, slab_page_t *pg)
  * misses, each waited for); a sweep is a stream the prefetcher runs ahead
  * of.  Each block's link is checked
  * on the way, as the walk did: it must lead into the page. */
-static void page_keys_clear(slab_page_t *pg)
+PH_HOT static void page_keys_clear(slab_page_t *pg)
 {
   uint32_t bsize = pg->bsize;
   uintptr_t secret = pg->secret;
@@ -311,7 +311,7 @@ static void slab_release(release_t *rel, release_t *idle, unsigned nidle)
  * chunk -- unless !may_release: an exiting thread's pages wait in the cache
  * (a release would run the release listeners on a thread that is going
  * away, and whatever they allocate there would be lost). */
-static unsigned slab_cache_put_locked(mstate_t *ms, slab_page_t *pg, bool may_release,
+PH_HOT static unsigned slab_cache_put_locked(mstate_t *ms, slab_page_t *pg, bool may_release,
                                       release_t *rel, release_t idle[4])
 {
   page_set_owner(pg, NULL);
@@ -328,7 +328,7 @@ static unsigned slab_cache_put_locked(mstate_t *ms, slab_page_t *pg, bool may_re
   return ms->idle_segs != 0 ? ms_idle_collect(ms, idle, 4, false) : 0;
 }
 
-static void slab_page_give_to(slab_page_t *pg, bool may_release)
+PH_HOT static void slab_page_give_to(slab_page_t *pg, bool may_release)
 {
   mstate_t *ms = pg->ms;
   release_t rel = { NULL, 0 }, idle[4];
@@ -339,13 +339,13 @@ static void slab_page_give_to(slab_page_t *pg, bool may_release)
   slab_release(&rel, idle, nidle);
 }
 
-static void slab_page_give(slab_page_t *pg) { slab_page_give_to(pg, true); }
+PH_HOT static void slab_page_give(slab_page_t *pg) { slab_page_give_to(pg, true); }
 
 /* ---- the owner's side: refill ------------------------------------------------ */
 
 /* Takes r, a remote stack taken from pg, into its local list.  The
  * owner's.  @return how many. */
-static uint32_t slab_collect_stack(slab_page_t *pg, void *r)
+PH_HOT static uint32_t slab_collect_stack(slab_page_t *pg, void *r)
 {
   uint32_t n = 0, cap = page_capacity(pg);
 
@@ -393,7 +393,7 @@ static bool slab_carve(slab_page_t *pg)
 
 /* Does pg have a free block on its list after taking its remote frees or
  * carving? */
-static bool slab_refill(slab_page_t *pg)
+PH_HOT static bool slab_refill(slab_page_t *pg)
 {
   if (pg->free != (void *)pg)
     return true;
@@ -476,7 +476,7 @@ static void *slab_chunk_path(tcache_t *tc, size_t n)
   return front_malloc_slow(n);
 }
 
-void *slab_malloc_slow(size_t n)
+PH_HOT void *slab_malloc_slow(size_t n)
 {
   if (n == 0)
     n = 1;
@@ -570,7 +570,7 @@ static bool slab_orphan_free(slab_page_t *pg, void *head, void *tail, uint32_t n
 /* Pushes the chain head .. tail (n blocks of pg, linked ^ secret, the
  * tail's link to be set) on pg's remote stack; an orphan's go to its list
  * (slab_orphan_free). */
-static void slab_remote_push(slab_page_t *pg, void *head, void *tail, unsigned n)
+PH_HOT static void slab_remote_push(slab_page_t *pg, void *head, void *tail, unsigned n)
 {
   void *old = __atomic_load_n(&pg->remote, __ATOMIC_RELAXED);
   for (;;) {
@@ -600,7 +600,7 @@ void slab_remote_flush(tcache_t *tc)
   slab_remote_push(pg, head, tail, n);
 }
 
-void slab_page_idle(tcache_t *tc, slab_page_t *pg)
+PH_HOT void slab_page_idle(tcache_t *tc, slab_page_t *pg)
 {
   if (pg->mark != 0) {                   /* a full page with room enough */
     full_remove(tc, pg);
@@ -613,7 +613,7 @@ void slab_page_idle(tcache_t *tc, slab_page_t *pg)
   errno = saved;
 }
 
-void slab_free_slow(void *mem, const char *fn)
+PH_HOT void slab_free_slow(void *mem, const char *fn)
 {
   slab_page_t *pg = slab_page_at(mem);
   tcache_t *tc = tcache_tls;
@@ -682,7 +682,7 @@ void *slab_realloc(void *mem, size_t n, const char *fn)
  * empty (into the cache: the thread is going away), else an orphan.  Its
  * remote stack becomes the tag in the same step as it is taken in: every
  * later free into it takes the arena's lock (held here). */
-static void slab_abandon(slab_page_t *pg)
+PH_HOT static void slab_abandon(slab_page_t *pg)
 {
   mstate_t *ms = pg->ms;
   unsigned c = pg->cls;
@@ -699,7 +699,7 @@ static void slab_abandon(slab_page_t *pg)
   ms_unlock(ms);
 }
 
-void slab_thread_exit(tcache_t *tc)
+PH_HOT void slab_thread_exit(tcache_t *tc)
 {
   slab_remote_flush(tc);
   for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
@@ -796,7 +796,7 @@ void slab_fork_child(void)
   arena_for_each(slab_fork_arena, tcache_tls);
 }
 
-void slab_tcache_init(tcache_t *tc)
+PH_HOT void slab_tcache_init(tcache_t *tc)
 {
   for (unsigned i = 0; i < PH_SLAB_NSLOT; i++)
     tc->slab_cur[i] = &slab_none;

@@ -83,7 +83,7 @@ static void tc_pool_put(tcache_t *tc)
 
 /* The calling thread's cache, created on first use; NULL while the front
  * end is starting or the thread is exiting. */
-tcache_t *tcache_get(void)
+PH_HOT tcache_t *tcache_get(void)
 {
   tcache_t *tc = tcache_tls;
 
@@ -119,7 +119,7 @@ mstate_t *front_arena(void)
 }
 
 /* Hands the chunks of another heap gathered by this thread back to it. */
-static void tcache_remote_flush(tcache_t *tc)
+PH_HOT static void tcache_remote_flush(tcache_t *tc)
 {
   for (unsigned w = 0; w < 2; w++) {
     while (tc->rem_used[w] != 0) {
@@ -213,14 +213,14 @@ static void tcache_grow(tcache_t *tc, size_t i)
 }
 
 /* Gives everything this thread holds back to the heaps. */
-static void tcache_flush_all(tcache_t *tc)
+PH_HOT static void tcache_flush_all(tcache_t *tc)
 {
   for (size_t i = 2; i < PH_TC_NBINS; i++)
     tcache_give_back(tc, i);
   tcache_remote_flush(tc);
 }
 
-static void tcache_exit(void *arg)
+PH_HOT static void tcache_exit(void *arg)
 {
   tcache_t *tc = arg;
 
@@ -230,7 +230,7 @@ static void tcache_exit(void *arg)
   tc_pool_put(tc);
 }
 
-void tcache_init(void)
+PH_HOT void tcache_init(void)
 {
   pthread_key_create(&tcache_exit_key, tcache_exit);
 }
@@ -266,7 +266,7 @@ void front_malloc_corrupt(void *mem)
 }
 
 /* The bin's list is empty: the spare, or a bundle from the arena. */
-void *front_malloc_slow(size_t n)
+PH_HOT void *front_malloc_slow(size_t n)
 {
   tcache_t *tc = tcache_tls;             /* a sentinel has no spares */
   size_t nb = request_to_size(n);
@@ -314,7 +314,7 @@ void *front_malloc_slow(size_t n)
  * arena's, this thread's with a full list, a first free on this thread, or
  * misuse.  Only a small in-use chunk whose header passes its heap's check
  * is cached; everything else goes to the heap, which names any misuse. */
-void front_free_slow(void *mem, uintptr_t o, const char *fn)
+PH_HOT void front_free_slow(void *mem, uintptr_t o, const char *fn)
 {
   int saved = errno;
 

@@ -143,7 +143,7 @@ static unsigned env_key(const char *s)
  * compared only with the names that start as it does, and nearly every
  * entry with none (start-up looks up some thirty names). */
 #define ENV_SCAN_MAX 128            /* names (index + 1 must fit a byte) */
-static void env_scan(char *const *envp, const char *const *names, size_t n, const char **texts)
+PH_HOT static void env_scan(char *const *envp, const char *const *names, size_t n, const char **texts)
 {
   unsigned char head[256];             /* by key: the first name's index + 1, or 0 */
   unsigned char next[ENV_SCAN_MAX];    /* the chain: the next name's index + 1, or 0 */
@@ -248,7 +248,7 @@ static int value_parse_shm(param_kind_t kind, const char *b, const char *e, int 
 }
 
 /* Parses one value of the given kind.  @return 1 and *value_p, or 0. */
-static int value_parse(param_kind_t kind, const char *text, int *value_p)
+PH_HOT static int value_parse(param_kind_t kind, const char *text, int *value_p)
 {
   const char *b = text;
   const char *e = text + strlen(text);
@@ -401,7 +401,7 @@ static void raw_keep(param_value_t *pv, const char *text)
   pv->raw[len] = '\0';
 }
 
-void params_eval(char *const *envp, params_t *out_p)
+PH_HOT void params_eval(char *const *envp, params_t *out_p)
 {
   /* every name and alias in one pass: [2 id] the name, [2 id + 1] the alias */
   const char *names[2 * PARAM_COUNT];
@@ -457,7 +457,7 @@ void params_eval(char *const *envp, params_t *out_p)
   }
 }
 
-int params_events_on(const char *what)
+PH_HOT int params_events_on(const char *what)
 {
   static int said;
   const param_value_t *pv = &params_get()->v[PARAM_EVENTS];
@@ -474,7 +474,7 @@ int params_events_on(const char *what)
   return 0;
 }
 
-const params_t *params_get(void)
+PH_HOT const params_t *params_get(void)
 {
   int expected = 0;
 
@@ -577,7 +577,7 @@ static const param_desc_t shm_param_descs[SHM_PARAM_COUNT] = {
                           SHM_TIMEOUT_DEFAULT_MS, EXPECT_MSEC, NULL },
 };
 
-const param_desc_t *shm_param_desc_get(shm_param_id_t id)
+PH_HOT const param_desc_t *shm_param_desc_get(shm_param_id_t id)
 {
   if ((int)id < 0 || id >= SHM_PARAM_COUNT)
     return NULL;
@@ -586,7 +586,7 @@ const param_desc_t *shm_param_desc_get(shm_param_id_t id)
 
 /* The shared heap's parameters from their texts (texts[id]: the value of
  * the variable shm_param_descs[id] names, or NULL). */
-static void shm_params_from(const char *const *texts, shm_params_t *out_p)
+PH_HOT static void shm_params_from(const char *const *texts, shm_params_t *out_p)
 {
   for (int id = 0; id < SHM_PARAM_COUNT; id++) {
     const param_desc_t *desc = &shm_param_descs[id];
@@ -659,7 +659,7 @@ static unsigned launcher_count(const char *text)
 
 /* Appends text to job (length *n), its characters outside the job id's
  * set made '_', cut at PARAM_JOB_MAX. */
-static void job_append(char *job, size_t *n, const char *text)
+PH_HOT static void job_append(char *job, size_t *n, const char *text)
 {
   for (; *text != '\0' && *n < PARAM_JOB_MAX; text++)
     job[(*n)++] = job_char_ok(*text) ? *text : '_';
@@ -682,7 +682,7 @@ static const char *const shm_launcher_vars[SHM_VAR_COUNT - SHM_PARAM_COUNT] = {
   "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_KVSNAME",
 };
 
-void shm_conf_eval(char *const *envp, shm_conf_t *out_p)
+PH_HOT void shm_conf_eval(char *const *envp, shm_conf_t *out_p)
 {
   shm_params_t p;
   const char *names[SHM_VAR_COUNT];

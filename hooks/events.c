@@ -152,7 +152,7 @@ static int events_order_copy(int type, events_link_t *out)
 /* Runs the handlers of one event type in chain order.  Call events stop at
  * the first PINHEAP_EVENT_STOP; derived events go to every handler.
  * @return PINHEAP_EVENT_STOP if the call must not be made. */
-static PH_NOINLINE int events_chain_run(int type, pinheap_event_t *ev)
+PH_HOT static PH_NOINLINE int events_chain_run(int type, pinheap_event_t *ev)
 {
   events_link_t links[EVENTS_MAX_HANDLERS];
   int rc = PINHEAP_EVENT_PASS;
@@ -218,13 +218,13 @@ size_t events_dropped(void)
 
 /* ---- the allocator's OS layer ------------------------------------------ */
 
-static void events_from_os_release(void *addr, size_t len, void *ctx)
+PH_HOT static void events_from_os_release(void *addr, size_t len, void *ctx)
 {
   (void)ctx;
   events_vm_unmapped(addr, len, PINHEAP_EVENT_SOURCE_ALLOCATOR);
 }
 
-static void events_from_os_map(void *addr, size_t len, void *ctx)
+PH_HOT static void events_from_os_map(void *addr, size_t len, void *ctx)
 {
   (void)ctx;
   events_vm_mapped(addr, len, PINHEAP_EVENT_SOURCE_ALLOCATOR);
@@ -258,7 +258,7 @@ static uintptr_t events_page_up(uintptr_t a)
 
 /* ---- mmap ---------------------------------------------------------------- */
 
-static PH_NOINLINE void *events_mmap_slow(void *addr, size_t length, int prot, int flags, int fd,
+PH_HOT static PH_NOINLINE void *events_mmap_slow(void *addr, size_t length, int prot, int flags, int fd,
                                           off_t offset)
 {
   pinheap_event_t ev;
@@ -287,7 +287,7 @@ static PH_NOINLINE void *events_mmap_slow(void *addr, size_t length, int prot, i
   return ev.mmap.result;
 }
 
-void *events_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset)
+PH_HOT void *events_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset)
 {
   if (ph_likely(!events_wanted(PINHEAP_EVENT_MMAP | PINHEAP_EVENT_VM_MAPPED |
                                PINHEAP_EVENT_VM_UNMAPPED)))
@@ -297,7 +297,7 @@ void *events_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t 
 
 /* ---- munmap -------------------------------------------------------------- */
 
-static PH_NOINLINE int events_munmap_slow(void *addr, size_t length)
+PH_HOT static PH_NOINLINE int events_munmap_slow(void *addr, size_t length)
 {
   pinheap_event_t ev;
   ev.munmap.result = -1;
@@ -310,7 +310,7 @@ static PH_NOINLINE int events_munmap_slow(void *addr, size_t length)
   return (int)syscall(SYS_munmap, ev.munmap.address, ev.munmap.size);
 }
 
-int events_munmap(void *addr, size_t length)
+PH_HOT int events_munmap(void *addr, size_t length)
 {
   if (ph_likely(!events_wanted(PINHEAP_EVENT_MUNMAP | PINHEAP_EVENT_VM_UNMAPPED)))
     return (int)syscall(SYS_munmap, addr, length);
@@ -319,7 +319,7 @@ int events_munmap(void *addr, size_t length)
 
 /* ---- mremap -------------------------------------------------------------- */
 
-static PH_NOINLINE void *events_mremap_slow(void *old, size_t old_size, size_t new_size,
+PH_HOT static PH_NOINLINE void *events_mremap_slow(void *old, size_t old_size, size_t new_size,
                                             int flags, void *new_address)
 {
   pinheap_event_t ev;
@@ -360,7 +360,7 @@ static PH_NOINLINE void *events_mremap_slow(void *old, size_t old_size, size_t n
   return ev.mremap.result;
 }
 
-void *events_mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...)
+PH_HOT void *events_mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...)
 {
   void *new_address = NULL;
 
@@ -395,7 +395,7 @@ static bool events_advice_drops(int advice)
   }
 }
 
-static PH_NOINLINE int events_madvise_slow(void *addr, size_t length, int advice)
+PH_HOT static PH_NOINLINE int events_madvise_slow(void *addr, size_t length, int advice)
 {
   pinheap_event_t ev;
   ev.madvise.result = -1;
@@ -410,7 +410,7 @@ static PH_NOINLINE int events_madvise_slow(void *addr, size_t length, int advice
   return (int)syscall(SYS_madvise, ev.madvise.address, ev.madvise.size, ev.madvise.advice);
 }
 
-int events_madvise(void *addr, size_t length, int advice)
+PH_HOT int events_madvise(void *addr, size_t length, int advice)
 {
   if (ph_likely(!events_wanted(PINHEAP_EVENT_MADVISE | PINHEAP_EVENT_VM_UNMAPPED)))
     return (int)syscall(SYS_madvise, addr, length, advice);
@@ -475,7 +475,7 @@ static size_t events_mapping_size(const void *addr)
   return found;
 }
 
-static PH_NOINLINE void *events_shmat_slow(int shmid, const void *shmaddr, int shmflg)
+PH_HOT static PH_NOINLINE void *events_shmat_slow(int shmid, const void *shmaddr, int shmflg)
 {
   pinheap_event_t ev;
   ev.shmat.result = (void *)-1;
@@ -500,7 +500,7 @@ static PH_NOINLINE void *events_shmat_slow(int shmid, const void *shmaddr, int s
   return ev.shmat.result;
 }
 
-void *events_shmat(int shmid, const void *shmaddr, int shmflg)
+PH_HOT void *events_shmat(int shmid, const void *shmaddr, int shmflg)
 {
   if (ph_likely(!events_wanted(PINHEAP_EVENT_SHMAT | PINHEAP_EVENT_VM_MAPPED |
                                PINHEAP_EVENT_VM_UNMAPPED)))
@@ -508,7 +508,7 @@ void *events_shmat(int shmid, const void *shmaddr, int shmflg)
   return events_shmat_slow(shmid, shmaddr, shmflg);
 }
 
-static PH_NOINLINE int events_shmdt_slow(const void *shmaddr)
+PH_HOT static PH_NOINLINE int events_shmdt_slow(const void *shmaddr)
 {
   pinheap_event_t ev;
   ev.shmdt.result = -1;
@@ -521,7 +521,7 @@ static PH_NOINLINE int events_shmdt_slow(const void *shmaddr)
   return (int)syscall(SYS_shmdt, ev.shmdt.shmaddr);
 }
 
-int events_shmdt(const void *shmaddr)
+PH_HOT int events_shmdt(const void *shmaddr)
 {
   if (ph_likely(!events_wanted(PINHEAP_EVENT_SHMDT | PINHEAP_EVENT_VM_UNMAPPED)))
     return (int)syscall(SYS_shmdt, shmaddr);
@@ -569,7 +569,7 @@ static int events_brk_move(void *addr)
   return 0;
 }
 
-int events_brk(void *addr)
+PH_HOT int events_brk(void *addr)
 {
   if (events_wanted(PINHEAP_EVENT_BRK)) {
     pinheap_event_t ev;
@@ -582,7 +582,7 @@ int events_brk(void *addr)
   return events_brk_move(addr);
 }
 
-void *events_sbrk(intptr_t increment)
+PH_HOT void *events_sbrk(intptr_t increment)
 {
   if (events_wanted(PINHEAP_EVENT_SBRK)) {
     pinheap_event_t ev;
@@ -730,7 +730,7 @@ PH_STARTUP static int events_slot_find(pinheap_event_cb *cb, void *arg)
   return -1;
 }
 
-int PINHEAP_NAME(set_event_handler)(int events, int priority, pinheap_event_cb *cb, void *arg)
+PH_HOT int PINHEAP_NAME(set_event_handler)(int events, int priority, pinheap_event_cb *cb, void *arg)
 {
   PH_HOT_DATA static atomic_int atfork_done;
   int slot = -1;
@@ -770,7 +770,7 @@ int PINHEAP_NAME(set_event_handler)(int events, int priority, pinheap_event_cb *
   return 0;
 }
 
-int PINHEAP_NAME(unset_event_handler)(int events, pinheap_event_cb *cb, void *arg)
+PH_HOT int PINHEAP_NAME(unset_event_handler)(int events, pinheap_event_cb *cb, void *arg)
 {
   int slot, mask;
 

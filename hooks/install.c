@@ -608,7 +608,7 @@ int install_late(void)
   return install_is_late == 1;
 }
 
-int install_malloc_served(void)
+PH_HOT int install_malloc_served(void)
 {
   install_run();
   if (__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) != 2)

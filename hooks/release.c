@@ -54,7 +54,7 @@ void release_dispatch(void *addr, size_t len, int from_alloc)
                      from_alloc ? PINHEAP_EVENT_SOURCE_ALLOCATOR : PINHEAP_EVENT_SOURCE_APP);
 }
 
-void release_init(void)
+PH_HOT void release_init(void)
 {
   events_init();
 }

@@ -38,9 +38,9 @@
  * is still one plain indirect jump. */
 #define DT(f) __atomic_load_n(&dispatch_table.f, __ATOMIC_RELAXED)
 
-PH_REPLACE void *malloc(size_t n) { return DT(fn_malloc)(n); }
-PH_REPLACE void free(void *p) { DT(fn_free)(p); }
-PH_REPLACE void *calloc(size_t m, size_t n) { return DT(fn_calloc)(m, n); }
+PH_HOT PH_REPLACE void *malloc(size_t n) { return DT(fn_malloc)(n); }
+PH_HOT PH_REPLACE void free(void *p) { DT(fn_free)(p); }
+PH_HOT PH_REPLACE void *calloc(size_t m, size_t n) { return DT(fn_calloc)(m, n); }
 PH_REPLACE void *realloc(void *p, size_t n) { return DT(fn_realloc)(p, n); }
 PH_REPLACE void *reallocarray(void *p, size_t m, size_t n) { return DT(fn_reallocarray)(p, m, n); }
 PH_REPLACE void *memalign(size_t a, size_t n) { return DT(fn_memalign)(a, n); }
@@ -61,19 +61,19 @@ PH_REPLACE int malloc_trim(size_t pad) { return DT(fn_malloc_trim)(pad); }
 
 /* Each one is its event's entry point under libc's name: the handlers run,
  * the derived VM_MAPPED/VM_UNMAPPED events fire, the kernel is entered. */
-PH_REPLACE void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+PH_HOT PH_REPLACE void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
   return events_mmap(addr, len, prot, flags, fd, off);
 }
 
-PH_REPLACE void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+PH_HOT PH_REPLACE void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
   return events_mmap(addr, len, prot, flags, fd, off);
 }
 
-PH_REPLACE int munmap(void *addr, size_t len) { return events_munmap(addr, len); }
+PH_HOT PH_REPLACE int munmap(void *addr, size_t len) { return events_munmap(addr, len); }
 
-PH_REPLACE void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+PH_HOT PH_REPLACE void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 {
   void *new_addr = NULL;
 
@@ -86,21 +86,21 @@ PH_REPLACE void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
   return events_mremap(old, old_len, new_len, flags, new_addr);
 }
 
-PH_REPLACE int madvise(void *addr, size_t len, int advice)
+PH_HOT PH_REPLACE int madvise(void *addr, size_t len, int advice)
 {
   return events_madvise(addr, len, advice);
 }
 
-PH_REPLACE void *shmat(int shmid, const void *shmaddr, int shmflg)
+PH_HOT PH_REPLACE void *shmat(int shmid, const void *shmaddr, int shmflg)
 {
   return events_shmat(shmid, shmaddr, shmflg);
 }
 
-PH_REPLACE int shmdt(const void *addr) { return events_shmdt(addr); }
+PH_HOT PH_REPLACE int shmdt(const void *addr) { return events_shmdt(addr); }
 
-PH_REPLACE int brk(void *addr) { return events_brk(addr); }
+PH_HOT PH_REPLACE int brk(void *addr) { return events_brk(addr); }
 
-PH_REPLACE void *sbrk(intptr_t increment) { return events_sbrk(increment); }
+PH_HOT PH_REPLACE void *sbrk(intptr_t increment) { return events_sbrk(increment); }
 
 /* ======================================================================= */
 /*  who we are                                                              */

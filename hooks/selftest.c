@@ -330,7 +330,7 @@ const char *PINHEAP_NAME(support_text)(void)
   return selftest_texts[__atomic_load_n(&selftest_shown, __ATOMIC_ACQUIRE)];
 }
 
-int PINHEAP_NAME(enabled)(void)
+PH_HOT int PINHEAP_NAME(enabled)(void)
 {
   dispatch_decide();
   if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED)

@@ -11,7 +11,7 @@ add_dependencies(pinheap-preload pinheap)
 # Text in a segment of its own, aligned to 64 KiB (glibc's ld.so honours
 # p_align since 2.35): the kernel's 64 KiB fault-around windows then fall on
 # fixed offsets of the text, whose first window holds the code a small
-# program runs (.text.startup and .text.hot, config/text_layout.cmake, plus
+# program runs (.text.startup and .text.hot, PH_HOT, allocator/internal.h, plus
 # libgcc's and libc_nonshared's few functions, preload_text.ld) and whose
 # others, never run in it, stay out of its resident set.  (With one
 # text-and-read-only-data segment, as before, the read-only data after the
