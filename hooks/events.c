@@ -79,8 +79,8 @@ typedef struct events_link_s {
   unsigned long seq;
 } events_link_t;
 
-static events_slot_t events_slots[EVENTS_MAX_HANDLERS];
-static events_link_t events_order[EVENTS_MAX_HANDLERS];
+PH_COLD_BSS static events_slot_t events_slots[EVENTS_MAX_HANDLERS];
+PH_COLD_BSS static events_link_t events_order[EVENTS_MAX_HANDLERS];
 /* Slots [0, events_slots_used) have been taken at some time (under
  * events_lock); the others are untouched, so that a process with a few
  * handlers keeps one page of events_slots resident, not all of them. */

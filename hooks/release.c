@@ -22,6 +22,7 @@
 #include "events.h"
 #include "params.h"
 #include "pinheap.h"
+#include "startup.h"     /* PH_COLD_BSS */
 
 #define RELEASE_MAX_LISTENERS 64
 
@@ -35,7 +36,7 @@ typedef struct release_rec_s {
  * the events table's lock never nests inside it); LEAVING: being unset. */
 enum { REC_FREE = 0, REC_JOINING, REC_LIVE, REC_LEAVING };
 
-static release_rec_t release_recs[RELEASE_MAX_LISTENERS];
+PH_COLD_BSS static release_rec_t release_recs[RELEASE_MAX_LISTENERS];
 static ph_lock_t release_lock;      /* guards the records; never held across a wait */
 
 /* The VM_UNMAPPED handler every listener is. */

@@ -89,15 +89,33 @@ typedef struct reloc_slot_s {
 
 typedef enum { RELOC_PASS_PATCH, RELOC_PASS_SWEEP } reloc_pass_mode_t;
 
+/* reloc_loaded_at_startup()'s account of the loaded objects. */
+typedef struct reloc_startup_obj_s {
+  const char *name;           /* dlpi_name ("" for the main program) */
+  const char *strtab;
+  const ElfW(Dyn) *dyn;
+  int initial;                /* in the start-up closure */
+  int holds;                  /* holds the address asked about */
+} reloc_startup_obj_t;
+
+typedef struct reloc_startup_s {
+  size_t n;                   /* (first: with obj[0 .. n) on the same pages) */
+  uintptr_t addr;
+  reloc_startup_obj_t obj[RELOC_MAX_OBJECTS];
+} reloc_startup_t;
+
 PH_HOT_DATA static pthread_mutex_t reloc_mutex = PTHREAD_MUTEX_INITIALIZER;
-static reloc_table_t reloc_tables[RELOC_MAX_TABLES];
-PH_HOT_DATA static size_t reloc_ntables;
+/* (GCC lays out a file's .bss in the reverse order of the definitions:
+ * the first entries of reloc_buckets, reloc_tables and reloc_names, which
+ * every process writes, then share a page.) */
 static reloc_name_t reloc_names[RELOC_MAX_NAMES];
 PH_HOT_DATA static size_t reloc_nnames;
+static reloc_table_t reloc_tables[RELOC_MAX_TABLES];
+PH_HOT_DATA static size_t reloc_ntables;
 static uint16_t reloc_buckets[RELOC_BUCKETS];   /* name index + 1; 0 = empty */
-static reloc_object_t reloc_objects[RELOC_MAX_OBJECTS];
+PH_COLD_BSS static reloc_object_t reloc_objects[RELOC_MAX_OBJECTS];
 PH_HOT_DATA static size_t reloc_nobjects;                    /* high-water mark */
-static reloc_slot_t reloc_slots[RELOC_MAX_SLOTS];
+PH_COLD_BSS static reloc_slot_t reloc_slots[RELOC_MAX_SLOTS];   /* worst case */
 PH_HOT_DATA static size_t reloc_nslots;
 PH_HOT_DATA static unsigned reloc_gen = 1;
 PH_HOT_DATA static unsigned long long reloc_last_subs;
@@ -106,8 +124,15 @@ PH_HOT_DATA static reloc_stats_t reloc_stats;
 PH_HOT_DATA static int reloc_overflowed;                     /* in the current call */
 PH_HOT_DATA static int reloc_want_originals;                 /* some name has want_original */
 PH_HOT_DATA static unsigned reloc_self_names;                /* names with self_ok */
-/* Scratch of reloc_counts_update(): objects met per name. */
-static uint64_t reloc_obj_bits[RELOC_MAX_NAMES][RELOC_MAX_OBJECTS / 64];
+/* Scratch, under reloc_mutex, of one function at a time, each of which
+ * fills in what it reads: reloc_counts_update()'s objects met per name,
+ * reloc_loaded_at_startup()'s loaded objects (too big for a stack).  One
+ * table for both, so that their first entries, all that a small program
+ * writes of either, share a page. */
+static union {
+  uint64_t obj_bits[RELOC_MAX_NAMES][RELOC_MAX_OBJECTS / 64];
+  reloc_startup_t st;
+} reloc_scratch;
 
 static void *reloc_dlopen(const char *file, int mode);
 static void *reloc_dlmopen(Lmid_t lmid, const char *file, int mode);
@@ -545,7 +570,7 @@ PH_STARTUP static int reloc_pass_cb(struct dl_phdr_info *info, size_t size, void
 /* Recomputes every entry's counters and the totals from the records. */
 PH_STARTUP static void reloc_counts_update(void)
 {
-  memset(reloc_obj_bits, 0, sizeof(reloc_obj_bits[0]) * reloc_nnames);
+  memset(reloc_scratch.obj_bits, 0, sizeof(reloc_scratch.obj_bits[0]) * reloc_nnames);
   for (size_t i = 0; i < reloc_nnames; i++) {
     reloc_names[i].entry->slots = 0;
     reloc_names[i].entry->objects = 0;
@@ -556,8 +581,8 @@ PH_STARTUP static void reloc_counts_update(void)
     reloc_entry_t *e = reloc_names[s->name_idx].entry;
     uint64_t bit = 1ull << (s->obj_idx % 64);
     e->slots++;
-    if (!(reloc_obj_bits[s->name_idx][s->obj_idx / 64] & bit)) {
-      reloc_obj_bits[s->name_idx][s->obj_idx / 64] |= bit;
+    if (!(reloc_scratch.obj_bits[s->name_idx][s->obj_idx / 64] & bit)) {
+      reloc_scratch.obj_bits[s->name_idx][s->obj_idx / 64] |= bit;
       e->objects++;
     }
     any[s->obj_idx / 64] |= bit;
@@ -694,7 +719,7 @@ typedef struct reloc_note_s {
 PH_HOT_DATA static pthread_mutex_t reloc_note_lock = PTHREAD_MUTEX_INITIALIZER;
 /* events.c; weak: the patcher's test fixture builds reloc.c without it */
 extern void events_vm_unmapped(void *addr, size_t len, int source) __attribute__((weak));
-static reloc_range_t reloc_note_big[1024];
+PH_COLD_BSS static reloc_range_t reloc_note_big[1024];
 
 static int reloc_note_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -774,7 +799,7 @@ typedef struct reloc_def_s {
   int prot;                   /* the segment's protection */
 } reloc_def_t;
 
-static reloc_def_t reloc_defs[RELOC_MAX_NAMES];
+PH_COLD_BSS static reloc_def_t reloc_defs[RELOC_MAX_NAMES];
 PH_HOT_DATA static size_t reloc_ndefs;
 
 /* The definitions wanted: what the process resolves each name to. */
@@ -935,7 +960,7 @@ PH_STARTUP static void reloc_defs_write(reloc_def_t *defs, size_t n, int restore
  * batched per segment, under it. */
 PH_STARTUP static void reloc_defs_patch(reloc_entry_t *table, size_t n)
 {
-  static reloc_def_find_t f;  /* reloc_defs_lock held: too big for a stack */
+  PH_COLD_BSS static reloc_def_find_t f;  /* reloc_defs_lock held: too big for a stack */
   PH_HOT_DATA static pthread_mutex_t reloc_defs_lock = PTHREAD_MUTEX_INITIALIZER;
 
   pthread_mutex_lock(&reloc_defs_lock);
@@ -1227,20 +1252,6 @@ void *reloc_patched_slot(const char *sym)
 
 /* ---- loaded at start-up? ----------------------------------------------------- */
 
-typedef struct reloc_startup_obj_s {
-  const char *name;           /* dlpi_name ("" for the main program) */
-  const char *strtab;
-  const ElfW(Dyn) *dyn;
-  int initial;                /* in the start-up closure */
-  int holds;                  /* holds the address asked about */
-} reloc_startup_obj_t;
-
-typedef struct reloc_startup_s {
-  size_t n;                   /* (first: with obj[0 .. n) on the same pages) */
-  uintptr_t addr;
-  reloc_startup_obj_t obj[RELOC_MAX_OBJECTS];
-} reloc_startup_t;
-
 PH_STARTUP static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   reloc_startup_t *st = arg;
@@ -1291,39 +1302,39 @@ PH_STARTUP static int reloc_mark(reloc_startup_t *st, const char *want, size_t w
 
 PH_STARTUP int reloc_loaded_at_startup(const void *addr)
 {
-  static reloc_startup_t st;         /* big: static, used under the mutex */
+  reloc_startup_t *st = &reloc_scratch.st;   /* under reloc_mutex */
   int rc = -1;
 
   pthread_mutex_lock(&reloc_mutex);
-  st.n = 0;
-  st.addr = (uintptr_t)addr;
-  dl_iterate_phdr(reloc_startup_cb, &st);
+  st->n = 0;
+  st->addr = (uintptr_t)addr;
+  dl_iterate_phdr(reloc_startup_cb, st);
   /* Preloaded objects are loaded at start-up too (LD_PRELOAD: words
    * separated by spaces or colons). */
   const char *pre = startup_env("LD_PRELOAD");
   while (pre != NULL && *pre != '\0') {
     size_t len = startup_span(pre, " :", 0);
-    reloc_mark(&st, pre, len);
+    reloc_mark(st, pre, len);
     pre += len;
     pre += startup_span(pre, " :", 1);
   }
   for (int changed = 1; changed;) {
     changed = 0;
-    for (size_t i = 0; i < st.n; i++) {
-      const reloc_startup_obj_t *o = &st.obj[i];
+    for (size_t i = 0; i < st->n; i++) {
+      const reloc_startup_obj_t *o = &st->obj[i];
       if (!o->initial || o->dyn == NULL || o->strtab == NULL)
         continue;
       for (const ElfW(Dyn) *d = o->dyn; d->d_tag != DT_NULL; d++) {
         if (d->d_tag != DT_NEEDED)
           continue;
         const char *want = o->strtab + d->d_un.d_val;
-        changed |= reloc_mark(&st, want, strlen(want));
+        changed |= reloc_mark(st, want, strlen(want));
       }
     }
   }
-  for (size_t i = 0; i < st.n; i++)
-    if (st.obj[i].holds)
-      rc = st.obj[i].initial;
+  for (size_t i = 0; i < st->n; i++)
+    if (st->obj[i].holds)
+      rc = st->obj[i].initial;
   pthread_mutex_unlock(&reloc_mutex);
   return rc;
 }

@@ -28,6 +28,7 @@
 #include "chunk.h"
 #include "params.h"
 #include "pinheap.h"
+#include "startup.h"     /* PH_COLD_BSS */
 
 extern int __libc_mallopt(int, int);
 
@@ -47,7 +48,7 @@ static ph_lock_t selftest_lock;
 static int selftest_done;
 static int selftest_level;
 static int selftest_fallback;     /* glibc told never to give memory back */
-static char selftest_texts[2][1536];
+PH_COLD_BSS static char selftest_texts[2][1536];
 static int selftest_shown;        /* index of the published text */
 static char *selftest_text;       /* the one being composed (under the lock) */
 

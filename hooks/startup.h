@@ -34,6 +34,20 @@
  * one more page resident. */
 #define PH_HOT_DATA __attribute__((section(".data.pinheap_hot")))
 
+/* The big zero-initialised tables that a small program never writes, or
+ * writes on one page only (worst-case tables, scratch, lookup tables
+ * indexed by address): in ".lbss", which GNU ld places after the whole of
+ * .bss, so that the small statics and the hot heads of arrays left in .bss
+ * share a few pages instead of each sitting between two cold tables.  Only
+ * where the section is known to stay NOBITS (GCC on x86-64; clang 14 would
+ * make it PROGBITS: zeros in the file); elsewhere plain .bss, same
+ * behaviour. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PH_COLD_BSS __attribute__((section(".lbss.pinheap")))
+#else
+#define PH_COLD_BSS
+#endif
+
 #include <stddef.h>
 
 extern char **environ;
