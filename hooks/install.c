@@ -87,7 +87,7 @@ PH_HOT_DATA static ph_lock_t install_lock;
 PH_HOT_DATA static int install_state;              /* 0 not run, 1 running, 2 done */
 PH_HOT_DATA static int install_patched;            /* steps (a) and (b) are done */
 static install_sym_t install_syms[INSTALL_MAX];
-static reloc_entry_t install_table[INSTALL_MAX];
+PH_COLD_BSS static reloc_entry_t install_table[INSTALL_MAX];  /* written only for (b) */
 PH_HOT_DATA static unsigned install_n;
 PH_HOT_DATA static int install_is_late = -1;       /* -1: unknown */
 /* Code patching, per memory symbol (same index as replace_symbols);
@@ -95,6 +95,8 @@ PH_HOT_DATA static int install_is_late = -1;       /* -1: unknown */
  * function (mmap64 is mmap), or i. */
 static patch_site_t install_code[INSTALL_MAX];
 static unsigned char install_code_alias[INSTALL_MAX];
+/* install_code[i].text: written only when site i is not patched */
+PH_COLD_BSS static char install_code_text[INSTALL_MAX][PATCH_TEXT_MAX];
 static char install_text_buf[1024];
 PH_HOT_DATA int install_trim_blocked;
 
@@ -365,8 +367,9 @@ PH_STARTUP void install_run(void)
   int code = events && patch && params->v[PARAM_CODE_PATCH].value != 0;
   for (unsigned i = 0; i < n; i++) {
     install_syms[i].code = PINHEAP_CODE_NONE;
-    if (install_code[i].text[0] != '\0')   /* (written only when needed: a site's */
-      install_code[i].text[0] = '\0';      /* text is most of its 368 bytes) */
+    install_code[i].text = install_code_text[i];
+    if (install_code[i].text[0] != '\0')   /* (written only when needed: the */
+      install_code[i].text[0] = '\0';      /* texts' pages stay untouched) */
     if (!code || replace_symbols[i].event == 0)
       continue;
     install_code[i].name = replace_symbols[i].name;

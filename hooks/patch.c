@@ -358,7 +358,7 @@ PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
     void *e = libc != NULL ? dlsym(libc, s->name) : NULL;
     if (e == NULL) {
       s->state = PATCH_FAILED;
-      snprintf(s->text, sizeof(s->text), "libc.so.6 does not define %s", s->name);
+      snprintf(s->text, PATCH_TEXT_MAX, "libc.so.6 does not define %s", s->name);
       continue;
     }
     /* relocation patching (or another pinheap's) may have pointed libc's
@@ -367,7 +367,7 @@ PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
       if (dladdr(e, &info) == 0)
         info.dli_fname = NULL;
       s->state = PATCH_FAILED;
-      snprintf(s->text, sizeof(s->text),
+      snprintf(s->text, PATCH_TEXT_MAX,
                "libc's symbol table entry for %s points outside libc, at %p in %s: left alone",
                s->name, e, info.dli_fname != NULL ? info.dli_fname : "no object");
       continue;
@@ -433,7 +433,7 @@ typedef struct patch_write_s {
 PH_STARTUP static void patch_write_fail(patch_site_t *s, int err)
 {
   s->state = PATCH_FAILED;
-  snprintf(s->text, sizeof(s->text),
+  snprintf(s->text, PATCH_TEXT_MAX,
            "%s was not patched: mprotect of libc's text refused (errno %d)", s->name, err);
 }
 
@@ -500,7 +500,7 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
     if (s->entry == NULL || ((uintptr_t)s->entry & 7) != 0) {
       if (s->entry != NULL) {
         s->state = PATCH_FAILED;
-        snprintf(s->text, sizeof(s->text), "%s at %p is not 8-byte aligned", s->name, s->entry);
+        snprintf(s->text, PATCH_TEXT_MAX, "%s at %p is not 8-byte aligned", s->name, s->entry);
       }
       continue;
     }
@@ -511,13 +511,13 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
     patch_describe(s->entry, seen, sizeof(seen));
     if (seen[0] != '\0') {
       s->state = PATCH_FOREIGN;
-      snprintf(s->text, sizeof(s->text), "%s was already patched by someone else: it %s",
+      snprintf(s->text, PATCH_TEXT_MAX, "%s was already patched by someone else: it %s",
                s->name, seen);
       continue;
     }
     if ((flags & PATCH_THREADS) && !patch_first_is_5(c)) {
       s->state = PATCH_FAILED;
-      snprintf(s->text, sizeof(s->text),
+      snprintf(s->text, PATCH_TEXT_MAX,
                "%s was not patched: other threads run and its first instruction is not the 5 "
                "bytes a jump replaces", s->name);
       continue;
@@ -526,7 +526,7 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
     int prot = patch_seg_find(s->entry, &seg);
     if (prot < 0 || !(prot & PROT_EXEC)) {
       s->state = PATCH_FAILED;
-      snprintf(s->text, sizeof(s->text), "%s at %p is not in an executable segment", s->name,
+      snprintf(s->text, PATCH_TEXT_MAX, "%s at %p is not in an executable segment", s->name,
                s->entry);
       continue;
     }
@@ -537,7 +537,7 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
       to = patch_tramp_slot(s->entry, s->target);
       if (to == NULL) {
         s->state = PATCH_FAILED;
-        snprintf(s->text, sizeof(s->text),
+        snprintf(s->text, PATCH_TEXT_MAX,
                  "%s was not patched: pinheap is beyond a jump's reach and no trampoline "
                  "page could be mapped within 2 GiB of libc", s->name);
         continue;
@@ -569,7 +569,7 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
       sites[i].via = a->via;
       memcpy(sites[i].orig, a->orig, sizeof(a->orig));
       if (a->text[0] != '\0' || sites[i].text[0] != '\0')   /* (an empty text stays unwritten) */
-        memcpy(sites[i].text, a->text, sizeof(a->text));
+        memcpy(sites[i].text, a->text, PATCH_TEXT_MAX);
     }
     if (sites[i].state == PATCH_DONE)
       done++;
@@ -622,7 +622,7 @@ PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
     sites[i].state = PATCH_FAILED;
-    snprintf(sites[i].text, sizeof(sites[i].text),
+    snprintf(sites[i].text, PATCH_TEXT_MAX,
              "code patching is implemented for x86-64 only");
   }
   return ENOSYS;

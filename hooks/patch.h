@@ -42,8 +42,16 @@ typedef struct patch_site_s {
   int state;                 /* [out] PATCH_* */
   unsigned char orig[8];     /* [out] the first 8 bytes before patching */
   void *via;                 /* [out] the trampoline slot used, or NULL (direct) */
-  char text[320];            /* [out] what was seen when not patched */
+  char *text;                /* [in]  PATCH_TEXT_MAX bytes, the caller's: [out] what
+                                was seen when not patched ("" or never written
+                                otherwise).  Apart from the site, so that a table
+                                of sites is a few cache lines and pages, not 10 kB
+                                of which only the first bytes of each entry are
+                                touched. */
 } patch_site_t;
+
+/** The size of a site's text buffer. */
+#define PATCH_TEXT_MAX 320
 
 /** Finds libc's definition of each site's name (sites without a name are skipped) (the default version, in
  *  libc.so.6, not what the process resolves): sets entry, or leaves it

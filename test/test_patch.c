@@ -324,10 +324,14 @@ static void *stress_thread(void *arg)
 static void scenario_stress(int rounds)
 {
   patch_site_t sites[3];
+  char texts[3][PATCH_TEXT_MAX];
   pthread_t th[3];
   int applied_ok = 1, undone_ok = 1;
 
   memset(sites, 0, sizeof(sites));
+  memset(texts, 0, sizeof(texts));
+  for (int k = 0; k < 3; k++)
+    sites[k].text = texts[k];
   sites[0].name = "munmap";
   sites[0].target = (void *)my_munmap;
   sites[1].name = "madvise";
@@ -376,9 +380,13 @@ static int fortytwo(void)
 static void scenario_foreign(void)
 {
   patch_site_t a, a2, b;
+  char a_text[PATCH_TEXT_MAX] = "", a2_text[PATCH_TEXT_MAX] = "", b_text[PATCH_TEXT_MAX] = "";
   memset(&a, 0, sizeof(a));
   memset(&a2, 0, sizeof(a2));
   memset(&b, 0, sizeof(b));
+  a.text = a_text;
+  a2.text = a2_text;
+  b.text = b_text;
   a.name = a2.name = "patchfix_a";
   b.name = "patchfix_b";
   a.target = a2.target = b.target = (void *)fortytwo;
