@@ -19,21 +19,47 @@
  * false before it writes anything, and its callers report out of memory.
  */
 #include "chunk.h"
+#include "startup.h"     /* PH_COLD_BSS, PH_HOT_DATA */
 
 #define OWNER_KIND_ENTRIES ((uintptr_t)1 << (PH_OWNER_ROOT_BITS + PH_OWNER_LEAF_BITS))
 #define OWNER_LEAF_BYTES   (sizeof(uintptr_t) << PH_OWNER_LEAF_BITS)
 #define OWNER_UNIT         ((size_t)64 << 10)   /* bytes of table opened at once */
 #define OWNER_SLOT_SHIFT   (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS)  /* address -> root slot */
-_Static_assert(OWNER_LEAF_BYTES / OWNER_UNIT == 8, "a leaf's open units are the 8 bits of a byte");
+_Static_assert(OWNER_LEAF_BYTES / OWNER_UNIT == 8, "a leaf's open units are bits 0-7 of its word");
+_Static_assert(OWNER_KIND_ENTRIES / OWNER_UNIT == (size_t)1 << PH_OWNER_ROOT_BITS,
+               "a unit of the kind map describes the granules of one root slot");
 
-_Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
+/* A lookup table a small program writes one page of (the slots of the
+ * addresses the kernel maps at): away from the small statics. */
+PH_COLD_BSS _Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
 uint8_t *owner_kind;
 uintptr_t owner_kind_limit;
-static ph_lock_t owner_lock;     /* creates the kind map and the leaves, opens their units */
+PH_HOT_DATA static ph_lock_t owner_lock;  /* creates the kind map and the leaves, opens their units */
 
-/* The open units: a bit per unit, set (release) once the unit is writable. */
-static _Atomic uint8_t owner_leaf_open[(size_t)1 << PH_OWNER_ROOT_BITS];   /* leaf i: byte i */
-static _Atomic uint8_t owner_kind_open[OWNER_KIND_ENTRIES / OWNER_UNIT / 8];
+/* The open units, a bit each, set (release) once the unit is writable.
+ * Word i serves root slot i: bits 0-7 the 8 units of its leaf, bit 8 the
+ * unit of the kind map describing the same granules, so that the bits of
+ * nearby addresses share a page (two tables indexed alike made two). */
+PH_COLD_BSS static _Atomic uint16_t owner_open_bits[(size_t)1 << PH_OWNER_ROOT_BITS];
+#define OWNER_KIND_BIT 8
+
+/* Where a table's unit u has its open bit: bit b0 + u * bstep of word
+ * w[u * wstep]. */
+typedef struct owner_units_s {
+  _Atomic uint16_t *w;
+  size_t wstep;
+  unsigned b0, bstep;
+} owner_units_t;
+
+PH_INLINE owner_units_t owner_leaf_units(size_t i)
+{
+  return (owner_units_t){ &owner_open_bits[i], 0, 0, 1 };
+}
+
+PH_INLINE owner_units_t owner_kind_units(void)
+{
+  return (owner_units_t){ owner_open_bits, 1, OWNER_KIND_BIT, 0 };
+}
 
 /* Reserves the kind map on first use.  Until it exists (or if it cannot),
  * owner_kind_limit is 0 and the fast paths ask the owner map. */
@@ -70,16 +96,17 @@ static uintptr_t *owner_leaf_get(size_t i)
   return leaf;
 }
 
-PH_INLINE bool owner_unit_is_open(_Atomic uint8_t *bits, size_t u)
+PH_INLINE bool owner_unit_is_open(owner_units_t bits, size_t u)
 {
-  return (atomic_load_explicit(&bits[u / 8], memory_order_acquire) >> (u % 8)) & 1u;
+  return (atomic_load_explicit(&bits.w[u * bits.wstep], memory_order_acquire) >>
+          (bits.b0 + u * bits.bstep)) & 1u;
 }
 
 /* Makes bytes [from, to) of table (tsize bytes, from os_reserve_readonly)
  * writable, in whole units (or whole pages where a page is larger), and
  * records them in bits.  @return false if the OS refused a unit; the units
  * opened before it stay open. */
-PH_HOT static bool owner_open(uint8_t *table, size_t tsize, _Atomic uint8_t *bits, size_t from, size_t to)
+PH_HOT static bool owner_open(uint8_t *table, size_t tsize, owner_units_t bits, size_t from, size_t to)
 {
   size_t u0 = from / OWNER_UNIT, u1 = (to - 1) / OWNER_UNIT, u;
 
@@ -100,7 +127,8 @@ PH_HOT static bool owner_open(uint8_t *table, size_t tsize, _Atomic uint8_t *bit
       break;
     }
     for (size_t v = start / OWNER_UNIT; v * OWNER_UNIT < start + len; v++)
-      atomic_fetch_or_explicit(&bits[v / 8], (uint8_t)(1u << (v % 8)), memory_order_release);
+      atomic_fetch_or_explicit(&bits.w[v * bits.wstep], (uint16_t)(1u << (bits.b0 + v * bits.bstep)),
+                               memory_order_release);
   }
   ph_unlock(&owner_lock);
   return ok;
@@ -119,10 +147,10 @@ static bool owner_range_open(uintptr_t a, uintptr_t end, bool has_kind)
     uintptr_t *leaf = owner_leaf_get(i);
 
     if (leaf == NULL ||
-        !owner_open((uint8_t *)leaf, OWNER_LEAF_BYTES, &owner_leaf_open[i],
+        !owner_open((uint8_t *)leaf, OWNER_LEAF_BYTES, owner_leaf_units(i),
                     (g0 & leaf_mask) * sizeof(uintptr_t), ((g1 & leaf_mask) + 1) * sizeof(uintptr_t)))
       return false;
-    if (has_kind && !owner_open(owner_kind, OWNER_KIND_ENTRIES, owner_kind_open, g0, g1 + 1))
+    if (has_kind && !owner_open(owner_kind, OWNER_KIND_ENTRIES, owner_kind_units(), g0, g1 + 1))
       return false;
     a = e;
   }
@@ -192,7 +220,7 @@ bool owner_map_adopt(const void *base, size_t span, uintptr_t *leaves, size_t le
     ok = ok && atomic_load_explicit(&owner_map_root[i], memory_order_relaxed) == NULL;
   for (size_t i = first; ok && i < first + n; i++) {
     /* the region's leaves are writable shared memory: every unit is open */
-    atomic_store_explicit(&owner_leaf_open[i], (uint8_t)0xff, memory_order_release);
+    atomic_fetch_or_explicit(&owner_open_bits[i], (uint16_t)0xff, memory_order_release);
     atomic_store_explicit(&owner_map_root[i], leaves + ((i - first) << PH_OWNER_LEAF_BITS),
                           memory_order_release);
   }
@@ -203,7 +231,7 @@ bool owner_map_adopt(const void *base, size_t span, uintptr_t *leaves, size_t le
   if (owner_kind_limit == 0)
     return true;                         /* no kind map: every pointer asks the owner map */
   uintptr_t g0 = (uintptr_t)base >> PH_GRANULE_SHIFT, g1 = g0 + (len >> PH_GRANULE_SHIFT);
-  if (!owner_open(owner_kind, OWNER_KIND_ENTRIES, owner_kind_open, g0, g1))
+  if (!owner_open(owner_kind, OWNER_KIND_ENTRIES, owner_kind_units(), g0, g1))
     return false;
   for (uintptr_t g = g0; g < g1; g++)
     __atomic_store_n(&owner_kind[g], (uint8_t)kind, __ATOMIC_RELEASE);
