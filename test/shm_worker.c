@@ -585,11 +585,29 @@ static int rel_give(int fd, const char *how)
   bool reused = untouched || strcmp(how, "reused") == 0;
   void *warm = PINHEAP_NAME(malloc)(16);
   PINHEAP_NAME(free)(warm);
-  unsigned char *head = grown ? PINHEAP_NAME(malloc)(REL_HEAD) : NULL;
+  unsigned char *head = NULL, *guard = NULL;   /* grown: the guard keeps the block off the top */
+  if (grown) {
+    io_all(fd, &token, 1, 0);                /* the other process has joined: always boxed in */
+    /* head, block and guard in that order, the block right after the head,
+     * wherever this process carves: its first slice may be boxed in by the
+     * other process's, so that consecutive mallocs land apart (CI, once,
+     * when the other process joined first: realloc then moved the head).
+     * The exchange above makes that the case every time.  One chunk for
+     * head and block, the guard right after it (bigger than any free chunk
+     * left in the first slice: carved next), then the chunk shrunk in place
+     * to the head: the block takes the tail that leaves free. */
+    head = PINHEAP_NAME(malloc)(REL_HEAD + REL_SIZE + REL_HEAD);
+    guard = PINHEAP_NAME(malloc)(REL_SIZE / 2);
+    if (head == NULL || guard == NULL || PINHEAP_NAME(realloc)(head, REL_HEAD) != head)
+      fail("the head did not shrink in place (scenario)", errno, 0);
+  }
   unsigned char *block = PINHEAP_NAME(malloc)(REL_SIZE);
-  unsigned char *guard = grown ? PINHEAP_NAME(malloc)(REL_HEAD) : NULL;   /* keeps it off the top */
   if (block == NULL || !PINHEAP_NAME(shm_contains)(block) || (grown && (head == NULL || guard == NULL)))
     fail("the blocks in the region", errno, 0);
+  if (grown && !(head < block && block < guard &&
+                 (size_t)(guard - head) <= REL_HEAD + REL_SIZE + REL_HEAD + 256))
+    fail("head, block and guard are not laid out in a row (scenario) (block - head, guard - block)",
+         (long)(block - head), (long)(guard - block));
   memset(block, REL_OLD, REL_SIZE);
   io_all(fd, &block, sizeof(block), 1);
   io_all(fd, &token, 1, 0);                  /* the other side is on the heap */
@@ -673,6 +691,8 @@ static int rel_hear(int fd, const char *how)
   char token = 0;
   void *warm = PINHEAP_NAME(malloc)(16);      /* joins the heap first */
   PINHEAP_NAME(free)(warm);
+  if (strcmp(how, "grown") == 0)
+    io_all(fd, &token, 1, 1);                /* joined: the giver lays out its blocks */
   unsigned char *block;
   io_all(fd, &block, sizeof(block), 0);
   rel_heard.watch = block + REL_SIZE / 2 + 123;
