@@ -577,6 +577,57 @@ Test(slab, trim_gives_empty_pages_back)
                mi.arena);
 }
 
+/* A page given back to the arena as a free chunk, between chunks still in
+ * use, is taken again where it lies for the next page of any class: the
+ * next pages must not all come from fresh memory while such chunks wait
+ * (they did, the arena's aligned allocation asking for twice a page: churn
+ * at 2 threads grew its footprint with its length).  Pages of class 1024
+ * (A) and 768 (B) are filled in turn, A's blocks are freed (the arena keeps
+ * a few empty pages, gives the others back: some merge with free
+ * neighbours), then class 640 (C) fills more pages than A had: at least a
+ * third of A's granules must serve C. */
+Test(slab, pages_given_back_between_others_are_taken_again)
+{
+  enum { NP = 24, PER = 100, G = 16 };
+  static void *a[NP * PER], *b[NP * PER], *c[NP * 2 * PER];
+  static uintptr_t ga[NP * PER];
+  unsigned na = 0, nb = 0, ngr = 0;
+  for (int k = 0; k < NP; k++) {          /* ~1.5 pages of each class a round */
+    for (int i = 0; i < PER; i++)
+      cr_assert_not_null(a[na++] = PINHEAP_NAME(malloc)(1024));
+    for (int i = 0; i < PER; i++)
+      cr_assert_not_null(b[nb++] = PINHEAP_NAME(malloc)(768));
+  }
+  for (unsigned i = 0; i < na; i++) {     /* the granules of A's pages, once each */
+    uintptr_t g = (uintptr_t)a[i] >> G;
+    unsigned j = 0;
+    while (j < ngr && ga[j] != g)
+      j++;
+    if (j == ngr)
+      ga[ngr++] = g;
+  }
+  for (unsigned i = 0; i < na; i++)
+    PINHEAP_NAME(free)(a[i]);
+  unsigned nc = 0, reused = 0;
+  for (unsigned i = 0; i < NP * 2 * PER; i++)
+    cr_assert_not_null(c[nc++] = PINHEAP_NAME(malloc)(640));
+  for (unsigned j = 0; j < ngr; j++) {
+    for (unsigned i = 0; i < nc; i++) {
+      if ((uintptr_t)c[i] >> G == ga[j]) {
+        reused++;
+        break;
+      }
+    }
+  }
+  cr_assert_geq(reused * 3, ngr, "only %u of the %u granules of pages given back served the next "
+                "pages (expected a third or more)", reused, ngr);
+  for (unsigned i = 0; i < nb; i++)
+    PINHEAP_NAME(free)(b[i]);
+  for (unsigned i = 0; i < nc; i++)
+    PINHEAP_NAME(free)(c[i]);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
 /* A page that served one class, then another, and went back to the arena
  * must leave no free key behind (the second word of a free block): a
  * chunk carved there later whose payload's second word held one was taken
