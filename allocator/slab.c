@@ -403,14 +403,14 @@ PH_HOT static bool slab_refill(slab_page_t *pg)
 }
 
 /* A page given back as a free chunk, taken again where it lies: the
- * smallest binned chunk of a granule or more, if it is one granule whose
+ * first chunk of the bin that holds a granule, if it is one granule whose
  * payload starts a granule (a page's chunk, freed between chunks in use).
- * Locked; NULL if there is none.  (Taking larger chunks that start a
- * granule too raised frag's peak RSS at 2 threads by 1.2 MiB.)  ms_alloc_aligned_locked asks for twice a
+ * Locked; NULL if there is none.  ms_alloc_aligned_locked asks for twice a
  * granule, which such a chunk never is: without this, every page given
  * back stayed resident, unused by the slab path, and the next page came
  * from fresh memory (churn at 2 threads: peak RSS grew with the run's
- * length, 8.8 MiB at scale 0.2 to 14.5 at scale 2). */
+ * length, 8.8 MiB at scale 0.2 to 14.5 at scale 2).  Taking larger chunks
+ * that start a granule too raised frag's peak RSS at 2 threads by 1.2 MiB. */
 static chunk_t *slab_chunk_reuse(mstate_t *ms, release_t *rel)
 {
   unsigned i = binmap_next(ms, bin_index(PH_GRANULE));
