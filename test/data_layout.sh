@@ -1,7 +1,7 @@
 #!/bin/sh
 # data_layout.sh -- the writable data a small program keeps resident
 # (PH_COLD_BSS, PH_HOT_DATA: hooks/startup.h): with the preload shim, a
-# malloc/free loop (data_layout_probe) holds at most 17 pages of the shim's
+# malloc/free loop (layout_probe) holds at most 17 pages of the shim's
 # writable segment: its file-backed part (.data, .got) and the pages of
 # .bss/.lbss it writes.  (22 before the big tables moved out of .bss: each
 # small static between two of them made one more page resident.)

@@ -4,7 +4,7 @@
 #  1. the functions marked PH_HOT (allocator/internal.h) are in
 #     .text.hot.pinheap in libpinheap.a (a sample: malloc, free and the
 #     allocator's entry points);
-#  2. with the preload shim, a small program (text_layout_probe: a
+#  2. with the preload shim, a small program (layout_probe: a
 #     malloc/free loop) has at most one 64 KiB fault-around window of the
 #     shim's text resident (16 pages), and none of its unwind tables.
 # usage: text_layout.sh ARCHIVE PREFIX [SHIM PROBE BUILD_TYPE]
