@@ -18,41 +18,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "hear.h"
 #include "pinheap.h"
 
-/* The OS layer's listener slot (hidden in the archive, linkable here). */
-typedef void os_release_fn(void *addr, size_t len, void *ctx);
-void PINHEAP_NAME(os_set_release_listener)(os_release_fn *fn, void *ctx);
-
 #define MIB ((size_t)1 << 20)
-#define HEAR_MAX 1024
 #define BLOCKS 64
 #define BLOCK_SIZE ((size_t)100 * 1024)   /* below the default 128 KiB threshold */
-
-static uintptr_t hear_addr[HEAR_MAX];
-static size_t hear_len[HEAR_MAX];
-static atomic_size_t hear_count;
-
-static void hear_listener(void *addr, size_t len, void *ctx)
-{
-  (void)ctx;
-  size_t i = atomic_fetch_add(&hear_count, 1);
-  if (i < HEAR_MAX) {
-    hear_addr[i] = (uintptr_t)addr;
-    hear_len[i] = len;
-  }
-}
-
-/* Did one listener call cover [lo, hi)? */
-static bool hear_covered(uintptr_t lo, uintptr_t hi)
-{
-  size_t n = atomic_load(&hear_count);
-  cr_assert(n <= HEAR_MAX, "more than %d listener calls", HEAR_MAX);
-  for (size_t i = 0; i < n; i++)
-    if (hear_addr[i] <= lo && hear_addr[i] + hear_len[i] >= hi)
-      return true;
-  return false;
-}
 
 /* Is any page of [lo, hi) still mapped and resident? */
 static bool any_resident(uintptr_t lo, uintptr_t hi)
