@@ -341,4 +341,27 @@ static TU_UNUSED void misuse_assert(misuse_fn_t *act, void *arg, const char *fun
   misuse_assert_either(act, arg, func, what, NULL, ptr);
 }
 
+/*
+ * As misuse_assert; but in a PINHEAP_DEBUG=2 build the heap checker, which
+ * runs after every call, finds the damage first and names it itself: then
+ * asserts that report ("the heap checker (PINHEAP_DEBUG=2) found") and
+ * SIGABRT.  damage names what act did, for the message.
+ */
+static TU_UNUSED void misuse_assert_or_checker(misuse_fn_t *act, void *arg, const char *func,
+                                               const char *what, const void *ptr,
+                                               const char *damage)
+{
+#if PINHEAP_DEBUG_LEVEL >= 2
+  misuse_result_t r;
+  (void)func, (void)what, (void)ptr;
+  misuse_run(act, arg, &r);
+  cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT &&
+                strstr(r.out, "the heap checker (PINHEAP_DEBUG=2) found") != NULL,
+            "level 2 did not catch %s (status 0x%x); stderr: \"%s\"", damage, r.status, r.out);
+#else
+  (void)damage;
+  misuse_assert(act, arg, func, what, ptr);
+#endif
+}
+
 #endif /* PINHEAP_TEST_UTIL_H */
