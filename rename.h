@@ -156,6 +156,7 @@
 #define ms_trim_decay           PINHEAP_NAME(ms_trim_decay)
 #define seg_take_out            PINHEAP_NAME(seg_take_out)
 #define ms_idle_collect         PINHEAP_NAME(ms_idle_collect)
+#define ms_give_back_idle       PINHEAP_NAME(ms_give_back_idle)
 #define huge_total              PINHEAP_NAME(huge_total)
 #define huge_cache_fork_lock    PINHEAP_NAME(huge_cache_fork_lock)
 #define huge_cache_fork_unlock  PINHEAP_NAME(huge_cache_fork_unlock)

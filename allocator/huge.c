@@ -424,21 +424,14 @@ static void huge_arena_footprint(mstate_t *ms, void *arg)
  * *(size_t *)arg; an arena_for_each callback. */
 static void huge_relieve_arena(mstate_t *ms, void *arg)
 {
-  release_t idle[8], rel = { NULL, 0 };
-  unsigned n;
+  release_t rel = { NULL, 0 };
 
   if (!ms->source->releases || ms->source->shared)
     return;
   ms_lock(ms);
-  ms_drain_remote(ms);
-  ms_fast_consolidate(ms);
-  n = ms_idle_collect(ms, idle, 8, true);
-  if (ms->top != NULL)
-    ms_trim_top(ms, PH_RELIEVE_PAD, &rel);
+  ms_give_back_idle(ms, PH_RELIEVE_PAD, &rel);
   *(size_t *)arg += ms->footprint;
   ms_unlock(ms);
-  for (unsigned i = 0; i < n; i++)
-    os_release(idle[i].addr, idle[i].len);
   if (rel.len != 0)
     os_release(rel.addr, rel.len);
 }

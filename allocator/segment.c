@@ -571,3 +571,31 @@ unsigned ms_idle_collect(mstate_t *ms, release_t *out, unsigned max, bool force)
   }
   return n;
 }
+
+/* What ms holds idle goes back at once, not after the decay: blocks that
+ * wait are taken in, its wholly free segments released (the lock dropped
+ * around each batch, so that the listeners run unlocked), and its top's
+ * free tail past pad left in *rel, which the caller releases after
+ * unlocking.  Locked on entry and on return.  @return whether a segment
+ * was released. */
+bool ms_give_back_idle(mstate_t *ms, size_t pad, release_t *rel)
+{
+  bool released = false;
+
+  ms_drain_remote(ms);
+  ms_fast_consolidate(ms);
+  for (;;) {
+    release_t idle[8];
+    unsigned n = ms_idle_collect(ms, idle, 8, true);
+    if (n == 0)
+      break;
+    ms_unlock(ms);
+    for (unsigned i = 0; i < n; i++)
+      os_release(idle[i].addr, idle[i].len);
+    released = true;
+    ms_lock(ms);
+  }
+  if (ms->top != NULL)
+    ms_trim_top(ms, pad, rel);
+  return released;
+}

@@ -33,21 +33,8 @@ int ms_trim(mstate_t *ms, size_t pad)
   if (huge_cache_decay(true))
     released = 1;
   ms_lock(ms);
-  ms_drain_remote(ms);
-  ms_fast_consolidate(ms);
-  for (;;) {                                /* idle segments go back whole */
-    release_t idle[8];
-    unsigned n = ms_idle_collect(ms, idle, 8, true);
-    if (n == 0)
-      break;
-    ms_unlock(ms);
-    for (unsigned i = 0; i < n; i++)
-      os_release(idle[i].addr, idle[i].len);
+  if (ms_give_back_idle(ms, pad, &rel))     /* idle segments whole, the top's tail */
     released = 1;
-    ms_lock(ms);
-  }
-  if (ms->top != NULL)
-    ms_trim_top(ms, pad, &rel);
   /* The decommit pass below is the private heap's: in the shared heap's
    * region MADV_DONTNEED would leave the pages in the object (marked
    * decommitted, so never given back), and another process must hear a
