@@ -277,6 +277,7 @@
 #define param_value_name            PINHEAP_NAME(param_value_name)
 #define params_events_on            PINHEAP_NAME(params_events_on)
 #define shm_params_eval             PINHEAP_NAME(shm_params_eval)
+#define shm_params_any_set          PINHEAP_NAME(shm_params_any_set)
 #define shm_param_desc_get          PINHEAP_NAME(shm_param_desc_get)
 #define shm_conf_eval               PINHEAP_NAME(shm_conf_eval)
 #define probe_run                   PINHEAP_NAME(probe_run)

@@ -8,7 +8,7 @@
 
 #include "pinheap.h"
 #include "params.h"
-#include "startup.h"
+#include "startup.h"      /* environ */
 
 #include <pthread.h>
 #include <string.h>
@@ -75,20 +75,6 @@ PH_HOT void ms_init(mstate_t *ms, const mem_source_t *src, unsigned flags, unsig
   __atomic_store_n(&ms->flags, flags | PH_MS_INIT, __ATOMIC_RELEASE);
 }
 
-/* 1 when a variable of the shared heap (PINHEAP_SHM_*, SM_*) is set.
- * Without one shm_start() would find the mode off, silently: it is not
- * called, and its 12 kB of text stay out of the process's resident pages
- * (PH_HOT, internal.h). */
-static int shm_vars_set(void)
-{
-  for (int id = 0; id < SHM_PARAM_COUNT; id++) {
-    const param_desc_t *d = shm_param_desc_get((shm_param_id_t)id);
-    if (d != NULL && d->name != NULL && d->name[0] != '\0' && startup_env(d->name) != NULL)
-      return 1;
-  }
-  return 0;
-}
-
 PH_HOT mstate_t *heap_default(void)
 {
   mstate_t *h = __atomic_load_n(&gm_ready, __ATOMIC_ACQUIRE);
@@ -101,7 +87,10 @@ PH_HOT mstate_t *heap_default(void)
     /* The shared heap, when its size is given, must come first: its free
      * key is the region's, and no other heap may hold waiting chunks. */
     chunk_free_key_init();
-    h = shm_vars_set() ? shm_start() : NULL;
+    /* Without a variable of the shared heap shm_start() would find the
+     * mode off, silently: it is not called, and its 12 kB of text stay out
+     * of the process's resident pages (PH_HOT, internal.h). */
+    h = shm_params_any_set(environ) ? shm_start() : NULL;
     if (h == NULL) {
       ms_init(&gm, &mem_source_os, PH_MS_LOCKED, PH_KIND_ARENA_TAG(0));    /* arena 0 */
       h = &gm;

@@ -630,15 +630,34 @@ PH_HOT static void shm_params_from(const char *const *texts, shm_params_t *out_p
   }
 }
 
-void shm_params_eval(char *const *envp, shm_params_t *out_p)
+/* texts[id]: the value of the variable shm_param_descs[id] names in envp,
+ * or NULL (one pass over envp). */
+PH_HOT static void shm_params_scan(char *const *envp, const char *texts[SHM_PARAM_COUNT])
 {
   const char *names[SHM_PARAM_COUNT];
-  const char *texts[SHM_PARAM_COUNT];
 
   for (int id = 0; id < SHM_PARAM_COUNT; id++)
     names[id] = shm_param_descs[id].name;
   env_scan(envp, names, SHM_PARAM_COUNT, texts);
+}
+
+void shm_params_eval(char *const *envp, shm_params_t *out_p)
+{
+  const char *texts[SHM_PARAM_COUNT];
+
+  shm_params_scan(envp, texts);
   shm_params_from(texts, out_p);
+}
+
+PH_HOT bool shm_params_any_set(char *const *envp)
+{
+  const char *texts[SHM_PARAM_COUNT];
+
+  shm_params_scan(envp, texts);
+  for (int id = 0; id < SHM_PARAM_COUNT; id++)
+    if (texts[id] != NULL)
+      return true;
+  return false;
 }
 
 /* A launcher's count: the leading whole number of text (Slurm's

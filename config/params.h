@@ -52,6 +52,7 @@
 
 #include "../rename.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* ---- parameter identifiers (index into the table) ----------------------- */
@@ -233,6 +234,9 @@ typedef struct shm_conf_s {
 /** Evaluates the shared heap's parameters from envp (warns like
  *  params_eval for each unparsable value).  Never allocates. */
 void shm_params_eval(char *const *envp, shm_params_t *out_p);
+/** @return whether envp sets any of the shared heap's parameters
+ *  (PINHEAP_SHM_*, SM_*): without one, the shared heap is off. */
+bool shm_params_any_set(char *const *envp);
 /** @return the descriptor of id, or NULL if out of range. */
 const param_desc_t *shm_param_desc_get(shm_param_id_t id);
 /** The parameters of envp plus the launcher's defaults.  Never allocates. */
