@@ -9,7 +9,8 @@ workload is reported at every thread count as the median time and the
 median peak RSS of its runs, with ratios to glibc and to the best peer (the
 best of glibc, jemalloc, tcmalloc, mimalloc), and a geometric-mean row.
 It also measures instructions per malloc(32)+free pair on the fast path
-with callgrind (N and 2N pairs; the difference / N, so start-up cancels).
+with callgrind (N and 2N pairs; the difference / N, so start-up cancels),
+and judges pinheap against issue 12's targets (targets_check).
 
 Writes into --out: table.md (for the README), summary.csv, summary.json,
 runs.csv (every run), callgrind.csv, chart.png (gnuplot) with its chart.dat
@@ -436,6 +437,85 @@ def summarize(allocs, workloads, threads, runs):
     return rows, geo
 
 
+# The targets of issue 12, judged on what this run measured.  Rows at 1-2
+# threads ("few") and at 8 or 32 threads ("many": more threads than this
+# 2-core machine has) have targets of their own; other thread counts are
+# reported but not judged.
+TARGETS = {
+    "few": {"threads": (1, 2), "geo_vs_glibc": 0.45, "geo_vs_best_peer": 0.9,
+            "row_vs_best_peer": 1.25, "geo_rss_vs_glibc": 1.0, "row_rss_vs_glibc": 1.5},
+    "many": {"threads": (8, 32), "geo_vs_best_peer": 1.0, "row_vs_best_peer": 1.5},
+}
+FAST_PATH_TARGET = 40.0
+
+
+def targets_check(allocs, rows, callgrind, subject="pinheap"):
+    """Each target of TARGETS that this run's rows can judge, for subject:
+    a list of {"target", "value", "limit", "met", "detail"}.  "The best peer"
+    of a geometric-mean target is the peer whose geometric mean over the
+    group is lowest; the row-by-row reading (each row against its own best
+    peer, a stricter bar) is reported beside it as detail."""
+    out = []
+    if subject not in allocs:
+        return out
+    peers = [p for p in PEERS if p in allocs]
+
+    def add(target, value, limit, detail=""):
+        if value is not None:
+            out.append({"target": target, "value": value, "limit": limit,
+                        "met": value <= limit, "detail": detail})
+
+    for group, tg in TARGETS.items():
+        cells = {k: r["allocators"] for k, r in rows.items() if k[1] in tg["threads"]}
+        cells = {k: c for k, c in cells.items() if c.get(subject)}
+        if not cells:
+            continue
+        label = "%s threads" % "/".join(str(t) for t in tg["threads"])
+        geo_t = {n: geomean([c[n]["time_vs_glibc"] for c in cells.values() if c.get(n)])
+                 for n in peers + [subject]}
+        if "geo_vs_glibc" in tg:
+            add("%s: geometric-mean time vs glibc" % label, geo_t[subject], tg["geo_vs_glibc"])
+        best = min(((geo_t[p], p) for p in peers if geo_t[p] is not None), default=(None, None))
+        strict = geomean([c[subject]["time_vs_best_peer"] for c in cells.values()])
+        add("%s: geometric-mean time vs the best peer's (%s)" % (label, best[1]),
+            ratio(geo_t[subject], best[0]), tg["geo_vs_best_peer"],
+            "row by row, against each row's best peer: %s" % fmt_ratio(strict))
+        worst = max(((c[subject]["time_vs_best_peer"], k) for k, c in cells.items()
+                     if c[subject]["time_vs_best_peer"] is not None), default=(None, None))
+        over = ["%s-%d %.2fx" % (k[0], k[1], c[subject]["time_vs_best_peer"])
+                for k, c in cells.items()
+                if (c[subject]["time_vs_best_peer"] or 0) > tg["row_vs_best_peer"]]
+        add("%s: slowest row vs its best peer (%s-%d)" % ((label,) + (worst[1] or ("?", 0))),
+            worst[0], tg["row_vs_best_peer"], "above: " + (", ".join(over) or "none"))
+        if "geo_rss_vs_glibc" in tg:
+            add("%s: geometric-mean peak RSS vs glibc" % label,
+                geomean([c[subject]["rss_vs_glibc"] for c in cells.values()]), tg["geo_rss_vs_glibc"])
+            worst = max(((c[subject]["rss_vs_glibc"], k) for k, c in cells.items()
+                         if c[subject]["rss_vs_glibc"] is not None), default=(None, None))
+            add("%s: largest row peak RSS vs glibc (%s-%d)" % ((label,) + (worst[1] or ("?", 0))),
+                worst[0], tg["row_rss_vs_glibc"])
+    if subject in callgrind:
+        best = min(((callgrind[p], p) for p in peers if p in callgrind), default=None)
+        add("fast path: instructions per malloc(32)+free pair", callgrind[subject], FAST_PATH_TARGET,
+            ("best peer %s %.1f; " % (best[1], best[0]) if best else "")
+            + "the harness's own loop and calls included")
+    return out
+
+
+def targets_markdown(checks, subject="pinheap"):
+    if not checks:
+        return []
+    lines = ["**Targets** (%s, judged on this run's medians; the machine is noisy: a margin under "
+             "~1.3x is not significant unless repeated)" % subject, "",
+             "| target | measured | limit | met | |", "|---|---:|---:|---|---|"]
+    for c in checks:
+        lines.append("| %s | %s | <= %s | %s | %s |" % (
+            c["target"], "%.2f" % c["value"], "%g" % c["limit"], "yes" if c["met"] else "**no**",
+            c["detail"]))
+    lines.append("")
+    return lines
+
+
 def fmt_ratio(r):
     return "-" if r is None else "%.2f" % r
 
@@ -511,6 +591,7 @@ def table_markdown(a, allocs, rows, geo, callgrind, meta, notes, failures):
                 lines.append("| %s | %.1f | %s |" % (name, callgrind[name],
                                                     fmt_ratio(ratio(callgrind[name], callgrind.get("glibc")))))
         lines.append("")
+    lines.extend(targets_markdown(targets_check(allocs, rows, callgrind)))
     lines.append("Peers: " + ", ".join("%s (%s)" % (n, p or "no preload") for n, p in meta["libraries"])
                  + ". The machine is noisy: treat differences under ~1.3x as noise unless repeated.")
     for n in notes:
@@ -562,6 +643,7 @@ def outputs_write(a, allocs, runs_log, rows, geo, callgrind, meta, notes, failur
                  for (w, t), row in rows.items()],
         "geometric_mean": geo,
         "callgrind_instructions_per_pair": callgrind,
+        "targets": targets_check(allocs, rows, callgrind),
     }
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
