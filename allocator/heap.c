@@ -470,9 +470,60 @@ void *ms_memalign(mstate_t *ms, size_t align, size_t n)
   return chunk_mem(c);
 }
 
+#define ALIGNED_FIT_LOOK 32u   /* free chunks looked at for an aligned fit */
+
+/* Where a free chunk x of size bytes holds nb bytes at an align boundary
+ * (its lead before them 0 or a chunk of its own): the lead, or size if it
+ * does not hold them. */
+PH_INLINE size_t aligned_lead(const chunk_t *x, size_t size, size_t nb, size_t align)
+{
+  uintptr_t m = (uintptr_t)chunk_mem(x);
+  uintptr_t am = align_up(m, align);
+  if (am != m && am - m < PH_MIN_CHUNK)
+    am += align;
+  return am - m + nb <= size ? am - m : size;
+}
+
+/* A free chunk, binned or the designated victim, that holds nb bytes at an
+ * align boundary, taken out and marked in use; NULL if none of the first
+ * ALIGNED_FIT_LOOK looked at does.  Without it an aligned request always
+ * took nb + align more bytes from the bins or the top, so memory freed
+ * between chunks in use was never found again by a request that could fit
+ * there once aligned (a slab page given back next to a free chunk). */
+static chunk_t *ms_aligned_fit(mstate_t *ms, size_t nb, size_t align)
+{
+  chunk_t *dv = dv_get(ms);
+  if (dv != NULL) {
+    size_t ds = chunk_size(dv);
+    if (ds >= nb && aligned_lead(dv, ds, nb, align) < ds) {
+      chunk_t *b = bin_at(ms, PH_DV_BIN);
+      b->fd = b->bk = b;
+      chunk_set_inuse(ms, dv, ds);
+      return dv;
+    }
+  }
+  unsigned looked = 0;
+  for (unsigned i = binmap_next(ms, bin_index(nb)); i < PH_NBINS; i = binmap_next(ms, i + 1)) {
+    chunk_t *b = bin_at(ms, i);
+    for (chunk_t *x = b->fd; x != b; x = x->fd) {
+      if (++looked > ALIGNED_FIT_LOOK)
+        return NULL;
+      size_t size = chunk_size(x);
+      if (size >= nb && aligned_lead(x, size, nb, align) < size) {
+        bin_unlink(ms, x, size);
+        chunk_set_inuse(ms, x, size);
+        return x;
+      }
+    }
+  }
+  return NULL;
+}
+
 PH_HOT chunk_t *ms_alloc_aligned_locked(mstate_t *ms, size_t nb, size_t align, release_t *rel)
 {
-  chunk_t *c = ms_alloc_chunk(ms, nb + align + PH_MIN_CHUNK);
+  chunk_t *c = ms_aligned_fit(ms, nb, align);
+  if (c == NULL)
+    c = ms_alloc_chunk(ms, nb + align + PH_MIN_CHUNK);
   if (c == NULL)
     return NULL;
   seg_t *seg = NULL;

@@ -308,6 +308,60 @@ Test(mspace, memalign_and_usable_size)
   PINHEAP_NAME(destroy_mspace)(m);
 }
 
+/* The next block a fresh mspace's top hands out: where a probe lands (given
+ * back at once, so it merges into the top again). */
+static char *mspace_next_block(pinheap_mspace m)
+{
+  char *t = PINHEAP_NAME(mspace_malloc)(m, 16);
+  cr_assert_not_null(t, "mspace_malloc(16) returned NULL");
+  PINHEAP_NAME(mspace_free)(m, t);
+  return t;
+}
+
+/* A free chunk too small for the old way of aligning (take size + alignment
+ * and cut both ends) but holding an aligned region of the size: memalign
+ * must find it, not grow into the top.  The free chunk is laid out between
+ * two blocks in use, from 16 KiB before a 64 KiB boundary to 16 KiB after
+ * the 64 KiB that follow it. */
+Test(mspace, memalign_finds_an_aligned_region_inside_a_free_chunk)
+{
+  pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, 0);
+  cr_assert_not_null(m, "create_mspace failed");
+  char *x1 = mspace_next_block(m);
+  uintptr_t a = ((uintptr_t)x1 + 32 * KiB + 64 * KiB - 1) & ~(uintptr_t)(64 * KiB - 1);
+  char *f = (char *)a - 16 * KiB;
+  /* x1 up to f: sized by trial, as the chunk overhead is the allocator's */
+  size_t want = (size_t)(f - x1) - 16;
+  for (int k = 0; k < 4; k++) {
+    char *got = PINHEAP_NAME(mspace_malloc)(m, want);
+    cr_assert_eq(got, x1, "mspace_malloc(%zu) = %p, expected the top's next block %p", want,
+                 (void *)got, (void *)x1);
+    char *next = mspace_next_block(m);
+    if (next == f)
+      break;
+    PINHEAP_NAME(mspace_free)(m, got);
+    cr_assert_eq(mspace_next_block(m), x1, "freeing the block before the top did not merge it");
+    want += (size_t)(f - next);
+  }
+  cr_assert_eq(mspace_next_block(m), f, "could not make the top's next block %p", (void *)f);
+  char *fb = PINHEAP_NAME(mspace_malloc)(m, 96 * KiB - 16);
+  void *x2 = PINHEAP_NAME(mspace_malloc)(m, 100);
+  cr_assert(fb == f && x2 != NULL, "mspace_malloc(96 KiB - 16) = %p, expected %p", (void *)fb,
+            (void *)f);
+  PINHEAP_NAME(mspace_free)(m, fb);
+  mspace_assert_sound(m, "the free chunk laid out");
+
+  void *p = PINHEAP_NAME(mspace_memalign)(m, 64 * KiB, 64 * KiB - 16);
+  cr_assert_eq((uintptr_t)p, a, "mspace_memalign(64 KiB, 64 KiB - 16) = %p, expected %p: the free "
+               "chunk at %p (96 KiB) holds it aligned", p, (void *)a, (void *)f);
+  mspace_assert_sound(m, "memalign inside the free chunk");
+  void *q = PINHEAP_NAME(mspace_malloc)(m, 8 * KiB);
+  cr_assert(q != NULL && ((uintptr_t)q == (uintptr_t)f || (uintptr_t)q >= a + 64 * KiB),
+            "the free chunk's lead or tail was not given back (mspace_malloc(8 KiB) = %p)", q);
+  mspace_assert_sound(m, "a block from the lead or the tail");
+  PINHEAP_NAME(destroy_mspace)(m);
+}
+
 Test(mspace, mallinfo_moves)
 {
   pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, 0);
