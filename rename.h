@@ -247,6 +247,7 @@
 #define reloc_install_wrappers  PINHEAP_NAME(reloc_install_wrappers)
 #define reloc_patched_slot      PINHEAP_NAME(reloc_patched_slot)
 #define reloc_loaded_at_startup PINHEAP_NAME(reloc_loaded_at_startup)
+#define reloc_defs_named        PINHEAP_NAME(reloc_defs_named)
 #define selftest_run            PINHEAP_NAME(selftest_run)
 #define reloc_install           PINHEAP_NAME(reloc_install)
 #define reloc_uninstall         PINHEAP_NAME(reloc_uninstall)

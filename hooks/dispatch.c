@@ -36,6 +36,7 @@
 #include "front.h"
 #include "params.h"
 #include "pinheap.h"
+#include "reloc.h"
 #include "startup.h"
 
 /* glibc's exported allocator (stable ABI, GLIBC_2.2.5). */
@@ -103,8 +104,13 @@ static size_t (*libc_usable_size)(void *);
 
 PH_STARTUP static void *libc_lookup(const char *name)
 {
+  void *f = NULL;
+  /* read from libc's symbol table when that is dlsym's answer (no dlopen
+   * at start-up: reloc.h) */
+  if (reloc_defs_named("libc.so", &name, &f, 1) == 0)
+    return f;
   void *h = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
-  void *f = h != NULL ? dlsym(h, name) : NULL;
+  f = h != NULL ? dlsym(h, name) : NULL;
   if (h != NULL)
     dlclose(h);
   if (f == NULL)

@@ -38,6 +38,7 @@
  * alone and the site's text says what it jumps to.
  */
 #include "patch.h"
+#include "reloc.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -61,6 +62,7 @@
 #define PATCH_MEMBARRIER_SYNC_CORE 32          /* MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE */
 #define PATCH_MEMBARRIER_REGISTER_SYNC_CORE 64 /* ..._REGISTER_PRIVATE_EXPEDITED_SYNC_CORE */
 #define PATCH_SLOT 16
+#define PATCH_FIND_MAX 32                      /* sites patch_find reads from libc at once */
 #define PATCH_REACH ((int64_t)0x7fff0000)      /* a little under 2 GiB */
 
 PH_HOT_DATA static ph_lock_t patch_lock;
@@ -343,11 +345,32 @@ PH_STARTUP static int patch_in_libc(const patch_libc_t *l, const void *addr)
   return 0;
 }
 
+/* libc's definitions of the sites' names, as dlsym(dlopen("libc.so.6"))
+ * returns them: read from libc's symbol table when that answer is sure
+ * (reloc.h: reloc_defs_named), which spares start-up dlopen's set-up of a
+ * handle (code of libc's and ld.so's, and an allocation); else by dlsym. */
+PH_STARTUP static void **patch_libc_defs(patch_site_t *sites, size_t n, void **defs, void **libc_p)
+{
+  const char *names[PATCH_FIND_MAX] = { NULL };
+  size_t k = 0;
+  *libc_p = NULL;
+  for (size_t i = 0; i < n && k < PATCH_FIND_MAX; i++)
+    if (sites[i].entry == NULL && sites[i].name != NULL)
+      names[k++] = sites[i].name;
+  if (k < PATCH_FIND_MAX && reloc_defs_named("libc.so", names, defs, k) == 0)
+    return defs;
+  *libc_p = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);   /* ld.so's, not malloc */
+  return NULL;
+}
+
 PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
 {
-  void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);   /* ld.so's, not malloc */
+  void *libc = NULL;
+  void *found[PATCH_FIND_MAX];
+  void **defs = patch_libc_defs(sites, n, found, &libc);
   patch_libc_t range = { { 0 }, { 0 }, 0 };
   Dl_info info;
+  size_t k = 0;
 
   dl_iterate_phdr(patch_libc_cb, &range);
 
@@ -355,7 +378,7 @@ PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
     patch_site_t *s = &sites[i];
     if (s->entry != NULL || s->name == NULL)
       continue;             /* found, or no site */
-    void *e = libc != NULL ? dlsym(libc, s->name) : NULL;
+    void *e = defs != NULL ? defs[k++] : libc != NULL ? dlsym(libc, s->name) : NULL;
     if (e == NULL) {
       s->state = PATCH_FAILED;
       snprintf(s->text, PATCH_TEXT_MAX, "libc.so.6 does not define %s", s->name);

@@ -223,6 +223,7 @@ typedef struct reloc_view_s {
   uintptr_t relro_lo, relro_hi;
   const uint32_t *gnu_hash;   /* DT_GNU_HASH, or NULL */
   const uint32_t *sysv_hash;  /* DT_HASH, or NULL */
+  const ElfW(Versym) *versym; /* DT_VERSYM, or NULL */
   int has_dynamic;
 } reloc_view_t;
 
@@ -303,6 +304,7 @@ PH_STARTUP static void reloc_view_make(const struct dl_phdr_info *info, reloc_vi
     case DT_PLTREL: pltrel = (long)d->d_un.d_val; break;
     case DT_GNU_HASH: v->gnu_hash = (const uint32_t *)reloc_dyn_ptr(v->base, d->d_un.d_ptr); break;
     case DT_HASH: v->sysv_hash = (const uint32_t *)reloc_dyn_ptr(v->base, d->d_un.d_ptr); break;
+    case DT_VERSYM: v->versym = (const ElfW(Versym) *)reloc_dyn_ptr(v->base, d->d_un.d_ptr); break;
     default: break;
     }
   }
@@ -813,16 +815,19 @@ typedef struct reloc_def_find_s {
   reloc_def_t def[RELOC_MAX_NAMES];   /* def[i].sym NULL: not found */
 } reloc_def_find_t;
 
-/* The symbol of v named name whose value is addr, through the object's
- * hash table (GNU, else SysV); a walk of .dynsym only for an object with
- * neither.  Versioned names (memcpy@GLIBC_2.2.5 beside memcpy@@GLIBC_2.14)
- * share a name: the value tells them apart. */
-static ElfW(Sym) *reloc_sym_lookup(const reloc_view_t *v, const char *name, uintptr_t addr)
+/* Calls fn(v, sym, arg) for each symbol of v named name that v defines,
+ * found through the object's hash table (GNU, else SysV); a walk of
+ * .dynsym only for an object with neither.  Stops when fn returns nonzero
+ * and returns that symbol. */
+typedef int reloc_sym_fn_t(const reloc_view_t *v, const ElfW(Sym) *sym, void *arg);
+
+PH_STARTUP static ElfW(Sym) *reloc_sym_each(const reloc_view_t *v, const char *name,
+                                            reloc_sym_fn_t *fn, void *arg)
 {
   ElfW(Sym) *syms = (ElfW(Sym) *)v->symtab;
-#define RELOC_SYM_IS(i)                                                                            \
-  (syms[i].st_shndx != SHN_UNDEF && syms[i].st_value != 0 && v->base + syms[i].st_value == addr && \
-   strcmp(v->strtab + syms[i].st_name, name) == 0)
+#define RELOC_SYM_IS(i)                                                     \
+  (syms[i].st_shndx != SHN_UNDEF && syms[i].st_value != 0 &&                \
+   strcmp(v->strtab + syms[i].st_name, name) == 0 && fn(v, &syms[i], arg))
   if (v->gnu_hash != NULL) {
     const uint32_t *h = v->gnu_hash;
     uint32_t nbuckets = h[0], symoffset = h[1], bloom_words = h[2];
@@ -869,6 +874,95 @@ static ElfW(Sym) *reloc_sym_lookup(const reloc_view_t *v, const char *name, uint
       return &syms[i];
   return NULL;
 #undef RELOC_SYM_IS
+}
+
+/* Versioned names (memcpy@GLIBC_2.2.5 beside memcpy@@GLIBC_2.14) share a
+ * name: the value tells them apart. */
+PH_STARTUP static int reloc_sym_at(const reloc_view_t *v, const ElfW(Sym) *sym, void *arg)
+{
+  return v->base + sym->st_value == *(const uintptr_t *)arg;
+}
+
+/* The symbol of v named name whose value is addr. */
+static ElfW(Sym) *reloc_sym_lookup(const reloc_view_t *v, const char *name, uintptr_t addr)
+{
+  return reloc_sym_each(v, name, reloc_sym_at, &addr);
+}
+
+/* ---- definitions by name (no dlsym) --------------------------------------- */
+
+/* dlsym's answer for a name with no version, read from one object's table:
+ * the one definition, of the base or a default version.  Anything else
+ * (a second definition, an IFUNC, whose value is its resolver's) is left
+ * to dlsym. */
+typedef struct reloc_named_s {
+  const ElfW(Sym) *found;
+  int count, plain;
+} reloc_named_t;
+
+PH_STARTUP static int reloc_named_note(const reloc_view_t *v, const ElfW(Sym) *sym, void *arg)
+{
+  reloc_named_t *nm = arg;
+  nm->count++;
+  nm->found = sym;
+  nm->plain = ELF64_ST_TYPE(sym->st_info) != STT_GNU_IFUNC &&
+              (v->versym == NULL || !(v->versym[sym - v->symtab] & 0x8000));
+  return 0;                    /* every one is counted */
+}
+
+typedef struct reloc_named_find_s {
+  const char *object;          /* file name prefix, or NULL: every object */
+  const char *const *names;
+  void **out;
+  size_t n;
+  int objects, unsure;
+} reloc_named_find_t;
+
+PH_STARTUP static int reloc_named_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  reloc_named_find_t *f = arg;
+  reloc_view_t v;
+  (void)size;
+  if (f->object != NULL) {
+    const char *name = info->dlpi_name != NULL ? info->dlpi_name : "";
+    const char *base = strrchr(name, '/');
+    base = base != NULL ? base + 1 : name;
+    if (strncmp(base, f->object, strlen(f->object)) != 0)
+      return 0;
+  } else if (reloc_is_vdso(info)) {
+    return 0;
+  }
+  f->objects++;
+  reloc_view_make(info, &v);
+  if (!v.has_dynamic) {
+    f->unsure |= f->object != NULL;
+    return f->object != NULL;
+  }
+  for (size_t i = 0; i < f->n; i++) {
+    reloc_named_t nm = { NULL, 0, 0 };
+    if (f->out[i] != NULL)
+      continue;
+    reloc_sym_each(&v, f->names[i], reloc_named_note, &nm);
+    if (nm.count == 1 && nm.plain)
+      f->out[i] = (void *)(v.base + nm.found->st_value);
+    else if (nm.count > 0)
+      f->unsure = 1;
+  }
+  return f->object != NULL;    /* the first object of that name only */
+}
+
+PH_STARTUP int reloc_defs_named(const char *object, const char *const *names, void **out, size_t n)
+{
+  reloc_named_find_t f = { object, names, out, n, 0, 0 };
+  for (size_t i = 0; i < n; i++)
+    out[i] = NULL;
+  dl_iterate_phdr(reloc_named_cb, &f);
+  if (f.unsure || (object != NULL && f.objects == 0))
+    return -1;
+  for (size_t i = 0; i < n; i++)
+    if (object != NULL && out[i] == NULL)
+      return -1;             /* dlsym would look in its dependencies too */
+  return 0;
 }
 
 /* One walk of the loaded objects finds every wanted definition. */

@@ -173,6 +173,21 @@ PH_HIDDEN void *reloc_lookup_slot(const char *object_substr, const char *sym);
 /** The same search, returning the slot's address (NULL if none). */
 PH_HIDDEN void **reloc_lookup_slot_addr(const char *object_substr, const char *sym);
 
+/** Definitions read from the loaded objects' dynamic symbol tables, for
+ *  names without a version, with no call of dlopen or dlsym (whose failed
+ *  look-up allocates an error text, and whose handle for libc costs
+ *  dlopen's set-up): start-up touches fewer pages.  object is the file
+ *  name prefix of the one object to read ("libc.so"), or NULL for every
+ *  loaded object (the vDSO aside).  out[i] gets the address, or NULL when
+ *  the object(s) do not define names[i].
+ *  @return 0 when every answer is the one dlsym would give: with object,
+ *          each name is defined there once, of a default version, and is
+ *          no IFUNC (dlsym(dlopen(object)) returns the same); with NULL, a
+ *          NULL out[i] means no loaded object defines names[i] (so
+ *          dlsym(RTLD_DEFAULT) finds nothing either).  -1 otherwise: ask
+ *          dlsym (out[] is then only a hint). */
+PH_HIDDEN int reloc_defs_named(const char *object, const char *const *names, void **out, size_t n);
+
 /** Copies the counters. */
 PH_HIDDEN void reloc_stats_get(reloc_stats_t *out_p);
 

@@ -47,6 +47,7 @@
 #include "events.h"
 #include "params.h"
 #include "patch.h"
+#include "reloc.h"
 #include "pinheap.h"
 #include "startup.h"
 
@@ -223,8 +224,14 @@ PH_STARTUP void ucx_feed_attach(void)
     if (h == NULL)
       return;
   }
-  /* (without libucm, the first lookup -- a search of every object that
-   * finds nothing -- is the only one) */
+  /* Without libucm no object defines ucm_vm_mmap: read from the objects'
+   * symbol tables, that costs no dlsym, whose failed search allocates an
+   * error text and runs libc's and ld.so's error code.  Any definition is
+   * left to dlsym (the process's lookup scope decides). */
+  static const char *const first[1] = { "ucm_vm_mmap" };
+  void *any = NULL;
+  if (h == RTLD_DEFAULT && reloc_defs_named(NULL, first, &any, 1) == 0 && any == NULL)
+    return;
   ucx_vm_fn *vm_mmap = (ucx_vm_fn *)dlsym(h, "ucm_vm_mmap");
   ucx_vm_fn *vm_munmap = vm_mmap != NULL ? (ucx_vm_fn *)dlsym(h, "ucm_vm_munmap") : NULL;
   ucx_external_fn *external =

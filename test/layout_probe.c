@@ -16,8 +16,19 @@
  *             segment's end, that were written (present and mapped by this
  *             process alone; a page only read is the shared zero page and
  *             costs nothing)
+ * layout_probe --startup PREFIX
+ *     the bytes pinheap holds in use as main() starts, before main
+ *     allocates anything (PREFIXmallinfo2's uordblks): what pinheap's own
+ *     start-up left allocated through the allocator it installed (ld.so's
+ *     set-up of a dlopen handle, dlerror's state after a failed dlsym...),
+ *     each such block making its size class's page resident.
+ *         in use at main: N bytes
+ *     Exits 1 if PREFIXowns is not found or does not own a malloc block
+ *     (pinheap is not the process's malloc: the count would mean nothing).
  */
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +50,34 @@ static uint64_t pm_entry(unsigned long a)
   return e;
 }
 
+/* --startup: read before main allocates anything. */
+static int startup_blocks(const char *prefix)
+{
+  char name[128];
+  snprintf(name, sizeof(name), "%smallinfo2", prefix);
+  struct mallinfo2 (*info)(void) = (struct mallinfo2 (*)(void))dlsym(RTLD_DEFAULT, name);
+  snprintf(name, sizeof(name), "%sowns", prefix);
+  int (*owns)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, name);
+  if (info == NULL || owns == NULL) {
+    printf("layout_probe: %s or %smallinfo2 not found: pinheap is not loaded\n", name, prefix);
+    return 1;
+  }
+  size_t in_use = info().uordblks;
+  void *volatile p = malloc(32);
+  int ours = owns(p);
+  free(p);
+  if (!ours) {
+    printf("layout_probe: malloc's block is not pinheap's: pinheap is not this process's malloc\n");
+    return 1;
+  }
+  printf("in use at main: %zu bytes\n", in_use);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
+  if (argc == 3 && strcmp(argv[1], "--startup") == 0)
+    return startup_blocks(argv[2]);
   if (argc != 2 && argc != 3) {
     fprintf(stderr, "usage: layout_probe PATH-SUBSTRING [SEGMENT-END]\n");
     return 2;

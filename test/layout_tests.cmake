@@ -15,6 +15,14 @@ if(TARGET pinheap-preload AND PINHEAP_SANITIZER STREQUAL "" AND PINHEAP_DEBUG ST
            "${CMAKE_C_COMPILER_ID}" "${CMAKE_SYSTEM_PROCESSOR}")
   set_tests_properties(data_layout PROPERTIES LABELS "layout" SKIP_RETURN_CODE 77
     FAIL_REGULAR_EXPRESSION "FAIL")
+  # pinheap's start-up leaves no block allocated: its look-ups of libc's
+  # definitions and of libucm's need no dlopen handle (ld.so allocates its
+  # search list) and no failed dlsym (dlerror's state and error text), each
+  # of which made a size class's page resident in every process.
+  add_test(NAME startup_blocks COMMAND layout_probe --startup "${PINHEAP_PREFIX}")
+  set_tests_properties(startup_blocks PROPERTIES LABELS "layout"
+    ENVIRONMENT "PINHEAP_MODE=on;LD_PRELOAD=$<TARGET_FILE:pinheap-preload>"
+    PASS_REGULAR_EXPRESSION "^in use at main: 0 bytes")
 endif()
 add_test(NAME text_layout COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/text_layout.sh ${_layout_args})
 set_tests_properties(text_layout PROPERTIES LABELS "layout" SKIP_RETURN_CODE 77
