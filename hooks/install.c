@@ -247,8 +247,14 @@ PH_STARTUP void *install_resolved(const char *name)
   for (unsigned i = 0; replace_symbols != NULL && i < replace_symbols_count; i++) {
     if (strcmp(replace_symbols[i].name, name) != 0)
       continue;
-    if (__atomic_load_n(&install_patched, __ATOMIC_ACQUIRE) &&
-        install_syms[i].method == PINHEAP_INSTALL_RELOC) {
+    if (!__atomic_load_n(&install_patched, __ATOMIC_ACQUIRE))
+      break;
+    /* interposed, as step (a)'s dlsym(RTLD_DEFAULT) found: no object
+     * loaded since comes before pinheap's in the lookup scope, so that
+     * answer stands (and saves a look-up per name in (c) and the self-test) */
+    if (install_syms[i].method == PINHEAP_INSTALL_INTERPOSE)
+      return replace_symbols[i].self;
+    if (install_syms[i].method == PINHEAP_INSTALL_RELOC) {
       /* a patched slot's value; with none patched yet (no loaded object
        * calls it), what the next object that does will get */
       void *v = reloc_patched_slot(name);
