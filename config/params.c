@@ -586,7 +586,7 @@ PH_HOT const param_desc_t *shm_param_desc_get(shm_param_id_t id)
 
 /* The shared heap's parameters from their texts (texts[id]: the value of
  * the variable shm_param_descs[id] names, or NULL). */
-PH_HOT static void shm_params_from(const char *const *texts, shm_params_t *out_p)
+static void shm_params_from(const char *const *texts, shm_params_t *out_p)
 {
   for (int id = 0; id < SHM_PARAM_COUNT; id++) {
     const param_desc_t *desc = &shm_param_descs[id];
@@ -678,7 +678,7 @@ static unsigned launcher_count(const char *text)
 
 /* Appends text to job (length *n), its characters outside the job id's
  * set made '_', cut at PARAM_JOB_MAX. */
-PH_HOT static void job_append(char *job, size_t *n, const char *text)
+static void job_append(char *job, size_t *n, const char *text)
 {
   for (; *text != '\0' && *n < PARAM_JOB_MAX; text++)
     job[(*n)++] = job_char_ok(*text) ? *text : '_';
@@ -701,7 +701,7 @@ static const char *const shm_launcher_vars[SHM_VAR_COUNT - SHM_PARAM_COUNT] = {
   "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_KVSNAME",
 };
 
-PH_HOT void shm_conf_eval(char *const *envp, shm_conf_t *out_p)
+void shm_conf_eval(char *const *envp, shm_conf_t *out_p)
 {
   shm_params_t p;
   const char *names[SHM_VAR_COUNT];
