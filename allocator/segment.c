@@ -114,6 +114,13 @@ PH_HOT bool ms_grow(mstate_t *ms, size_t nb)
       return false;
   } else {
     ms_unlock(ms);
+    /* Before the process's first segment, the kind map (2 GiB of address
+     * space, reserved by the first owner_map_set; an empty range reserves
+     * just that): mapped after the segment, it would lie right under it,
+     * and the arenas made later (top-down, under it) 2 GiB away, each in
+     * pages of its own of the owner and kind maps. */
+    if (__atomic_load_n(&owner_kind_limit, __ATOMIC_ACQUIRE) == 0)
+      owner_map_set(NULL, 0, 1, PH_KIND_NONE);
     /* Resident pages a freed huge block left in the cache first (huge.c:
      * huge_cache_take_resident): not adjacent, so no reserve. */
     p = ms->source->maps_huge ? huge_cache_take_resident(len) : NULL;
