@@ -65,12 +65,14 @@ PH_INLINE owner_units_t owner_kind_units(void)
  * owner_kind_limit is 0 and the fast paths ask the owner map. */
 PH_HOT static void owner_kind_init(void)
 {
-  if (__atomic_load_n(&owner_kind_limit, __ATOMIC_ACQUIRE) != 0 || owner_kind == (uint8_t *)1)
+  /* (owner_kind is read here without the lock: atomic, as its one store) */
+  if (__atomic_load_n(&owner_kind_limit, __ATOMIC_ACQUIRE) != 0 ||
+      __atomic_load_n(&owner_kind, __ATOMIC_RELAXED) == (uint8_t *)1)
     return;
   ph_lock(&owner_lock);
   if (owner_kind == NULL) {
     uint8_t *m = os_reserve_readonly(OWNER_KIND_ENTRIES);
-    owner_kind = m != NULL ? m : (uint8_t *)1;      /* 1: tried and refused */
+    __atomic_store_n(&owner_kind, m != NULL ? m : (uint8_t *)1, __ATOMIC_RELAXED);  /* 1: tried and refused */
     if (m != NULL)
       __atomic_store_n(&owner_kind_limit, OWNER_KIND_ENTRIES, __ATOMIC_RELEASE);
   }
