@@ -63,6 +63,7 @@
 #define SLAB_FULL_SCAN 4u      /* full pages looked at for remote frees */
 #define SLAB_CARVE 4096u       /* bytes of fresh blocks put on the list at once */
 #define SLAB_REMOTE_BATCH 32u  /* blocks of another thread's page pushed at once */
+_Static_assert(SLAB_REMOTE_BATCH <= UINT8_MAX, "a batch's count fits tcache_t's rb_count");
 #define SLAB_ROOM_SHIFT 4u     /* a full page goes back to "avail" when 1/16 of
                                   its blocks (and one) are free */
 /* An orphan's remote stack, whole: no block is pushed there, frees take
@@ -615,17 +616,24 @@ PH_HOT static void slab_remote_push(slab_page_t *pg, void *head, void *tail, uns
   }
 }
 
+/* Pushes tc's batch of remote frees of class i, if any. */
+static void slab_remote_flush_one(tcache_t *tc, unsigned i)
+{
+  void *head = tc->rb_head[i];
+  if (head == NULL)
+    return;
+  slab_page_t *pg = slab_page_at(head);
+  void *tail = page_first(pg) + tc->rb_tail[i];
+  unsigned n = tc->rb_count[i];
+  tc->rb_head[i] = NULL;
+  tc->rb_count[i] = 0;
+  slab_remote_push(pg, head, tail, n);
+}
+
 void slab_remote_flush(tcache_t *tc)
 {
-  slab_page_t *pg = tc->rb_page;
-  if (pg == NULL)
-    return;
-  void *head = tc->rb_head, *tail = tc->rb_tail;
-  unsigned n = tc->rb_count;
-  tc->rb_page = NULL;
-  tc->rb_head = tc->rb_tail = NULL;
-  tc->rb_count = 0;
-  slab_remote_push(pg, head, tail, n);
+  for (unsigned i = 0; i < PH_SLAB_NCLASS; i++)
+    slab_remote_flush_one(tc, i);
 }
 
 PH_HOT void slab_page_idle(tcache_t *tc, slab_page_t *pg)
@@ -658,22 +666,30 @@ PH_HOT void slab_free_slow(void *mem, const char *fn)
     return;
   }
   /* another thread's page, or one without owner: gathered, then pushed on
-   * its remote stack with the others of that page */
+   * its remote stack with the others of that page.  A batch per class:
+   * with a single batch, a thread freeing blocks of several classes in
+   * turn pushed them one at a time, a compare-and-swap on a contended
+   * cache line each (larson at 2 threads: 504,000 pushes for 533,000
+   * blocks).  A batch waits until it is full, a block of another page of
+   * its class comes, or the thread exits or flushes: it holds back
+   * PH_SLAB_NCLASS pages at most. */
   ((uint64_t *)mem)[1] = chunk_free_key;
-  if (tc->rb_page != pg) {
+  unsigned i = pg->cls;
+  void *head = tc->rb_head[i];
+  if (head == NULL || (((uintptr_t)head ^ (uintptr_t)mem) >> PH_GRANULE_SHIFT) != 0) {
     if (tc->arena == NULL) {             /* a sentinel, no cache: pushed alone */
       slab_remote_push(pg, mem, mem, 1);
       errno = saved;
       return;
     }
-    slab_remote_flush(tc);
-    tc->rb_page = pg;
-    tc->rb_tail = mem;
+    slab_remote_flush_one(tc, i);
+    head = NULL;
+    tc->rb_tail[i] = (uint16_t)((uintptr_t)mem & (PH_GRANULE - 1));
   }
-  *(uintptr_t *)mem = link_enc(pg, tc->rb_head);
-  tc->rb_head = mem;
-  if (++tc->rb_count >= SLAB_REMOTE_BATCH)
-    slab_remote_flush(tc);
+  *(uintptr_t *)mem = link_enc(pg, head);
+  tc->rb_head[i] = mem;
+  if (++tc->rb_count[i] >= SLAB_REMOTE_BATCH)
+    slab_remote_flush_one(tc, i);
   errno = saved;
 }
 

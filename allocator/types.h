@@ -328,11 +328,13 @@ typedef struct tcache_s {
   struct slab_page_s *slab_avail[PH_SLAB_NCLASS];
   struct slab_page_s *slab_full[PH_SLAB_NCLASS];
   struct slab_page_s *slab_full_tail[PH_SLAB_NCLASS];
-  /* Blocks of another thread's page freed here, gathered (linked as on
-   * the page's remote stack) and pushed there together. */
-  struct slab_page_s *rb_page;
-  void *rb_head, *rb_tail;
-  unsigned rb_count;
+  /* Blocks of other threads' pages freed here, gathered by page (linked as
+   * on the page's remote stack) and pushed there together: a batch per
+   * size class (slab.c), its first block (NULL: none; its page is the
+   * batch's), the offset in the page of its last, and its count. */
+  void *rb_head[PH_SLAB_NCLASS];
+  uint16_t rb_tail[PH_SLAB_NCLASS];
+  uint8_t rb_count[PH_SLAB_NCLASS];
 } tcache_t;
 
 /* The header of a slab page, after its blocks (slab.c).  The
