@@ -411,6 +411,119 @@ Test(slab, frees_from_another_thread_come_back)
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }
 
+/* The blocks of this thread's page in rs_blk[rs_from .. rs_to) are freed by
+ * another thread, in that order (its exit pushes them on the page's remote
+ * stack, the last freed on top). */
+#define RS_N 64
+#define RS_SIZE 640
+static void *rs_blk[RS_N];
+static int rs_from, rs_to;
+
+static void *free_range(void *arg)
+{
+  (void)arg;
+  for (int i = rs_from; i < rs_to; i++)
+    PINHEAP_NAME(free)(rs_blk[i]);
+  return NULL;
+}
+
+static void remote_free_range(int from, int to)
+{
+  pthread_t t;
+  rs_from = from;
+  rs_to = to;
+  cr_assert_eq(pthread_create(&t, NULL, free_range, NULL), 0);
+  pthread_join(t, NULL);
+}
+
+/* Allocates RS_N blocks; the last three, of one page, are freed by another
+ * thread.  @return the index of the first of them. */
+static int remote_stack_setup(void)
+{
+  for (int i = 0; i < RS_N; i++) {
+    rs_blk[i] = PINHEAP_NAME(malloc)(RS_SIZE);
+    cr_assert_not_null(rs_blk[i]);
+  }
+  int k = RS_N - 3;
+  uintptr_t page = (uintptr_t)rs_blk[RS_N - 1] & ~(uintptr_t)0xffff;
+  while (((uintptr_t)rs_blk[k] & ~(uintptr_t)0xffff) != page)   /* (a page began there) */
+    k++;
+  cr_assert_leq(k, RS_N - 2, "the last blocks of %d-byte requests lie in three pages", RS_SIZE);
+  remote_free_range(k, RS_N);
+  return k;
+}
+
+/* Mallocs of RS_SIZE until one of rs_blk[k ..] comes back (those before
+ * are kept in got[]).  @return its index. */
+static int malloc_until_remote(int k, void **got, int *ngot)
+{
+  for (int n = 0; n < 20000; n++) {
+    void *p = PINHEAP_NAME(malloc)(RS_SIZE);
+    cr_assert_not_null(p);
+    for (int i = k; i < RS_N; i++)
+      if (p == rs_blk[i])
+        return i;
+    got[(*ngot)++] = p;
+  }
+  cr_assert_fail("20000 mallocs of %d bytes did not hand out a block freed by another thread",
+                 RS_SIZE);
+  return -1;
+}
+
+/* The owner takes a page's remote stack as it is, without walking it (a
+ * walk is a cache miss per block, each written last on another core): the
+ * block freed last, on top, is handed out first, and the blocks below keep
+ * their links until they are handed out.  Their counts are right: the
+ * heap checker agrees and everything comes back.  A block taken in that
+ * way is still free: freeing it again is a double free. */
+Test(slab, a_remote_stack_is_taken_whole)
+{
+  static void *got[20000];
+  int ngot = 0;
+  size_t before = in_use();
+  int k = remote_stack_setup();
+  uintptr_t below = *(uintptr_t *)rs_blk[k];   /* the bottom block's link */
+  int first = malloc_until_remote(k, got, &ngot);
+  cr_assert_eq(first, RS_N - 1, "the first block handed out again was the %d-th freed of %d, "
+               "expected the last (the stack's top): the stack was walked", first - k + 1, RS_N - k);
+  cr_assert_eq(*(uintptr_t *)rs_blk[k], below,
+               "the link of a block below the stack's top was rewritten when the stack was taken");
+  misuse_assert(act_free, rs_blk[k], "free", "double free", rs_blk[k]);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+  for (int i = 0; i < ngot; i++)
+    PINHEAP_NAME(free)(got[i]);
+  for (int i = 0; i < k; i++)
+    PINHEAP_NAME(free)(rs_blk[i]);
+  PINHEAP_NAME(free)(rs_blk[first]);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+  cr_assert_leq(in_use(), before + 64, "in use %zu -> %zu after every block was freed", before,
+                in_use());
+}
+
+static void act_malloc_through_remote(void *arg)
+{
+  static void *got[20000];
+  int ngot = 0, k = *(int *)arg;
+  malloc_until_remote(k, got, &ngot);
+  (void)malloc_until_remote(k, got, &ngot);   /* the damaged one: named before */
+  fprintf(stderr, "the damaged block was handed out\n");
+}
+
+/* A block's link overwritten while it waits on a remote stack is named
+ * when the list it became part of reaches it. */
+Test(slab, a_damaged_link_on_a_remote_stack_is_named)
+{
+  static int k;
+  k = RS_N - 2;
+  for (int i = 0; i < RS_N; i++)
+    rs_blk[i] = PINHEAP_NAME(malloc)(RS_SIZE);
+  if (((uintptr_t)rs_blk[k] ^ (uintptr_t)rs_blk[k + 1]) >> 16)
+    k = RS_N - 4;                                /* (a page began at RS_N - 1) */
+  remote_free_range(k, k + 2);
+  memset(rs_blk[k], 0x41, 8);                    /* the bottom block's link */
+  misuse_assert(act_malloc_through_remote, &k, "malloc", "corrupted free list at block", rs_blk[k]);
+}
+
 /* A thread exits keeping blocks: its pages are orphans, freed into from
  * here, and nothing stays counted in use. */
 Test(slab, pages_of_exited_threads_are_freed_into_and_adopted)
