@@ -526,6 +526,87 @@ Test(slab, a_damaged_link_on_a_remote_stack_is_named)
                            rs_blk[k], "a link overwritten on a remote stack");
 }
 
+/* Another thread frees blocks of two classes of this thread's pages in
+ * turn.  Its remote frees are gathered by class and pushed together: none
+ * comes back here while that thread keeps them and lives (a single batch
+ * pushed each block alone as the class changed, one compare-and-swap per
+ * block), every one once it has exited. */
+#define BT_N 6
+static void *bt_blk[2][BT_N];
+static pthread_mutex_t bt_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bt_cv = PTHREAD_COND_INITIALIZER;
+static int bt_stage;
+
+static void bt_wait(int stage)
+{
+  pthread_mutex_lock(&bt_mu);
+  while (bt_stage < stage)
+    pthread_cond_wait(&bt_cv, &bt_mu);
+  pthread_mutex_unlock(&bt_mu);
+}
+
+static void bt_set(int stage)
+{
+  pthread_mutex_lock(&bt_mu);
+  bt_stage = stage;
+  pthread_cond_broadcast(&bt_cv);
+  pthread_mutex_unlock(&bt_mu);
+}
+
+static void *free_in_turn(void *arg)
+{
+  (void)arg;
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(40));   /* a cache of its own */
+  for (int i = 0; i < BT_N; i++) {
+    PINHEAP_NAME(free)(bt_blk[0][i]);
+    PINHEAP_NAME(free)(bt_blk[1][i]);
+  }
+  bt_set(1);
+  bt_wait(2);                                     /* lives on, keeping its batches */
+  return NULL;
+}
+
+/* How many of bt_blk[c] the next n mallocs of their size hand out (all
+ * kept in got[], *ngot counting). */
+static int bt_back(int c, size_t size, int n, void **got, int *ngot)
+{
+  int back = 0;
+  for (int k = 0; k < n; k++) {
+    void *p = PINHEAP_NAME(malloc)(size);
+    cr_assert_not_null(p);
+    for (int i = 0; i < BT_N; i++)
+      back += p == bt_blk[c][i];
+    got[(*ngot)++] = p;
+  }
+  return back;
+}
+
+Test(slab, remote_frees_are_pushed_by_class)
+{
+  static void *got[1000];
+  int ngot = 0;
+  const size_t size[2] = { 640, 768 };
+  for (int c = 0; c < 2; c++)
+    for (int i = 0; i < BT_N; i++)
+      bt_blk[c][i] = PINHEAP_NAME(malloc)(size[c]);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, free_in_turn, NULL), 0);
+  bt_wait(1);
+  /* 200 mallocs of a class: its page's list runs dry, the remote stack is
+   * taken (before fresh blocks are carved), and a page turns over */
+  int early = bt_back(0, size[0], 200, got, &ngot) + bt_back(1, size[1], 200, got, &ngot);
+  bt_set(2);
+  pthread_join(t, NULL);
+  cr_assert_eq(early, 0, "%d of the %d blocks another thread freed in turn, two classes, came back "
+               "while it kept its batches: pushed one by one", early, 2 * BT_N);
+  int late = bt_back(0, size[0], 200, got, &ngot) + bt_back(1, size[1], 200, got, &ngot);
+  cr_assert_eq(late, 2 * BT_N, "%d of the %d blocks freed by a thread that exited came back", late,
+               2 * BT_N);
+  for (int i = 0; i < ngot; i++)
+    PINHEAP_NAME(free)(got[i]);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
 /* A thread exits keeping blocks: its pages are orphans, freed into from
  * here, and nothing stays counted in use. */
 Test(slab, pages_of_exited_threads_are_freed_into_and_adopted)
