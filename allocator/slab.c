@@ -18,9 +18,12 @@
  * the thread has a current page, which malloc pops from, a list of pages
  * with room ("avail") and a list of full ones (oldest first).  The owner
  * frees onto a page's local list on the fast path, full page or not.
- * Other threads push onto the page's lock-free remote stack; the owner
- * takes that stack in whole when its local list runs dry, and looks at its
- * oldest full pages for one with free blocks before it takes a new page.
+ * Other threads gather their frees into it by class (up to
+ * SLAB_REMOTE_BATCH blocks of one page) and push each batch onto the
+ * page's lock-free remote stack, whose word carries its count; the owner
+ * takes that stack in whole when its local list runs dry, as the list,
+ * without walking it (slab_collect_stack), and looks at its oldest full
+ * pages for one with free blocks before it takes a new page.
  *
  * A page's count of blocks in use (page_used: handed out, or on the remote
  * stack, plus one while the page is current) is kept as `over` a `mark`,
