@@ -34,14 +34,18 @@ static ph_lock_t tc_pool_lock;            /* the pool of thread caches, below */
 void tc_pool_fork_lock(void) { ph_lock(&tc_pool_lock); }
 void tc_pool_fork_unlock(void) { ph_unlock(&tc_pool_lock); }
 
-/* Sentinels: every list empty, every limit 0, a kind no granule has. */
-static tcache_t tcache_empty = {                 /* before the first allocation */
+/* The sentinel, a thread's cache while it has none: every list empty,
+ * every limit 0, a kind no granule has, so every fast path falls to its
+ * slow path.  One for both states, told apart by tcache_gone: before the
+ * first allocation (a cache is made) and while one is being made or after
+ * the thread's exit (no cache again).  Initialised, it is in .data, and a
+ * read fault maps its file pages around it: one copy costs every process
+ * two pages fewer than two. */
+static tcache_t tcache_none = {
   .kind = PH_KIND_NOTHING, .slab_max = PH_SLAB_MAX,
   .slab_cur = { [0 ... PH_SLAB_NSLOT - 1] = &slab_none } };
-static tcache_t tcache_dead = {                  /* after exit: no cache again */
-  .kind = PH_KIND_NOTHING, .slab_max = PH_SLAB_MAX,
-  .slab_cur = { [0 ... PH_SLAB_NSLOT - 1] = &slab_none } };
-__thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec"))) = &tcache_empty;
+__thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec"))) = &tcache_none;
+static __thread bool tcache_gone __attribute__((tls_model("initial-exec")));
 
 /* Thread caches live outside the heaps (they are the allocator's own
  * bookkeeping, not the program's memory): carved from mappings of their
@@ -87,15 +91,15 @@ PH_HOT tcache_t *tcache_get(void)
 {
   tcache_t *tc = tcache_tls;
 
-  if (ph_likely(tc != &tcache_empty))
-    return tc == &tcache_dead ? NULL : tc;
-  if (!front_init())
+  if (ph_likely(tc != &tcache_none))
+    return tc;
+  if (tcache_gone || !front_init())
     return NULL;
-  tcache_tls = &tcache_dead;             /* no cache while this one is being made */
+  tcache_gone = true;                    /* no cache while this one is being made */
   mstate_t *arena = arena_pick();
   tc = tc_pool_get();
   if (tc == NULL) {
-    tcache_tls = &tcache_empty;
+    tcache_gone = false;
     return NULL;
   }
   memset(tc, 0, sizeof(*tc));
@@ -108,6 +112,7 @@ PH_HOT tcache_t *tcache_get(void)
   tc->slab_on = !arena->source->shared && !(arena->flags & PH_MS_USER);
   tc->slab_max = tc->slab_on ? PH_SLAB_MAX : 0;
   tcache_tls = tc;
+  tcache_gone = false;
   pthread_setspecific(tcache_exit_key, tc);   /* no allocation: a low key */
   return tc;
 }
@@ -224,7 +229,8 @@ PH_HOT static void tcache_exit(void *arg)
 {
   tcache_t *tc = arg;
 
-  tcache_tls = &tcache_dead;
+  tcache_tls = &tcache_none;
+  tcache_gone = true;
   slab_thread_exit(tc);
   tcache_flush_all(tc);
   tc_pool_put(tc);
@@ -385,7 +391,7 @@ int tcache_check_mine(void)
   tcache_t *tc = tcache_tls;
   int problems = 0;
 
-  if (tc == &tcache_empty || tc == &tcache_dead)
+  if (tc == &tcache_none)
     return 0;
   for (size_t i = 0; i < PH_TC_NBINS; i++) {
     problems += tcache_check_list(&tc->bins[i], i << 4, tc->arena, "list");
@@ -400,7 +406,7 @@ int tcache_check_mine(void)
 void tcache_flush_mine(void)
 {
   tcache_t *tc = tcache_tls;
-  if (tc != &tcache_empty && tc != &tcache_dead) {
+  if (tc != &tcache_none) {
     slab_flush_mine(tc);
     tcache_flush_all(tc);
   }
