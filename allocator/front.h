@@ -45,7 +45,7 @@ PH_INLINE void *slab_pop(slab_page_t *pg, void *b)
 {
   uintptr_t next = *(uintptr_t *)b ^ pg->secret;
   if (ph_unlikely(((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0))
-    return slab_corrupt(pg, b);
+    return slab_corrupt(pg, b, "malloc");
   pg->free = (void *)next;
   pg->over++;
   ((uint64_t *)b)[1] = 0;

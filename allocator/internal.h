@@ -491,8 +491,8 @@ PH_HIDDEN void tcache_init(void);
 PH_HIDDEN void tc_pool_fork_lock(void);
 PH_HIDDEN void tc_pool_fork_unlock(void);
 /** Gives the calling thread's cached chunks back (statistics see them as
- *  free). */
-PH_HIDDEN void tcache_flush_mine(void);
+ *  free); fn, the API call asking, is named if a page is found damaged. */
+PH_HIDDEN void tcache_flush_mine(const char *fn);
 /** Checks the calling thread's cache: every chunk waiting there is an
  *  in-use, waiting chunk of the right size with a sound header.
  *  @return the number of problems (each written to stderr). */
@@ -513,8 +513,8 @@ extern PH_HIDDEN const uint16_t slab_class_size[PH_SLAB_NCLASS];
  *  n's class, or takes another; the chunk path when slabs are off. */
 PH_HIDDEN void *slab_malloc_slow(size_t n);
 /** A free list link of pg at block b leads out of the page: ends the
- *  process. */
-PH_HIDDEN PH_COLD void *slab_corrupt(slab_page_t *pg, void *b);
+ *  process, naming fn (the API call that found it). */
+PH_HIDDEN PH_COLD void *slab_corrupt(slab_page_t *pg, void *b, const char *fn);
 /** A free brought pg's count (pg->over) to 0: a page of tc that is not its
  *  class's current one has no block in use left, and goes back to the
  *  arena; or a full page has room enough again (its mark), and goes back to
@@ -534,8 +534,8 @@ PH_HIDDEN void *slab_realloc(void *mem, size_t n, const char *fn);
  *  orphans. */
 PH_HIDDEN void slab_thread_exit(tcache_t *tc);
 /** Takes in the other threads' frees on the pages of tc and gives its
- *  empty pages back (statistics, trim). */
-PH_HIDDEN void slab_flush_mine(tcache_t *tc);
+ *  empty pages back (statistics, trim: fn, named if a page is damaged). */
+PH_HIDDEN void slab_flush_mine(tcache_t *tc, const char *fn);
 /** Checks the pages of tc (their free lists).  @return the problems. */
 PH_HIDDEN int slab_check_mine(tcache_t *tc);
 /** Checks every slab page header of ms (locked).  @return the problems. */

@@ -1108,7 +1108,7 @@ __attribute__((destructor)) static void shm_leave(void)
   /* Blocks of other processes this thread freed go back to them now (a
    * thread cache gathers them into bundles; the main thread's cache is not
    * emptied at exit otherwise). */
-  tcache_flush_mine();
+  tcache_flush_mine("exit");
   /* Its releases still waiting will not be settled: their slots go (the
    * pages stay in the object while it lives). */
   uint64_t s;

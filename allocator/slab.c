@@ -151,10 +151,10 @@ PH_INLINE void *remote_word(const void *top, uint32_t n, uintptr_t walk)
   return (void *)(((uintptr_t)n << SLAB_COUNT_SHIFT) | walk | ((uintptr_t)top & (PH_GRANULE - 1)));
 }
 
-void *slab_corrupt(slab_page_t *pg, void *b)
+void *slab_corrupt(slab_page_t *pg, void *b, const char *fn)
 {
   (void)pg;
-  ph_fatal("malloc", "corrupted free list at block", b);
+  ph_fatal(fn, "corrupted free list at block", b);
 }
 
 /* Names a pointer into pg that is not one of its blocks, or a free one. */
@@ -290,21 +290,23 @@ static void all_unlink(mstate_t *ms, slab_page_t *pg)
  * misses, each waited for); a sweep is a stream the prefetcher runs ahead
  * of.  Each block's link is checked
  * on the way, as the walk did: it must lead into the page. */
-PH_HOT static void page_keys_clear(slab_page_t *pg)
+PH_HOT static void page_keys_clear(slab_page_t *pg, const char *fn)
 {
   uint32_t bsize = pg->bsize;
   uintptr_t secret = pg->secret;
   for (char *b = page_first(pg), *end = pg->bump; b < end; b += bsize) {
     uintptr_t next = *(uintptr_t *)b ^ secret;
     if (ph_unlikely(((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0))
-      slab_corrupt(pg, b);
+      slab_corrupt(pg, b, fn);
     ((uint64_t *)b)[1] = 0;
   }
 }
 
 /* pg (no block in use, in no list but the arena's) becomes a free chunk of
- * ms again.  Locked; a range to release after unlocking: *rel. */
-static void slab_page_release_locked(mstate_t *ms, slab_page_t *pg, release_t *rel)
+ * ms again.  Locked; a range to release after unlocking: *rel.  fn: the
+ * call that gives it back, named if pg is found damaged. */
+static void slab_page_release_locked(mstate_t *ms, slab_page_t *pg, release_t *rel,
+                                     const char *fn)
 {
   char *base = page_first(pg);
   uintptr_t o = owner_map_get(base);
@@ -313,11 +315,11 @@ static void slab_page_release_locked(mstate_t *ms, slab_page_t *pg, release_t *r
 
   if (o == 0 || (o & PH_OWNER_TAGS) || seg->ms != ms || !head_ok(ms, c) || !chunk_cinuse(c) ||
       chunk_size(c) < PH_GRANULE)
-    ph_fatal("free", "corrupted chunk header", base);
-  page_keys_clear(pg);
+    ph_fatal(fn, "corrupted chunk header", base);
+  page_keys_clear(pg, fn);
   all_unlink(ms, pg);
   owner_map_set(base, PH_GRANULE, o, ms->kind);
-  ms_free_chunk(ms, seg, c, chunk_size(c), rel, "free");
+  ms_free_chunk(ms, seg, c, chunk_size(c), rel, fn);
 }
 
 /* Releases what a give-back left to release, the lock dropped. */
@@ -335,7 +337,7 @@ static void slab_release(release_t *rel, release_t *idle, unsigned nidle)
  * (a release would run the release listeners on a thread that is going
  * away, and whatever they allocate there would be lost). */
 PH_HOT static unsigned slab_cache_put_locked(mstate_t *ms, slab_page_t *pg, bool may_release,
-                                      release_t *rel, release_t idle[4])
+                                      release_t *rel, release_t idle[4], const char *fn)
 {
   page_set_owner(pg, NULL);
   pg->state = SLAB_CACHED;
@@ -347,34 +349,34 @@ PH_HOT static unsigned slab_cache_put_locked(mstate_t *ms, slab_page_t *pg, bool
   pg = ms->slab_cache;
   ms->slab_cache = pg->next;
   ms->slab_cached--;
-  slab_page_release_locked(ms, pg, rel);
+  slab_page_release_locked(ms, pg, rel, fn);
   return ms->idle_segs != 0 ? ms_idle_collect(ms, idle, 4, false) : 0;
 }
 
-PH_HOT static void slab_page_give_to(slab_page_t *pg, bool may_release)
+PH_HOT static void slab_page_give_to(slab_page_t *pg, bool may_release, const char *fn)
 {
   mstate_t *ms = pg->ms;
   release_t rel = { NULL, 0 }, idle[4];
 
   ms_lock(ms);
-  unsigned nidle = slab_cache_put_locked(ms, pg, may_release, &rel, idle);
+  unsigned nidle = slab_cache_put_locked(ms, pg, may_release, &rel, idle, fn);
   ms_unlock(ms);
   slab_release(&rel, idle, nidle);
 }
 
-PH_HOT static void slab_page_give(slab_page_t *pg) { slab_page_give_to(pg, true); }
+PH_HOT static void slab_page_give(slab_page_t *pg, const char *fn) { slab_page_give_to(pg, true, fn); }
 
 /* ---- the owner's side: refill ------------------------------------------------ */
 
 /* The last block of pg's local list (not empty), if the list is at most
  * `most` blocks long; else NULL.  Each link is checked on the way. */
-static void *slab_list_last(slab_page_t *pg, uint32_t most)
+static void *slab_list_last(slab_page_t *pg, uint32_t most, const char *fn)
 {
   void *b = pg->free;
   for (uint32_t k = 1;; k++) {
     uintptr_t next = *(uintptr_t *)b ^ pg->secret;
     if (ph_unlikely(((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0))
-      slab_corrupt(pg, b);
+      slab_corrupt(pg, b, fn);
     if (next == (uintptr_t)pg)
       return b;
     if (k >= most)
@@ -399,7 +401,7 @@ static void *slab_list_last(slab_page_t *pg, uint32_t most)
  * the other, but on neighbours the prefetcher runs ahead of) hands them
  * out again in that order; taken whole, they came out backwards, a miss
  * in each malloc (prodcons: 1.6 times slower).  @return how many. */
-PH_HOT static uint32_t slab_collect_stack(slab_page_t *pg, void *v)
+PH_HOT static uint32_t slab_collect_stack(slab_page_t *pg, void *v, const char *fn)
 {
   uint32_t n = remote_count(v), cap = page_capacity(pg);
   if (n == 0)
@@ -409,7 +411,7 @@ PH_HOT static uint32_t slab_collect_stack(slab_page_t *pg, void *v)
     if (pg->free == (void *)pg) {
       pg->free = r;
     } else {
-      void *last = slab_list_last(pg, 8 * n + 8);
+      void *last = slab_list_last(pg, 8 * n + 8, fn);
       if (last == NULL)
         goto walk;
       *(uintptr_t *)last = link_enc(pg, r);
@@ -422,7 +424,7 @@ walk:
   while (r != (void *)pg) {
     uintptr_t next = *(uintptr_t *)r ^ pg->secret;
     if (ph_unlikely(((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0 || n >= cap))
-      slab_corrupt(pg, r);
+      slab_corrupt(pg, r, fn);
     *(uintptr_t *)r = link_enc(pg, pg->free);
     pg->free = r;
     n++;
@@ -434,9 +436,9 @@ walk:
 
 /* Takes the remote stack of pg into its local list.  The owner's.
  * @return how many. */
-static uint32_t slab_collect(slab_page_t *pg)
+static uint32_t slab_collect(slab_page_t *pg, const char *fn)
 {
-  return slab_collect_stack(pg, __atomic_exchange_n(&pg->remote, NULL, __ATOMIC_ACQUIRE));
+  return slab_collect_stack(pg, __atomic_exchange_n(&pg->remote, NULL, __ATOMIC_ACQUIRE), fn);
 }
 
 /* Puts up to SLAB_CARVE bytes of fresh blocks of pg on its (empty) list. */
@@ -467,7 +469,7 @@ PH_HOT static bool slab_refill(slab_page_t *pg)
 {
   if (pg->free != (void *)pg)
     return true;
-  if (__atomic_load_n(&pg->remote, __ATOMIC_RELAXED) != NULL && slab_collect(pg) != 0)
+  if (__atomic_load_n(&pg->remote, __ATOMIC_RELAXED) != NULL && slab_collect(pg, "malloc") != 0)
     return true;
   return slab_carve(pg);
 }
@@ -512,7 +514,7 @@ static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
   for (unsigned k = 0; k < SLAB_FULL_SCAN && (pg = tc->slab_full[c]) != NULL; k++) {
     full_remove(tc, pg);
     if (pg->free != (void *)pg ||
-        (__atomic_load_n(&pg->remote, __ATOMIC_RELAXED) != NULL && slab_collect(pg) != 0))
+        (__atomic_load_n(&pg->remote, __ATOMIC_RELAXED) != NULL && slab_collect(pg, "malloc") != 0))
       return pg;
     full_append(tc, pg);
     if (pg == tc->slab_full[c])
@@ -533,7 +535,7 @@ static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
   if (pg != NULL) {
     ms->slab_cache = pg->next;
     ms->slab_cached--;
-    page_keys_clear(pg);                 /* its old class's keys */
+    page_keys_clear(pg, "malloc");       /* its old class's keys */
     slab_format(pg, ms, c, tc);
     ms_unlock(ms);
     return pg;
@@ -620,7 +622,7 @@ PH_HOT void *slab_malloc_slow(size_t n)
     cur_set(tc, c, &slab_none);
     other->over--;
     if (other->over == 0)
-      slab_page_give(other);
+      slab_page_give(other, "malloc");
     else if (slab_refill(other))
       avail_push(tc, other);
     else
@@ -659,7 +661,7 @@ static bool slab_orphan_free(slab_page_t *pg, void *head, void *tail, uint32_t n
   pg->over -= n;                         /* (an orphan's mark is 0) */
   if (pg->over == 0) {
     page_unlink(&ms->slab_orphans[pg->cls], NULL, pg);
-    slab_cache_put_locked(ms, pg, false, NULL, NULL);
+    slab_cache_put_locked(ms, pg, false, NULL, NULL, "free");
   }
   ms_unlock(ms);
   return true;
@@ -718,7 +720,7 @@ PH_HOT void slab_page_idle(tcache_t *tc, slab_page_t *pg)
   }
   int saved = errno;
   owner_list_remove(tc, pg);
-  slab_page_give(pg);
+  slab_page_give(pg, "free");
   errno = saved;
 }
 
@@ -804,9 +806,10 @@ PH_HOT static void slab_abandon(slab_page_t *pg)
   mstate_t *ms = pg->ms;
   unsigned c = pg->cls;
   ms_lock(ms);
-  slab_collect_stack(pg, __atomic_exchange_n(&pg->remote, SLAB_ORPHAN_TAG, __ATOMIC_ACQUIRE));
+  slab_collect_stack(pg, __atomic_exchange_n(&pg->remote, SLAB_ORPHAN_TAG, __ATOMIC_ACQUIRE),
+                     "pthread_exit");
   if (page_used(pg) == 0) {
-    slab_cache_put_locked(ms, pg, false, NULL, NULL);
+    slab_cache_put_locked(ms, pg, false, NULL, NULL, "pthread_exit");
     ms_unlock(ms);
     return;
   }
@@ -840,35 +843,35 @@ PH_HOT void slab_thread_exit(tcache_t *tc)
 /* A give-back may release memory, and a release listener may then free or
  * malloc on this thread and change its lists: after each, the walk starts
  * over. */
-void slab_flush_mine(tcache_t *tc)
+void slab_flush_mine(tcache_t *tc, const char *fn)
 {
   slab_remote_flush(tc);
   for (unsigned c = 0; c < PH_SLAB_NCLASS; c++) {
   restart:;
     slab_page_t *pg = *cur_slot(tc, c);
     if (pg != &slab_none) {
-      slab_collect(pg);
+      slab_collect(pg, fn);
       if (pg->over == 1) {               /* only its being current */
         cur_set(tc, c, &slab_none);
         pg->over = 0;
-        slab_page_give(pg);
+        slab_page_give(pg, fn);
         goto restart;
       }
     }
     for (slab_page_t *p = tc->slab_avail[c]; p != NULL; p = p->next) {
-      slab_collect(p);
+      slab_collect(p, fn);
       if (p->over == 0) {
         avail_remove(tc, p);
-        slab_page_give(p);
+        slab_page_give(p, fn);
         goto restart;
       }
     }
     for (slab_page_t *next, *p = tc->slab_full[c]; p != NULL; p = next) {
       next = p->next;
-      if (__atomic_load_n(&p->remote, __ATOMIC_RELAXED) != NULL && slab_collect(p) != 0) {
+      if (__atomic_load_n(&p->remote, __ATOMIC_RELAXED) != NULL && slab_collect(p, fn) != 0) {
         full_remove(tc, p);
         if (p->over == 0) {
-          slab_page_give(p);
+          slab_page_give(p, fn);
           goto restart;
         }
         avail_push(tc, p);
@@ -889,7 +892,7 @@ void slab_trim(mstate_t *ms)
     }
     ms->slab_cache = pg->next;
     ms->slab_cached--;
-    slab_page_release_locked(ms, pg, &rel);
+    slab_page_release_locked(ms, pg, &rel, "malloc_trim");
     ms_unlock(ms);
     slab_release(&rel, NULL, 0);
   }

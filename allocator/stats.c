@@ -181,7 +181,7 @@ struct mallinfo2 mallinfo2(void)
   struct mallinfo2 sum;
   memset(&sum, 0, sizeof(sum));
   heap_default();
-  tcache_flush_mine();
+  tcache_flush_mine("mallinfo2");
   arena_for_each(info_add, &sum);
   return sum;
 }
@@ -238,7 +238,7 @@ int malloc_trim(size_t pad)
   size_t arg[2] = { pad, 0 };
 
   heap_default();
-  tcache_flush_mine();
+  tcache_flush_mine("malloc_trim");
   arena_for_each(trim_one, arg);
   return (int)arg[1];
 }
@@ -247,7 +247,7 @@ int malloc_check(void)
 {
   int problems = 0;
   heap_default();
-  tcache_flush_mine();
+  tcache_flush_mine("malloc_check");
   arena_for_each(mstate_check_add, &problems);
   return problems + tcache_check_mine();
 }

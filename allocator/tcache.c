@@ -403,11 +403,11 @@ int tcache_check_mine(void)
 
 /* The statistics and checks see this thread's cached chunks as free: its
  * cache is returned first.  (Other threads' caches count as in use.) */
-void tcache_flush_mine(void)
+void tcache_flush_mine(const char *fn)
 {
   tcache_t *tc = tcache_tls;
   if (tc != &tcache_none) {
-    slab_flush_mine(tc);
+    slab_flush_mine(tc, fn);
     tcache_flush_all(tc);
   }
 }

@@ -277,7 +277,8 @@ Test(slab, a_damaged_free_list_link_is_named)
  * page in address order): a link written after free is named then too,
  * even if no malloc pops that block first.  Every block of one page is
  * freed, the first one's link damaged meanwhile; the page waits empty in
- * the arena's cache, and malloc_trim gives it back. */
+ * the arena's cache, and malloc_trim gives it back: the report names
+ * malloc_trim, the call that found the damage. */
 enum { KEYS_MAX = 512 };
 static void *keys_blk[KEYS_MAX];
 static int keys_n;
@@ -308,7 +309,7 @@ Test(slab, a_damaged_link_in_a_page_given_back_is_named)
     keys_blk[keys_n] = b;
   }
   cr_assert(keys_n > 1 && keys_n < KEYS_MAX, "%d blocks of 400 bytes in one page (scenario)", keys_n);
-  misuse_assert_or_checker(act_damage_then_trim, NULL, "malloc", "corrupted free list at block",
+  misuse_assert_or_checker(act_damage_then_trim, NULL, "malloc_trim", "corrupted free list at block",
                            keys_blk[0], "the damaged link");
 }
 
