@@ -225,33 +225,58 @@ static mstate_t *arena_at(unsigned i)
  * new one (the lowest index not made yet), else the one with the fewest
  * threads.  The scan starts at a rotating index, so that equals take
  * turns.  A thread that cannot be counted (no key) is attached all the
- * same: the counts only steer. */
+ * same: the counts only steer.
+ *
+ * An arena no thread uses, new or left, is claimed by raising its count
+ * from 0 to 1 in one compare-and-swap, and a slot so claimed counts as
+ * used while its arena is being made: two threads that start together
+ * each get one of their own.  (Counted after the choice, as before, both
+ * saw the same slot free and shared it -- realloc at 2 threads: one arena
+ * of 6.6 MB instead of two of 2.5, peak RSS 7.6-9 MB against 5.2 in most
+ * runs.) */
 PH_HOT mstate_t *arena_pick(void)
 {
   unsigned max = __atomic_load_n(&arena_max, __ATOMIC_RELAXED);
   unsigned start = atomic_fetch_add_explicit(&arena_next, 1, memory_order_relaxed) % max;
-  unsigned best = PH_ARENA_SLOTS, best_n = UINT32_MAX, fresh = PH_ARENA_SLOTS;
+  unsigned i;
 
-  for (unsigned k = 0; k < max; k++) {
-    unsigned i = (start + k) % max;
-    if (__atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE) == NULL) {
-      if (i < fresh)
-        fresh = i;
-      continue;
+  for (;;) {
+    unsigned best = PH_ARENA_SLOTS, best_n = UINT32_MAX, fresh = PH_ARENA_SLOTS;
+    for (unsigned k = 0; k < max; k++) {
+      unsigned j = (start + k) % max;
+      unsigned n = atomic_load_explicit(&arena_threads[j], memory_order_relaxed);
+      if (__atomic_load_n(&arenas[j], __ATOMIC_ACQUIRE) == NULL && n == 0) {
+        if (j < fresh)
+          fresh = j;
+        continue;
+      }
+      if (n < best_n) {
+        best = j;
+        best_n = n;
+      }
     }
-    unsigned n = atomic_load_explicit(&arena_threads[i], memory_order_relaxed);
-    if (n < best_n) {
-      best = i;
-      best_n = n;
+    i = best_n != 0 && fresh < PH_ARENA_SLOTS ? fresh : best;
+    if (i >= PH_ARENA_SLOTS) {
+      i = 0;                             /* (max is at least 1: arena 0) */
+      atomic_fetch_add_explicit(&arena_threads[0], 1, memory_order_relaxed);
+      break;
     }
+    if (i != fresh && best_n != 0) {     /* shared: the count only steers */
+      atomic_fetch_add_explicit(&arena_threads[i], 1, memory_order_relaxed);
+      break;
+    }
+    unsigned zero = 0;                   /* unused: claimed, or taken meanwhile */
+    if (atomic_compare_exchange_strong_explicit(&arena_threads[i], &zero, 1,
+                                                memory_order_relaxed, memory_order_relaxed))
+      break;
   }
-  unsigned i = best_n != 0 && fresh < PH_ARENA_SLOTS ? fresh : best;
-  mstate_t *ms = i < PH_ARENA_SLOTS ? arena_at(i) : NULL;
-  if (ms == NULL) {
-    i = 0;                               /* cannot make one: arena 0 */
+  mstate_t *ms = arena_at(i);
+  if (ms == NULL) {                      /* cannot make one: arena 0 */
+    atomic_fetch_sub_explicit(&arena_threads[i], 1, memory_order_relaxed);
+    i = 0;
     ms = __atomic_load_n(&arenas[0], __ATOMIC_ACQUIRE);
+    atomic_fetch_add_explicit(&arena_threads[0], 1, memory_order_relaxed);
   }
-  atomic_fetch_add_explicit(&arena_threads[i], 1, memory_order_relaxed);
   if (arena_key_ok) {
     void *old = pthread_getspecific(arena_key);     /* a cache that could not be made */
     if (old != NULL)

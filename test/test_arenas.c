@@ -6,12 +6,14 @@
  * report.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pinheap.h"
@@ -86,6 +88,99 @@ Test(arenas, threads_spread_over_several_by_default)
   int n = arenas_reported();
   cr_assert_gt(n, 1, "%d threads used only %d arena(s) by default", THREADS, n);
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+/* Threads that make their first allocation at the same moment each get an
+ * arena of their own while there are free ones: a slot is claimed before
+ * its arena is made.  (Chosen first and counted after, two of them could
+ * both see the same slot free and share it.)  Each round runs in a fresh
+ * child, where only arena 0 exists, the widest window: every thread's
+ * first malloc makes an arena.  Each thread keeps one 100 KB block (under
+ * the mmap threshold) until all have one; then the arenas holding such a
+ * block are counted in malloc_stats' report. */
+enum { TOGETHER = 4, TOGETHER_ROUNDS = 24, KEPT = 100 * 1024 };
+static pthread_barrier_t start_together, all_kept;
+
+static void *alloc_at_once(void *arg)
+{
+  (void)arg;
+  pthread_barrier_wait(&start_together);
+  void *p = PINHEAP_NAME(malloc)(KEPT);
+  if (p != NULL)
+    memset(p, 1, KEPT);
+  pthread_barrier_wait(&all_kept);       /* the report is read meanwhile */
+  pthread_barrier_wait(&all_kept);
+  PINHEAP_NAME(free)(p);
+  return NULL;
+}
+
+/* Arenas whose in-use bytes hold a KEPT block, in malloc_stats' report. */
+static int arenas_holding_kept(void)
+{
+  int fds[2], saved = dup(2), count = 0;
+  char buf[65536];
+  ssize_t n, have = 0;
+
+  if (pipe(fds) != 0)
+    return -1;
+  dup2(fds[1], 2);
+  PINHEAP_NAME(malloc_stats)();
+  dup2(saved, 2);
+  close(fds[1]);
+  while ((n = read(fds[0], buf + have, sizeof(buf) - 1 - (size_t)have)) > 0)
+    have += n;
+  close(fds[0]);
+  close(saved);
+  buf[have] = '\0';
+  for (char *a = buf; (a = strstr(a, "Arena ")) != NULL; a++) {
+    char *u = strstr(a, "in use bytes");
+    unsigned long used = 0;
+    if (u != NULL && sscanf(u, "in use bytes = %lu", &used) == 1 && used >= KEPT)
+      count++;
+  }
+  return count;
+}
+
+static int together_round(void)
+{
+  pthread_t t[TOGETHER];
+  if (PINHEAP_NAME(mallopt)(M_ARENA_MAX, 2 * TOGETHER) != 1)
+    return -2;
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(1));   /* this thread: arena 0 */
+  pthread_barrier_init(&start_together, NULL, TOGETHER);
+  pthread_barrier_init(&all_kept, NULL, TOGETHER + 1);
+  for (int i = 0; i < TOGETHER; i++)
+    pthread_create(&t[i], NULL, alloc_at_once, NULL);
+  pthread_barrier_wait(&all_kept);
+  int held = arenas_holding_kept();
+  pthread_barrier_wait(&all_kept);
+  for (int i = 0; i < TOGETHER; i++)
+    pthread_join(t[i], NULL);
+  return held;
+}
+
+Test(arenas, threads_starting_together_get_arenas_of_their_own)
+{
+  int shared = 0, held = 0;
+  for (int r = 0; r < TOGETHER_ROUNDS; r++) {
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1, "fork failed (errno %d)", errno);
+    if (pid == 0)
+      _exit(together_round() + 100);    /* (negative: a set-up failure) */
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "round %d: the child died (status 0x%x)", r, status);
+    held = WEXITSTATUS(status) - 100;
+    cr_assert_geq(held, 0, "round %d: set-up failed in the child (%d)", r, held);
+    shared += held != TOGETHER;
+    if (held != TOGETHER)
+      cr_log_warn("round %d: %d threads starting together held their blocks in %d arenas", r,
+                  TOGETHER, held);
+  }
+  cr_assert_eq(shared, 0, "in %d of %d rounds, %d threads that started together shared arenas "
+               "(last: %d arenas) though %d were free", shared, TOGETHER_ROUNDS, TOGETHER, held,
+               2 * TOGETHER - 1);
 }
 
 /* Threads one after another: each takes the arena its predecessor left
