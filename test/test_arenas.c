@@ -10,6 +10,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,23 +58,33 @@ static void run_threads(void)
   pthread_barrier_destroy(&all_allocated);
 }
 
-/* How many "Arena N:" sections malloc_stats writes. */
-static int arenas_reported(void)
+/* malloc_stats' report (written to stderr) into buf; false if no pipe. */
+static bool stats_read(char *buf, size_t size)
 {
-  int fds[2], saved = dup(2), count = 0;
-  char buf[65536];
+  int fds[2], saved = dup(2);
   ssize_t n, have = 0;
 
-  cr_assert_eq(pipe(fds), 0);
+  if (pipe(fds) != 0)
+    return false;
   dup2(fds[1], 2);
   PINHEAP_NAME(malloc_stats)();
   dup2(saved, 2);
   close(fds[1]);
-  while ((n = read(fds[0], buf + have, sizeof(buf) - 1 - (size_t)have)) > 0)
+  while ((n = read(fds[0], buf + have, size - 1 - (size_t)have)) > 0)
     have += n;
   close(fds[0]);
   close(saved);
   buf[have] = '\0';
+  return true;
+}
+
+/* How many "Arena N:" sections malloc_stats writes. */
+static int arenas_reported(void)
+{
+  static char buf[65536];
+  int count = 0;
+
+  cr_assert(stats_read(buf, sizeof(buf)), "pipe failed (errno %d)", errno);
   for (char *s = buf; (s = strstr(s, "Arena ")) != NULL; s++)
     count++;
   return count;
@@ -117,21 +128,11 @@ static void *alloc_at_once(void *arg)
 /* Arenas whose in-use bytes hold a KEPT block, in malloc_stats' report. */
 static int arenas_holding_kept(void)
 {
-  int fds[2], saved = dup(2), count = 0;
-  char buf[65536];
-  ssize_t n, have = 0;
+  static char buf[65536];
+  int count = 0;
 
-  if (pipe(fds) != 0)
+  if (!stats_read(buf, sizeof(buf)))
     return -1;
-  dup2(fds[1], 2);
-  PINHEAP_NAME(malloc_stats)();
-  dup2(saved, 2);
-  close(fds[1]);
-  while ((n = read(fds[0], buf + have, sizeof(buf) - 1 - (size_t)have)) > 0)
-    have += n;
-  close(fds[0]);
-  close(saved);
-  buf[have] = '\0';
   for (char *a = buf; (a = strstr(a, "Arena ")) != NULL; a++) {
     char *u = strstr(a, "in use bytes");
     unsigned long used = 0;
