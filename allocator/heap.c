@@ -495,12 +495,8 @@ static chunk_t *ms_aligned_fit(mstate_t *ms, size_t nb, size_t align)
   chunk_t *dv = dv_get(ms);
   if (dv != NULL) {
     size_t ds = chunk_size(dv);
-    if (ds >= nb && aligned_lead(dv, ds, nb, align) < ds) {
-      chunk_t *b = bin_at(ms, PH_DV_BIN);
-      b->fd = b->bk = b;
-      chunk_set_inuse(ms, dv, ds);
-      return dv;
-    }
+    if (ds >= nb && aligned_lead(dv, ds, nb, align) < ds)
+      return dv_take(ms, dv, ds, ds);    /* whole: the caller cuts both ends */
   }
   unsigned looked = 0;
   for (unsigned i = binmap_next(ms, bin_index(nb)); i < PH_NBINS; i = binmap_next(ms, i + 1)) {

@@ -374,7 +374,9 @@ typedef struct slab_page_s {
   struct slab_page_s *prev;
   struct slab_page_s *all_next;   /* the arena's list of pages (its lock) */
   struct slab_page_s *all_prev;
-  /* line 3: other threads' frees, a stack pushed with compare-and-swap */
+  /* line 3: other threads' frees, a stack pushed with compare-and-swap;
+   * not a pointer but a word: its count, a walk bit and its top block's
+   * offset in the page (slab.c: remote_word), or SLAB_ORPHAN_TAG */
   void *remote;
 } slab_page_t;
 _Static_assert(sizeof(slab_page_t) <= PH_SLAB_HDR, "the slab page header fits");
