@@ -187,6 +187,20 @@ PH_HIDDEN void   os_set_release_listener(os_release_fn *fn, void *ctx);
  *  allocate. */
 PH_HIDDEN void   os_set_map_listener(os_release_fn *fn, void *ctx);
 
+/** How the OS layer enters the kernel for its releases.  The default is
+ *  the raw system call; the hooks layer routes them through libc's entry
+ *  point where another code patcher hooked it (hooks/peers.c), so that its
+ *  hook hears pinheap's releases too.  Each has the system call's
+ *  signature and result. */
+typedef struct os_kernel_s {
+  int (*munmap)(void *addr, size_t len);
+  int (*madvise)(void *addr, size_t len, int advice);
+  void *(*mremap)(void *addr, size_t oldlen, size_t newlen, int flags, void *new_addr);
+} os_kernel_t;
+/** Sets the kernel table (NULL: the raw system calls).  k must stay valid.
+ *  Under ThreadSanitizer munmap keeps going through TSan's handler. */
+PH_HIDDEN void   os_set_kernel(const os_kernel_t *k);
+
 typedef struct os_stats_s {
   size_t mapped;          /* bytes currently mapped by pinheap */
   size_t peak_mapped;     /* high-water mark of mapped */

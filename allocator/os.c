@@ -15,7 +15,9 @@
  * as it is used.
  * The kernel is entered with raw syscalls, so that pinheap's own munmap
  * interposers (hooks/) never see -- and never report twice -- a release
- * that os_release() has already reported.  Main entry points:
+ * that os_release() has already reported; releases go through the kernel
+ * table the hooks layer may set (os_set_kernel), which passes them through
+ * another code patcher's hook on libc when there is one.  Main entry points:
  * os_map_aligned(), os_release().  The contract is written in internal.h.
  * Besides the release listener, a map listener (hooks/events.c's
  * VM_MAPPED) hears of every mapping handed to the allocator, after it is
@@ -24,7 +26,6 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/auxv.h>
@@ -53,17 +54,41 @@ static int os_raw_madvise(void *addr, size_t len, int advice)
 {
   return (int)syscall(SYS_madvise, addr, len, advice);
 }
-static void *os_raw_mremap(void *addr, size_t oldlen, size_t newlen, int flags, ...)
+static void *os_raw_mremap(void *addr, size_t oldlen, size_t newlen, int flags, void *to)
 {
-  void *to = NULL;
-
-  if (flags & MREMAP_FIXED) {
-    va_list ap;
-    va_start(ap, flags);
-    to = va_arg(ap, void *);
-    va_end(ap);
-  }
   return (void *)syscall(SYS_mremap, addr, oldlen, newlen, flags, to);
+}
+
+/* The kernel as the hooks layer wants it entered for releases (NULL: the
+ * raw calls above). */
+static const os_kernel_t *_Atomic os_kernel;
+
+PH_HOT static int os_kernel_munmap(void *addr, size_t len)
+{
+#if !defined(__SANITIZE_THREAD__)
+  const os_kernel_t *k = atomic_load_explicit(&os_kernel, memory_order_acquire);
+  if (k != NULL)
+    return k->munmap(addr, len);
+#endif
+  return os_raw_munmap(addr, len);
+}
+
+PH_HOT static int os_kernel_madvise(void *addr, size_t len, int advice)
+{
+  const os_kernel_t *k = atomic_load_explicit(&os_kernel, memory_order_acquire);
+  return k != NULL ? k->madvise(addr, len, advice) : os_raw_madvise(addr, len, advice);
+}
+
+PH_HOT static void *os_kernel_mremap(void *addr, size_t oldlen, size_t newlen, int flags, void *to)
+{
+  const os_kernel_t *k = atomic_load_explicit(&os_kernel, memory_order_acquire);
+  return k != NULL ? k->mremap(addr, oldlen, newlen, flags, to)
+                   : os_raw_mremap(addr, oldlen, newlen, flags, to);
+}
+
+PH_HOT void os_set_kernel(const os_kernel_t *k)
+{
+  atomic_store_explicit(&os_kernel, k, memory_order_release);
 }
 
 static size_t os_page;  /* set once by os_page_size(); read and set whole */
@@ -123,9 +148,9 @@ static void *os_sys_mmap_prot(void *hint, size_t size, int prot)
   return r == -1 ? NULL : (void *)r;
 }
 
-static void os_sys_munmap(void *addr, size_t len)
+PH_HOT static void os_sys_munmap(void *addr, size_t len)
 {
-  if (os_sys(munmap)(addr, len) != 0)
+  if (os_kernel_munmap(addr, len) != 0)
     ph_fatal("munmap", "the kernel refused to unmap a pinheap range at", addr);
 }
 
@@ -237,7 +262,7 @@ void os_decommit(void *addr, size_t len)
   int saved = errno;
 
   os_notify(addr, len);
-  if (os_sys(madvise)(addr, len, MADV_DONTNEED) != 0)
+  if (os_kernel_madvise(addr, len, MADV_DONTNEED) != 0)
     ph_warn("madvise(MADV_DONTNEED) failed on a pinheap range; memory stays committed", NULL);
   atomic_fetch_add_explicit(&os_decommit_calls, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_released_bytes, len, memory_order_relaxed);
@@ -255,7 +280,7 @@ void os_release_shared(void *addr, size_t len, bool remove)
     return;
   /* MADV_DONTNEED would only drop this process's page table entries: the
    * pages stay in the object.  MADV_REMOVE punches them out of it. */
-  if (os_sys(madvise)(addr, len, MADV_REMOVE) != 0) {
+  if (os_kernel_madvise(addr, len, MADV_REMOVE) != 0) {
     if (!atomic_flag_test_and_set(&os_remove_said)) {
       char num[24];
       ph_warn("madvise(MADV_REMOVE) failed on the shared heap's region (errno ",
@@ -278,7 +303,7 @@ int os_remap(void *addr, size_t oldlen, size_t newlen)
     return 0;
   if (newlen < oldlen)
     os_notify((char *)addr + newlen, oldlen - newlen);
-  r = (long)os_sys(mremap)(addr, oldlen, newlen, 0 /* never move */);
+  r = (long)os_kernel_mremap(addr, oldlen, newlen, 0 /* never move */, NULL);
   if (r == -1) {
     errno = saved;
     if (newlen < oldlen)  /* shrinking in place cannot fail on a valid range */
@@ -327,7 +352,7 @@ void *os_grow_move(void *addr, size_t oldlen, size_t newlen, size_t align)
     os_sys_munmap((void *)(aligned + newlen), tail);
   }
   os_notify(addr, oldlen);
-  long m = (long)os_sys(mremap)(addr, oldlen, newlen, MREMAP_MAYMOVE | MREMAP_FIXED,
+  long m = (long)os_kernel_mremap(addr, oldlen, newlen, MREMAP_MAYMOVE | MREMAP_FIXED,
                                 (void *)aligned);
   if (m == -1) {                /* the old mapping stays where it was */
     os_notify((void *)aligned, newlen);

@@ -6,5 +6,6 @@ list(APPEND PINHEAP_HOOKS_SOURCES
   hooks/probe.c
   hooks/decision.c
   hooks/events.c
+  hooks/peers.c
   hooks/reloc.c
 )

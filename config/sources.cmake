@@ -34,5 +34,7 @@ set(PINHEAP_REPLACE_SOURCES
   hooks/selftest.c
   hooks/install.c
   hooks/ucx.c
+  hooks/ompi.c
+  hooks/feeds.c
   hooks/replace.c
 )

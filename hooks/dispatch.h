@@ -139,11 +139,37 @@ PH_HIDDEN int install_malloc_served_enabled(void);
 /* ---- ucx.c ---------------------------------------------------------------- */
 /** Finds UCX's libucm in the process and feeds it pinheap's VM_MAPPED and
  *  VM_UNMAPPED events (as its external events when pinheap sees them all)
- *  and takes UCX's;
- *  once; a no-op while libucm is absent.  Allocates (dlopen). */
+ *  and takes UCX's; once; a no-op while libucm is absent (feeds_attach()
+ *  calls it only when libucm may be there).  Allocates (dlopen). */
 PH_HIDDEN void ucx_feed_attach(void);
 /** One sentence on the feed, into buf; snprintf's return value (0, buf
  *  empty, while libucm is absent). */
 PH_HIDDEN int ucx_feed_describe(char *buf, size_t size);
+
+/* ---- ompi.c --------------------------------------------------------------- */
+/** Finds Open MPI's libopen-pal in the process and joins its memory hooks
+ *  and pinheap's events both ways; once, then cheap; a no-op while
+ *  libopen-pal is absent (feeds_attach() calls it only when it may be
+ *  there).  Allocates (dlopen). */
+PH_HIDDEN void ompi_feed_attach(void);
+/** One sentence on the feed, into buf; snprintf's return value (0, buf
+ *  empty, while libopen-pal is absent). */
+PH_HIDDEN int ompi_feed_describe(char *buf, size_t size);
+
+/* ---- feeds.c -------------------------------------------------------------- */
+/** Attaches every consumer found in the process (UCX, Open MPI): after
+ *  installation, after each dlopen the relocation patcher wraps, and from
+ *  the self-test. */
+PH_HIDDEN void feeds_attach(void);
+#define FEEDS_PATH_MAX 256
+/** Which loaded objects have a file name starting with prefixes[i] (bit
+ *  i), the path of the first such object copied into paths[i] when paths
+ *  is not NULL.  Never allocates. */
+PH_HIDDEN int feeds_objects(const char *const *prefixes, int n, char (*paths)[FEEDS_PATH_MAX]);
+/** A new reference (dlopen RTLD_NOLOAD) to the loaded object whose file
+ *  name starts with prefix, its path in path; RTLD_DEFAULT when none is
+ *  loaded (the consumer may be linked into the program, and path says
+ *  so); NULL when it cannot be opened. */
+PH_HIDDEN void *feeds_open(const char *prefix, char path[FEEDS_PATH_MAX]);
 
 #endif /* PINHEAP_DISPATCH_H */

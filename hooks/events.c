@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "params.h"
+#include "peers.h"
 #include "pinheap.h"
 #include "startup.h"
 
@@ -276,8 +277,8 @@ PH_HOT static PH_NOINLINE void *events_mmap_slow(void *addr, size_t length, int 
   if (ev.mmap.flags & MAP_FIXED)
     events_vm_unmapped(ev.mmap.address, events_page_len(ev.mmap.address, ev.mmap.size),
                        PINHEAP_EVENT_SOURCE_APP);
-  ev.mmap.result = (void *)syscall(SYS_mmap, ev.mmap.address, ev.mmap.size, ev.mmap.prot,
-                                   ev.mmap.flags, ev.mmap.fd, ev.mmap.offset);
+  ev.mmap.result = peers_mmap(ev.mmap.address, ev.mmap.size, ev.mmap.prot, ev.mmap.flags,
+                              ev.mmap.fd, ev.mmap.offset);
   if (ev.mmap.result != MAP_FAILED) {
     int saved = errno;
     events_vm_mapped(ev.mmap.result, events_page_len(ev.mmap.result, ev.mmap.size),
@@ -291,6 +292,8 @@ PH_HOT void *events_mmap(void *addr, size_t length, int prot, int flags, int fd,
 {
   if (ph_likely(!events_wanted(PINHEAP_EVENT_MMAP | PINHEAP_EVENT_VM_MAPPED |
                                PINHEAP_EVENT_VM_UNMAPPED)))
+    return peers_mmap(addr, length, prot, flags, fd, offset);
+  if (peers_returning(addr))
     return (void *)syscall(SYS_mmap, addr, length, prot, flags, fd, offset);
   return events_mmap_slow(addr, length, prot, flags, fd, offset);
 }
@@ -307,12 +310,14 @@ PH_HOT static PH_NOINLINE int events_munmap_slow(void *addr, size_t length)
     return ev.munmap.result;
   events_vm_unmapped(ev.munmap.address, events_page_len(ev.munmap.address, ev.munmap.size),
                      PINHEAP_EVENT_SOURCE_APP);
-  return (int)syscall(SYS_munmap, ev.munmap.address, ev.munmap.size);
+  return peers_munmap(ev.munmap.address, ev.munmap.size);
 }
 
 PH_HOT int events_munmap(void *addr, size_t length)
 {
   if (ph_likely(!events_wanted(PINHEAP_EVENT_MUNMAP | PINHEAP_EVENT_VM_UNMAPPED)))
+    return peers_munmap(addr, length);
+  if (peers_returning(addr))
     return (int)syscall(SYS_munmap, addr, length);
   return events_munmap_slow(addr, length);
 }
@@ -347,8 +352,8 @@ PH_HOT static PH_NOINLINE void *events_mremap_slow(void *old, size_t old_size, s
     events_vm_unmapped(old, old_len, PINHEAP_EVENT_SOURCE_APP);
   else if (new_len < old_len)
     events_vm_unmapped((char *)old + new_len, old_len - new_len, PINHEAP_EVENT_SOURCE_APP);
-  ev.mremap.result = (void *)syscall(SYS_mremap, old, ev.mremap.old_size, ev.mremap.new_size,
-                                     flags, new_address);
+  ev.mremap.result = peers_mremap(old, ev.mremap.old_size, ev.mremap.new_size, flags,
+                                  new_address);
   if (ev.mremap.result != MAP_FAILED) {
     int saved = errno;
     if (may_move)      /* reported gone above: all of the new range is new */
@@ -372,6 +377,8 @@ PH_HOT void *events_mremap(void *old_address, size_t old_size, size_t new_size, 
   }
   if (ph_likely(!events_wanted(PINHEAP_EVENT_MREMAP | PINHEAP_EVENT_VM_MAPPED |
                                PINHEAP_EVENT_VM_UNMAPPED)))
+    return peers_mremap(old_address, old_size, new_size, flags, new_address);
+  if (peers_returning(old_address))
     return (void *)syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address);
   return events_mremap_slow(old_address, old_size, new_size, flags, new_address);
 }
@@ -407,12 +414,14 @@ PH_HOT static PH_NOINLINE int events_madvise_slow(void *addr, size_t length, int
   if (events_advice_drops(ev.madvise.advice))
     events_vm_unmapped(ev.madvise.address, events_page_len(ev.madvise.address, ev.madvise.size),
                        PINHEAP_EVENT_SOURCE_APP);
-  return (int)syscall(SYS_madvise, ev.madvise.address, ev.madvise.size, ev.madvise.advice);
+  return peers_madvise(ev.madvise.address, ev.madvise.size, ev.madvise.advice);
 }
 
 PH_HOT int events_madvise(void *addr, size_t length, int advice)
 {
   if (ph_likely(!events_wanted(PINHEAP_EVENT_MADVISE | PINHEAP_EVENT_VM_UNMAPPED)))
+    return peers_madvise(addr, length, advice);
+  if (peers_returning(addr))
     return (int)syscall(SYS_madvise, addr, length, advice);
   return events_madvise_slow(addr, length, advice);
 }
@@ -491,7 +500,7 @@ PH_HOT static PH_NOINLINE void *events_shmat_slow(int shmid, const void *shmaddr
       at &= ~(uintptr_t)(SHMLBA - 1);
     events_vm_unmapped((void *)at, events_page_len((void *)at, len), PINHEAP_EVENT_SOURCE_APP);
   }
-  ev.shmat.result = (void *)syscall(SYS_shmat, ev.shmat.shmid, ev.shmat.shmaddr, ev.shmat.shmflg);
+  ev.shmat.result = peers_shmat(ev.shmat.shmid, ev.shmat.shmaddr, ev.shmat.shmflg);
   if (ev.shmat.result != (void *)-1) {
     int saved = errno;
     events_vm_mapped(ev.shmat.result, len, PINHEAP_EVENT_SOURCE_APP);
@@ -504,6 +513,8 @@ PH_HOT void *events_shmat(int shmid, const void *shmaddr, int shmflg)
 {
   if (ph_likely(!events_wanted(PINHEAP_EVENT_SHMAT | PINHEAP_EVENT_VM_MAPPED |
                                PINHEAP_EVENT_VM_UNMAPPED)))
+    return peers_shmat(shmid, shmaddr, shmflg);
+  if (peers_returning(shmaddr))
     return (void *)syscall(SYS_shmat, shmid, shmaddr, shmflg);
   return events_shmat_slow(shmid, shmaddr, shmflg);
 }
@@ -518,12 +529,14 @@ PH_HOT static PH_NOINLINE int events_shmdt_slow(const void *shmaddr)
   if (events_wanted(PINHEAP_EVENT_VM_UNMAPPED))  /* the maps read costs: only if wanted */
     events_vm_unmapped((void *)ev.shmdt.shmaddr, events_mapping_size(ev.shmdt.shmaddr),
                        PINHEAP_EVENT_SOURCE_APP);
-  return (int)syscall(SYS_shmdt, ev.shmdt.shmaddr);
+  return peers_shmdt(ev.shmdt.shmaddr);
 }
 
 PH_HOT int events_shmdt(const void *shmaddr)
 {
   if (ph_likely(!events_wanted(PINHEAP_EVENT_SHMDT | PINHEAP_EVENT_VM_UNMAPPED)))
+    return peers_shmdt(shmaddr);
+  if (peers_returning(shmaddr))
     return (int)syscall(SYS_shmdt, shmaddr);
   return events_shmdt_slow(shmaddr);
 }
@@ -550,27 +563,29 @@ static uintptr_t events_curbrk(void)
 /* Moves the break to addr: VM_UNMAPPED before a shrink, VM_MAPPED after a
  * growth (the whole pages between the old and new break).  As glibc's brk:
  * 0, or -1 with ENOMEM. */
-static int events_brk_move(void *addr)
+static int events_brk_move(void *addr, bool report)
 {
   uintptr_t old = events_curbrk(), want = (uintptr_t)addr;
   uintptr_t old_top = events_page_up(old), want_top = events_page_up(want);
 
-  if (want_top < old_top)
+  if (want_top < old_top && report)
     events_vm_unmapped((void *)want_top, old_top - want_top, PINHEAP_EVENT_SOURCE_APP);
-  uintptr_t now = (uintptr_t)syscall(SYS_brk, addr);
+  uintptr_t now = report ? peers_brk(addr) : (uintptr_t)syscall(SYS_brk, addr);
   __atomic_store_n(&__curbrk, (void *)now, __ATOMIC_RELAXED);
   if (now < want) {
     errno = ENOMEM;
     return -1;
   }
   uintptr_t now_top = events_page_up(now);
-  if (now_top > old_top)
+  if (now_top > old_top && report)
     events_vm_mapped((void *)old_top, now_top - old_top, PINHEAP_EVENT_SOURCE_APP);
   return 0;
 }
 
 PH_HOT int events_brk(void *addr)
 {
+  if (ph_unlikely(peers_returning(addr)))
+    return events_brk_move(addr, false);   /* reported by the call it came from */
   if (events_wanted(PINHEAP_EVENT_BRK)) {
     pinheap_event_t ev;
     ev.brk.result = -1;
@@ -579,7 +594,7 @@ PH_HOT int events_brk(void *addr)
       return ev.brk.result;
     addr = ev.brk.address;
   }
-  return events_brk_move(addr);
+  return events_brk_move(addr, true);
 }
 
 PH_HOT void *events_sbrk(intptr_t increment)
@@ -600,7 +615,7 @@ PH_HOT void *events_sbrk(intptr_t increment)
     errno = ENOMEM;
     return (void *)-1;
   }
-  if (events_brk_move((void *)(old + (uintptr_t)increment)) != 0)
+  if (events_brk_move((void *)(old + (uintptr_t)increment), true) != 0)
     return (void *)-1;
   return (void *)old;
 }

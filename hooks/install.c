@@ -48,6 +48,7 @@
 #include "dispatch.h"
 #include "events.h"
 #include "patch.h"
+#include "peers.h"
 #include "reloc.h"
 
 #include <dlfcn.h>
@@ -383,6 +384,8 @@ PH_STARTUP void install_run(void)
   }
   if (code && patch_find(install_code, n) != 0)
     code = 0;                  /* not x86-64 */
+  if (events)                 /* other patchers' hooks on libc hear pinheap's calls */
+    peers_find(install_code, code ? n : 0);
 
   /* (b) relocation patching where interposition did not take */
   unsigned k = 0;
@@ -458,6 +461,8 @@ PH_STARTUP void install_run(void)
     if (code_done > 0 && at_start != 1)
       install_pin_self();
   }
+  if (events)
+    peers_snapshot(install_code, code ? n : 0);   /* libc's entries as pinheap left them */
   __atomic_store_n(&install_patched, 1, __ATOMIC_RELEASE);  /* install_resolved reads slots */
 
   /* (c) verification by calls */
@@ -608,7 +613,7 @@ PH_STARTUP void install_run(void)
   text_add(" us. ");
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   ph_unlock(&install_lock);
-  ucx_feed_attach();           /* UCX's libucm, if loaded: fed from now on */
+  feeds_attach();              /* UCX's libucm, Open MPI's hooks, if loaded: fed from now on */
 }
 
 int install_late(void)

@@ -677,17 +677,18 @@ static void reloc_after_load(void)
     reloc_originals_finish();
 }
 
-/* ucx.c, in the archive's replacement layer (absent from builds of the
- * core sources alone): an object just loaded may be UCX's libucm. */
-extern void ucx_feed_attach(void) __attribute__((weak));
+/* feeds.c, in the archive's replacement layer (absent from builds of the
+ * core sources alone): an object just loaded may be UCX's libucm or Open
+ * MPI's libopen-pal. */
+extern void feeds_attach(void) __attribute__((weak));
 
 static void *reloc_dlopen(const char *file, int mode)
 {
   void *h = dlopen(file, mode);
   if (h != NULL) {
     reloc_after_load();
-    if (ucx_feed_attach != NULL)
-      ucx_feed_attach();
+    if (feeds_attach != NULL)
+      feeds_attach();
   }
   return h;
 }

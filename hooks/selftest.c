@@ -219,7 +219,7 @@ int PINHEAP_NAME(open)(void)
   size_t page = os_page_size();
 
   dispatch_decide();
-  ucx_feed_attach();           /* UCX's libucm may have come with a component since */
+  feeds_attach();              /* UCX's libucm, Open MPI may have come with a component since */
   ph_lock(&selftest_lock);
   selftest_text = selftest_texts[!__atomic_load_n(&selftest_shown, __ATOMIC_RELAXED)];
   selftest_text[0] = '\0';

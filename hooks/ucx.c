@@ -47,6 +47,7 @@
 #include "events.h"
 #include "params.h"
 #include "patch.h"
+#include "peers.h"
 #include "reloc.h"
 #include "pinheap.h"
 #include "startup.h"
@@ -71,7 +72,7 @@ static ph_lock_t ucx_lock;
 static int ucx_mode;                 /* UCX_*; set once, under ucx_lock */
 static ucx_vm_fn *ucx_vm_mmap;
 static ucx_vm_fn *ucx_vm_munmap;
-static char ucx_path[256];
+static char ucx_path[FEEDS_PATH_MAX];
 static ucx_set_handler_fn *ucx_set_handler;
 static int ucx_taken;                /* UCX_TAKEN_* found */
 static int ucx_forwarded;            /* ucx_forward is UCX's handler */
@@ -122,7 +123,7 @@ static void ucx_forward(int type, ucx_vm_event_t *ev, void *arg)
 #if defined(__x86_64__)
 /* 1 when the entry fn, of the object at base, now jumps out of that object
  * and out of pinheap's (self). */
-PH_STARTUP static int ucx_entry_taken(const void *fn, const void *self)
+static int ucx_entry_taken(const void *fn, const void *self)
 {
   Dl_info at, there;
   if (fn == NULL || dladdr(fn, &at) == 0)
@@ -143,7 +144,7 @@ PH_STARTUP static int ucx_entry_taken(const void *fn, const void *self)
  * pinheap), UCX_TAKEN_LIBC for libc's (glibc's internal calls are seen). */
 #define UCX_TAKEN_SELF 1
 #define UCX_TAKEN_LIBC 2
-PH_STARTUP static int ucx_entries_taken(void)
+static int ucx_entries_taken(void)
 {
   Dl_info self;
   int taken = 0;
@@ -175,23 +176,11 @@ PH_STARTUP static int ucx_entries_taken(void)
   return taken;
 }
 
-PH_STARTUP static int ucx_find_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-  (void)size;
-  const char *name = info->dlpi_name;
-  const char *base = name != NULL ? strrchr(name, '/') : NULL;
-  base = base != NULL ? base + 1 : name;
-  if (base == NULL || strncmp(base, "libucm.so", 9) != 0)
-    return 0;
-  snprintf(data, sizeof(ucx_path), "%s", name);
-  return 1;
-}
-
 /* Fed as external, but UCX rewrote pinheap's entries since (its constructor
  * ran after pinheap's; UCX hooks munmap for its own purposes, whatever the
  * external events): the program's calls reach UCX's hooks only, so pinheap
  * takes UCX's events from now on. */
-PH_STARTUP static void ucx_check_taken(void)
+static void ucx_check_taken(void)
 {
   if (__atomic_load_n(&ucx_forwarded, __ATOMIC_ACQUIRE) ||
       !(ucx_entries_taken() & UCX_TAKEN_SELF))
@@ -205,7 +194,7 @@ PH_STARTUP static void ucx_check_taken(void)
     ucx_set_handler(UCX_EVENT_VM_MAPPED | UCX_EVENT_VM_UNMAPPED, -1, ucx_forward, NULL);
 }
 
-PH_STARTUP void ucx_feed_attach(void)
+void ucx_feed_attach(void)
 {
   if (params_get()->v[PARAM_EVENTS].value == 0)
     return;                    /* PINHEAP_EVENTS=0: no events to feed, none taken */
@@ -216,21 +205,9 @@ PH_STARTUP void ucx_feed_attach(void)
   }
   if (mode != UCX_NOT_FOUND)
     return;
-  char path[sizeof(ucx_path)];
-  void *h = RTLD_DEFAULT;
-  path[0] = '\0';
-  if (dl_iterate_phdr(ucx_find_cb, path) == 1) {
-    h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
-    if (h == NULL)
-      return;
-  }
-  /* Without libucm no object defines ucm_vm_mmap: read from the objects'
-   * symbol tables, that costs no dlsym, whose failed search allocates an
-   * error text and runs libc's and ld.so's error code.  Any definition is
-   * left to dlsym (the process's lookup scope decides). */
-  static const char *const first[1] = { "ucm_vm_mmap" };
-  void *any = NULL;
-  if (h == RTLD_DEFAULT && reloc_defs_named(NULL, first, &any, 1) == 0 && any == NULL)
+  char path[FEEDS_PATH_MAX];
+  void *h = feeds_open("libucm.so", path);
+  if (h == NULL)
     return;
   ucx_vm_fn *vm_mmap = (ucx_vm_fn *)dlsym(h, "ucm_vm_mmap");
   ucx_vm_fn *vm_munmap = vm_mmap != NULL ? (ucx_vm_fn *)dlsym(h, "ucm_vm_munmap") : NULL;
@@ -262,11 +239,12 @@ PH_STARTUP void ucx_feed_attach(void)
   ucx_set_handler = set_handler;
   ucx_taken = taken;
   ucx_forwarded = !complete || taken != 0;
-  snprintf(ucx_path, sizeof(ucx_path), "%s", path[0] != '\0' ? path : "linked into the program");
+  snprintf(ucx_path, sizeof(ucx_path), "%s", path);
   if (complete)
     external(UCX_EVENT_VM_MAPPED | UCX_EVENT_VM_UNMAPPED);
   __atomic_store_n(&ucx_mode, complete ? UCX_FED_EXTERNAL : UCX_SHARED, __ATOMIC_RELEASE);
   ph_unlock(&ucx_lock);
+  peers_exempt((void *)vm_mmap); /* its hooks on libc hear pinheap's calls from the feed */
   /* Priority 0, as release listeners; UCX's forwarder before the release.
    * Set after the external events, UCX's handler installs nothing. */
   PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_VM_MAPPED | PINHEAP_EVENT_VM_UNMAPPED, 0,

@@ -4,16 +4,14 @@
 # malloc stays glibc's -- so, unlike the fixture tests, this one runs in the
 # ASan+UBSan pass too.  Included by test/CMakeLists.txt.
 #
-# pinheap_hooks_test_objs: hooks/dispatch.c, release.c, selftest.c, install.c and ucx.c
-# compiled as the archive compiles them (pinheap_setup_target's settings).
-# test_hooks links them
+# pinheap_hooks_test_objs: the replacement layer's sources but replace.c
+# (config/sources.cmake's PINHEAP_REPLACE_SOURCES), compiled as the archive
+# compiles them (pinheap_setup_target's settings).  test_hooks links them
 # before pinheap_core and supplies what replace.c would (see test_hooks.c).
-add_library(pinheap_hooks_test_objs OBJECT EXCLUDE_FROM_ALL
-  ${PROJECT_SOURCE_DIR}/hooks/dispatch.c
-  ${PROJECT_SOURCE_DIR}/hooks/release.c
-  ${PROJECT_SOURCE_DIR}/hooks/selftest.c
-  ${PROJECT_SOURCE_DIR}/hooks/install.c
-  ${PROJECT_SOURCE_DIR}/hooks/ucx.c)
+set(_hooks_test_sources ${PINHEAP_REPLACE_SOURCES})
+list(FILTER _hooks_test_sources EXCLUDE REGEX "replace\\.c$")
+list(TRANSFORM _hooks_test_sources PREPEND ${PROJECT_SOURCE_DIR}/)
+add_library(pinheap_hooks_test_objs OBJECT EXCLUDE_FROM_ALL ${_hooks_test_sources})
 pinheap_setup_target(pinheap_hooks_test_objs)
 
 pinheap_add_criterion_test(test_hooks test_hooks.c $<TARGET_OBJECTS:pinheap_hooks_test_objs>)
