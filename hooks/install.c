@@ -400,6 +400,11 @@ PH_STARTUP void install_run(void)
         continue;
       install_table[k].name = replace_symbols[i].name;
       install_table[k].replacement = replace_symbols[i].entry;
+      /* dlsym finds the exported interposer, which forwards to the entry:
+       * a patcher that rewrites what dlsym finds (Open MPI's) leaves the
+       * entry the slots call, and pinheap's view of the calls, whole */
+      if (replace_symbols[i].event != 0)
+        install_table[k].definition = replace_symbols[i].self;
       /* what the process resolves it to: the original (saves the patcher a lookup) */
       if (install_table[k].original == NULL)
         install_table[k].original = resolved[i];
@@ -682,8 +687,8 @@ static int install_probe_trim_noop(size_t pad)
 
 void install_block_trim(void)
 {
-  static reloc_entry_t trim_table[1] = { { "malloc_trim", (void *)install_probe_trim_noop,
-                                           NULL, 0, 0 } };
+  static reloc_entry_t trim_table[1] = {
+    { .name = "malloc_trim", .replacement = (void *)install_probe_trim_noop } };
   install_run();
   __atomic_store_n(&install_trim_blocked, 1, __ATOMIC_RELAXED);
   if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_DISABLED)

@@ -73,8 +73,8 @@ static int ompi_taking;                  /* pinheap's callback is registered wit
 static int ompi_wrapped;                 /* set_support goes through ompi_set_support */
 static char ompi_path[FEEDS_PATH_MAX];
 static void ompi_set_support(int support);
-static reloc_entry_t ompi_reloc[1] = { { "opal_mem_hooks_set_support", (void *)ompi_set_support,
-                                         NULL, 0, 0 } };
+static reloc_entry_t ompi_reloc[1] = {
+  { .name = "opal_mem_hooks_set_support", .replacement = (void *)ompi_set_support } };
 
 /* The range crossing from one side to the other on this thread. */
 static __thread void *ompi_x_addr __attribute__((tls_model("initial-exec")));

@@ -30,6 +30,7 @@
  */
 #include "peers.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <stdio.h>
@@ -425,35 +426,69 @@ PH_HOT uintptr_t peers_brk(void *addr)
 /*  description                                                             */
 /* ======================================================================= */
 
+/* Appends to buf what the group of calls in mask (their entries jump to
+ * obj, forwarded or not, replacing pinheap's patches or not) means. */
+static size_t peers_say(char *buf, size_t size, size_t used, unsigned mask, const char *obj,
+                        int fwd, int own)
+{
+  char names[128] = "";
+  size_t n = 0;
+  int count = 0, total = __builtin_popcount(mask);
+  for (int i = 0; i < PEERS_N; i++) {
+    if (!(mask & (1u << i)))
+      continue;
+    count++;
+    n += (size_t)snprintf(names + n, n < sizeof(names) ? sizeof(names) - n : 0, "%s%s",
+                          count == 1 ? "" : count == total ? " and " : ", ", peers_names[i]);
+  }
+  int w = snprintf(buf + used, used < size ? size - used : 0,
+                   "%slibc's %s jump%s into %s: pinheap's own calls of %s %s.%s",
+                   used > 0 ? " " : "", names, total == 1 ? "s" : "", obj,
+                   total == 1 ? "it" : "them",
+                   fwd ? "go through that hook, so that it hears them"
+                       : "pass the hook by (a consumer pinheap feeds directly)",
+                   !own ? ""
+                   : fwd ? " This replaced pinheap's own patch: glibc's internal calls reach that "
+                           "hook, not pinheap's listeners."
+                         : " This replaced pinheap's own patch: glibc's internal calls reach "
+                           "that hook, and pinheap hears them from the consumer.");
+  return w > 0 ? used + (size_t)w : used;
+}
+
 int peers_describe(char *buf, size_t size)
 {
   size_t used = 0;
   if (size > 0)
     buf[0] = '\0';
 #if defined(__x86_64__)
+  unsigned done = 0;
   for (int i = 0; i < PEERS_N; i++) {
     void *e = __atomic_load_n(&peers_entry[i], __ATOMIC_ACQUIRE);
-    char where[PATCH_TEXT_MAX];
-    if (e == NULL || peers_load8(e) == __atomic_load_n(&peers_plain[i], __ATOMIC_RELAXED) ||
-        patch_describe(e, where, sizeof(where))[0] == '\0')
+    if ((done & (1u << i)) || e == NULL ||
+        peers_load8(e) == __atomic_load_n(&peers_plain[i], __ATOMIC_RELAXED))
       continue;
-    int fwd = peers_foreign(e);
-    int n = snprintf(buf + used, used < size ? size - used : 0,
-                     "%slibc's %s %s; pinheap's own %s calls %s.", used > 0 ? " " : "",
-                     peers_names[i], where, peers_names[i],
-                     fwd ? "go through it, so that hook hears them"
-                         : "pass it by (a consumer pinheap feeds directly)");
-    if (n > 0)
-      used += (size_t)n;
-    if (peers_was_own[i]) {
-      n = snprintf(buf + used, used < size ? size - used : 0,
-                   " It replaced pinheap's own patch there after installation: glibc's "
-                   "internal %s calls reach that hook, not pinheap%s.",
-                   peers_names[i], fwd ? "" : ", and pinheap hears them from the consumer");
-      if (n > 0)
-        used += (size_t)n;
+    const void *t = peers_jump_end(e);
+    Dl_info at;
+    if (t == NULL || t == e || peers_in(peers_self_range(), t))
+      continue;
+    const char *obj = dladdr(t, &at) != 0 && at.dli_fname != NULL ? at.dli_fname
+                                                                 : "anonymous memory";
+    int fwd = peers_foreign(e), own = peers_was_own[i];
+    unsigned mask = 0;
+    for (int k = i; k < PEERS_N; k++) {     /* the calls that go the same way */
+      void *ek = __atomic_load_n(&peers_entry[k], __ATOMIC_ACQUIRE);
+      const void *tk = ek != NULL ? peers_jump_end(ek) : NULL;
+      Dl_info atk;
+      const char *objk = tk != NULL && dladdr(tk, &atk) != 0 && atk.dli_fname != NULL
+                             ? atk.dli_fname : "anonymous memory";
+      if (tk != NULL && tk != ek && !(done & (1u << k)) && strcmp(objk, obj) == 0 &&
+          peers_foreign(ek) == fwd && peers_was_own[k] == own &&
+          peers_load8(ek) != __atomic_load_n(&peers_plain[k], __ATOMIC_RELAXED))
+        mask |= 1u << k;
     }
+    done |= mask;
+    used = peers_say(buf, size, used, mask, obj, fwd, own);
   }
 #endif
-  return (int)used;
+  return (int)(used < size ? used : size > 0 ? size - 1 : 0);
 }

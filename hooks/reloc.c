@@ -140,9 +140,9 @@ static int reloc_dlclose(void *handle);
 
 /* The patcher's own table: loads and unloads must be seen. */
 static reloc_entry_t reloc_own_table[] = {
-  { "dlopen", (void *)reloc_dlopen, NULL, 0, 0 },
-  { "dlmopen", (void *)reloc_dlmopen, NULL, 0, 0 },
-  { "dlclose", (void *)reloc_dlclose, NULL, 0, 0 },
+  { .name = "dlopen", .replacement = (void *)reloc_dlopen },
+  { .name = "dlmopen", .replacement = (void *)reloc_dlmopen },
+  { .name = "dlclose", .replacement = (void *)reloc_dlclose },
 };
 #define RELOC_OWN_N (sizeof(reloc_own_table) / sizeof(reloc_own_table[0]))
 
@@ -645,9 +645,9 @@ PH_STARTUP static void reloc_originals_finish(void)
   for (size_t i = 0; i < nwant; i++) {
     reloc_entry_t *e = want[i];
     void *f = dlsym(RTLD_NEXT, e->name);
-    if (f == NULL || f == e->replacement)
+    if (f == NULL || f == e->replacement || f == e->definition)
       f = dlsym(RTLD_DEFAULT, e->name);
-    if (f == NULL || f == e->replacement) {
+    if (f == NULL || f == e->replacement || f == e->definition) {
       ph_warn("relocation patcher: no original found for '", e->name,
               "' (only lazy-binding stubs, and dlsym does not know it); its slots stay unpatched", NULL);
       continue;
@@ -1065,7 +1065,7 @@ PH_STARTUP static void reloc_defs_patch(reloc_entry_t *table, size_t n)
     void *addr = __atomic_load_n(&e->original, __ATOMIC_ACQUIRE);
     if (addr == NULL)
       addr = dlsym(RTLD_DEFAULT, e->name);
-    if (addr == NULL || addr == e->replacement)
+    if (addr == NULL || addr == e->replacement || addr == e->definition)
       continue;
     if (f.n == RELOC_MAX_NAMES) {
       pthread_mutex_lock(&reloc_mutex);
@@ -1075,7 +1075,7 @@ PH_STARTUP static void reloc_defs_patch(reloc_entry_t *table, size_t n)
     }
     f.entry[f.n] = e;
     f.name[f.n] = e->name;
-    f.replacement[f.n] = (uintptr_t)e->replacement;
+    f.replacement[f.n] = (uintptr_t)(e->definition != NULL ? e->definition : e->replacement);
     f.self[f.n] = 0;
     f.addr[f.n] = (uintptr_t)addr;
     f.def[f.n].sym = NULL;

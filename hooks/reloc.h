@@ -88,6 +88,12 @@ typedef struct reloc_entry_s {
                             *       across uninstall */
   unsigned slots;          /* [out] slots currently patched */
   unsigned objects;        /* [out] objects with at least one of them */
+  void *definition;        /* [in]  what RELOC_PATCH_DEFINITIONS points the
+                            *       definition at (NULL: the replacement):
+                            *       a function that forwards to it, so that
+                            *       a patcher rewriting whatever dlsym finds
+                            *       (Open MPI's) leaves the slots' target
+                            *       alone */
 } reloc_entry_t;
 
 /** What the patcher did, for the info tool and tests. */

@@ -46,10 +46,10 @@ static void *wrap_malloc(size_t n);
 static int wrap_getppid(void);
 
 static relocfix_entry_t table[] = {
-  { "munmap", (void *)wrap_munmap, NULL, 0, 0 },
-  { "malloc", (void *)wrap_malloc, NULL, 0, 0 },
-  { "getppid", (void *)wrap_getppid, NULL, 0, 0 },
-  { "relocfix_nobody_imports_this", (void *)wrap_munmap, NULL, 0, 0 },
+  { .name = "munmap", .replacement = (void *)wrap_munmap },
+  { .name = "malloc", .replacement = (void *)wrap_malloc },
+  { .name = "getppid", .replacement = (void *)wrap_getppid },
+  { .name = "relocfix_nobody_imports_this", .replacement = (void *)wrap_munmap },
 };
 #define TABLE_N (sizeof(table) / sizeof(table[0]))
 enum { T_MUNMAP, T_MALLOC, T_GETPPID, T_NOBODY };
@@ -286,8 +286,8 @@ static char *wrap_realpath(const char *path, char *resolved);
 static int wrap_defined(void);
 
 static relocfix_entry_t deftable[] = {
-  { "realpath", (void *)wrap_realpath, NULL, 0, 0 },   /* libc: GNU hash, two versions */
-  { "relocfix_a_defined", (void *)wrap_defined, NULL, 0, 0 },  /* A: SysV hash */
+  { .name = "realpath", .replacement = (void *)wrap_realpath },   /* libc: GNU hash, two versions */
+  { .name = "relocfix_a_defined", .replacement = (void *)wrap_defined },  /* A: SysV hash */
 };
 #define DEFTABLE_N (sizeof(deftable) / sizeof(deftable[0]))
 

@@ -320,6 +320,11 @@ static void text_print(const info_opts_t *opts, const info_t *info)
   printf("support level: %s (%d) after the self-test\n", info->level_names, info->level);
   printf("  %s\n", info->support_text);
 
+  const char *consumers = PINHEAP_NAME(consumers_text)();
+  printf("\nconsumers: %s\n", consumers[0] != '\0' ? consumers
+         : "none in this process (no UCX libucm, no Open MPI libopen-pal, no other patcher of "
+           "libc's memory calls): pinheap's own listeners are the only ones");
+
   printf("\ninstallation: %s\n", PINHEAP_NAME(install_text)());
   printf("  %-20s %-10s %-9s %-24s %s\n", "symbol", "method", "verified", "patched slots (objects)",
          "libc's code");
@@ -528,6 +533,7 @@ static void json_print(const info_opts_t *opts, const info_t *info)
   json_field("    ", "flags", info->level_names, 0);
   json_field("    ", "text", info->support_text, 1);
   puts("  },");
+  json_field("  ", "consumers", PINHEAP_NAME(consumers_text)(), 0);
   puts("  \"installation\": {");
   json_field("    ", "text", PINHEAP_NAME(install_text)(), 0);
   puts("    \"symbols\": [");
