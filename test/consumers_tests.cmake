@@ -7,7 +7,9 @@
 #                   transitive, preload) and before it (late);
 #   frames_opal     Open MPI's opal_mem_hooks (its memory framework opened
 #                   as its registration caches open it), an mpicc-built
-#                   program under mpirun -np 2: preload, direct, transitive.
+#                   program under mpirun -np 2: preload, direct, transitive;
+#   frames_ucx      UCX's registration cache itself (ucs_rcache, libucs):
+#                   preload, direct, transitive.
 # Each with pinheap enabled and disabled, and a run with no callback that
 # must see misses.  Driven by test/frames_test.py (root only: frame
 # numbers; SKIP otherwise, and for frames_opal without mpicc/mpirun).
@@ -44,6 +46,32 @@ add_test(NAME frames_patcher
   COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/frames_test.py ${CMAKE_CURRENT_BINARY_DIR}
           --consumer patcher --shim "${_shim}")
 set_tests_properties(frames_patcher PROPERTIES TIMEOUT 600 LABELS "frames;consumers;noasan"
+  FAIL_REGULAR_EXPRESSION "FAIL ")
+
+# UCX's registration cache (ucs_rcache, Debian's libucx-dev).
+find_path(PINHEAP_UCS_RCACHE_INCLUDE ucs/memory/rcache.h)
+find_library(PINHEAP_UCS_LIB ucs)
+find_library(PINHEAP_UCM_LIB ucm)
+set(_ucx_ok FALSE)
+if(PINHEAP_UCS_RCACHE_INCLUDE AND PINHEAP_UCS_LIB AND PINHEAP_UCM_LIB)
+  set(_ucx_ok TRUE)
+  foreach(cfg direct transitive preload)
+    add_executable(frames_ucx_${cfg} ${_frames_src})
+    target_compile_definitions(frames_ucx_${cfg} PRIVATE PINHEAP_PREFIX=${PINHEAP_PREFIX}
+      FRAMES_UCX FRAMES_PLUGIN="$<TARGET_FILE:framesplug>")
+    target_include_directories(frames_ucx_${cfg} PRIVATE ${PINHEAP_UCS_RCACHE_INCLUDE})
+    add_dependencies(frames_ucx_${cfg} framesplug)
+    target_compile_options(frames_ucx_${cfg} PRIVATE -fno-builtin)
+    target_link_libraries(frames_ucx_${cfg} PRIVATE -Wl,--no-as-needed ${PINHEAP_UCS_LIB}
+                          ${PINHEAP_UCM_LIB} ${CMAKE_DL_LIBS} Threads::Threads)
+  endforeach()
+  target_link_libraries(frames_ucx_direct PRIVATE democore)
+  target_link_libraries(frames_ucx_transitive PRIVATE mpifix)
+endif()
+add_test(NAME frames_ucx
+  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/frames_test.py ${CMAKE_CURRENT_BINARY_DIR}
+          --consumer ucx --shim "${_shim}")
+set_tests_properties(frames_ucx PROPERTIES TIMEOUT 600 LABELS "frames;consumers;ucx;noasan"
   FAIL_REGULAR_EXPRESSION "FAIL ")
 
 # The MPI program, built by the wrapper compiler as a user builds one.

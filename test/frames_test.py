@@ -16,12 +16,15 @@ patcher: test/fixture/fakepatcher.c, a code patcher of libc that pinheap
 opal: Open MPI's memory hooks, in an mpicc-built program under
   mpirun -np 2 (each rank checks its own frames): preload, direct and
   transitive, pinheap enabled and disabled: zero misses on every rank.
+ucx: UCX's own registration cache (ucs_rcache): a registration is stale
+  when a get of its range hits while a frame behind it changed.  Preload,
+  direct, transitive, pinheap enabled and disabled: zero stale ones.
 
 Every configuration also runs with no callback registered: it must see
 misses (the check itself is not blind).  Spurious invalidations are
 reported, not judged.
 
-usage: frames_test.py TEST_BUILD_DIR [--consumer pinheap|patcher|opal]
+usage: frames_test.py TEST_BUILD_DIR [--consumer pinheap|patcher|opal|ucx]
                       [--shim PRELOAD_SHIM] [--mpirun MPIRUN]
                       [--param-prefix OMPI_MCA_]
 Prints "ok"/"FAIL"/"SKIP" lines and "N passed, M failed"; exit 1 on failure.
@@ -117,7 +120,7 @@ def one(args, exe, label, cfg, extra, ranks):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
-    ap.add_argument("--consumer", default="pinheap", choices=["pinheap", "patcher", "opal"])
+    ap.add_argument("--consumer", default="pinheap", choices=["pinheap", "patcher", "opal", "ucx"])
     ap.add_argument("--shim", default="")
     ap.add_argument("--mpirun", default="")
     ap.add_argument("--param-prefix", default="OMPI_MCA_")
@@ -163,6 +166,14 @@ def main():
                 for mode, extra in (("enabled", on), ("disabled", off)):
                     one(args, "frames_patcher", "%s, patcher %s pinheap, %s" % (cfg, when, mode),
                         cfg, extra, 1)
+    elif args.consumer == "ucx":
+        if not os.path.exists(os.path.join(args.build, "frames_ucx_direct")):
+            print("SKIP frames_ucx: UCX (ucs/memory/rcache.h, libucs, libucm) not found: "
+                  "apt-get install libucx-dev")
+        else:
+            for cfg in ("preload", "direct", "transitive"):
+                for mode, extra in (("enabled", on), ("disabled", off)):
+                    one(args, "frames_ucx", "%s, %s, UCX's ucs_rcache" % (cfg, mode), cfg, extra, 1)
     else:
         if not args.mpirun or args.mpirun.endswith("-NOTFOUND") or not os.path.exists(
                 os.path.join(args.build, "frames_opal_direct")):
