@@ -102,3 +102,10 @@ add_test(NAME frames_opal
           --param-prefix ${PINHEAP_PARAM_PREFIX})
 set_tests_properties(frames_opal PROPERTIES TIMEOUT 900 LABELS "frames;consumers;mpi;noasan"
   FAIL_REGULAR_EXPRESSION "FAIL ")
+
+# What feeding each consumer adds to a release (tools/events_bench/
+# consumer_cost.sh counts it with callgrind; not a test).
+add_executable(consumer_cost ${PROJECT_SOURCE_DIR}/tools/events_bench/consumer_cost.c)
+target_compile_definitions(consumer_cost PRIVATE PINHEAP_PREFIX=${PINHEAP_PREFIX})
+target_include_directories(consumer_cost PRIVATE ${PROJECT_BINARY_DIR}/include)
+target_link_libraries(consumer_cost PRIVATE -Wl,--no-as-needed democore fakepatcher ${CMAKE_DL_LIBS})
