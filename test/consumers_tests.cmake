@@ -7,7 +7,8 @@
 #                   transitive, preload) and before it (late);
 #   frames_opal     Open MPI's opal_mem_hooks (its memory framework opened
 #                   as its registration caches open it), an mpicc-built
-#                   program under mpirun -np 2: preload, direct, transitive;
+#                   program under mpirun -np 2: preload, direct, transitive,
+#                   and late (Open MPI's patcher on before pinheap loads);
 #   frames_ucx      UCX's registration cache itself (ucs_rcache, libucs):
 #                   preload, direct, transitive.
 # Each with pinheap enabled and disabled, and a run with no callback that
@@ -77,7 +78,7 @@ set_tests_properties(frames_ucx PROPERTIES TIMEOUT 600 LABELS "frames;consumers;
 # The MPI program, built by the wrapper compiler as a user builds one.
 set(_opal_apps)
 if(PINHEAP_MPICC AND PINHEAP_MPIRUN)
-  foreach(cfg direct transitive preload)
+  foreach(cfg direct transitive preload late)
     set(_app ${CMAKE_CURRENT_BINARY_DIR}/frames_opal_${cfg})
     set(_libs)
     if(cfg STREQUAL "direct")

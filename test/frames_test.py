@@ -14,8 +14,9 @@ patcher: test/fixture/fakepatcher.c, a code patcher of libc that pinheap
   and disabled, except where a libc patcher cannot hear anything whoever
   serves malloc: dlclose (ld.so unmaps with its own munmap).  x86-64 only.
 opal: Open MPI's memory hooks, in an mpicc-built program under
-  mpirun -np 2 (each rank checks its own frames): preload, direct and
-  transitive, pinheap enabled and disabled: zero misses on every rank.
+  mpirun -np 2 (each rank checks its own frames): preload, direct,
+  transitive, and late (Open MPI's patcher on before the core library is
+  loaded), pinheap enabled and disabled: zero misses on every rank.
 ucx: UCX's own registration cache (ucs_rcache): a registration is stale
   when a get of its range hits while a frame behind it changed.  Preload,
   direct, transitive, pinheap enabled and disabled: zero stale ones.
@@ -179,7 +180,7 @@ def main():
                 os.path.join(args.build, "frames_opal_direct")):
             print("SKIP frames_opal: mpicc/mpirun not found (Debian: openmpi-bin libopenmpi-dev)")
         else:
-            for cfg in ("preload", "direct", "transitive"):
+            for cfg in ("preload", "direct", "transitive", "late"):
                 for mode, extra in (("enabled", on), ("disabled", off)):
                     one(args, "frames_opal", "%s, %s, Open MPI's hooks" % (cfg, mode), cfg, extra, 2)
     print("%d passed, %d failed" % (results["passed"], results["failed"]))
