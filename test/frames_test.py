@@ -16,7 +16,10 @@ patcher: test/fixture/fakepatcher.c, a code patcher of libc that pinheap
 opal: Open MPI's memory hooks, in an mpicc-built program under
   mpirun -np 2 (each rank checks its own frames): preload, direct,
   transitive, and late (Open MPI's patcher on before the core library is
-  loaded), pinheap enabled and disabled: zero misses on every rank.
+  loaded), pinheap enabled and disabled: zero misses on every rank; and
+  with Open MPI's patcher excluded (--mca memory ^patcher; the program sets
+  Open MPI's support level as a memory component would), preload and
+  transitive: zero misses from pinheap's feed alone.
 ucx: UCX's own registration cache (ucs_rcache): a registration is stale
   when a get of its range hits while a frame behind it changed.  Preload,
   direct, transitive, pinheap enabled and disabled: zero stale ones.
@@ -75,7 +78,8 @@ def run(args, exe, cfg, blind=False, extra=None):
     if args.consumer == "opal":
         fwd = []
         for k in ("OMPI_MCA_mpi_leave_pinned", args.param_prefix + "mpi_leave_pinned",
-                  "FRAMES_CONSUMER", "PINHEAP_MODE", "LD_PRELOAD"):
+                  "FRAMES_CONSUMER", "PINHEAP_MODE", "LD_PRELOAD", "FRAMES_OPAL_PATCHER",
+                  "OMPI_MCA_memory"):
             if k in env:
                 fwd += ["-x", k]
         argv = [args.mpirun, "-np", "2", "--oversubscribe", "--mca", "btl", "self,vader"] + fwd + (
@@ -183,6 +187,12 @@ def main():
             for cfg in ("preload", "direct", "transitive", "late"):
                 for mode, extra in (("enabled", on), ("disabled", off)):
                     one(args, "frames_opal", "%s, %s, Open MPI's hooks" % (cfg, mode), cfg, extra, 2)
+            # Open MPI's patcher excluded: its callbacks hear pinheap alone
+            nopatch = {"FRAMES_OPAL_PATCHER": "off", "OMPI_MCA_memory": "^patcher"}
+            for cfg in ("preload", "transitive"):
+                for mode, extra in (("enabled", on), ("disabled", off)):
+                    one(args, "frames_opal", "%s, %s, Open MPI's hooks without its patcher"
+                        % (cfg, mode), cfg, dict(extra, **nopatch), 2)
     print("%d passed, %d failed" % (results["passed"], results["failed"]))
     return 1 if results["failed"] else 0
 
