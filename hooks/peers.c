@@ -69,8 +69,9 @@ static peers_range_t peers_exempts[PEERS_EXEMPT_MAX];
 static int peers_nexempt;
 static ph_lock_t peers_lock;   /* set-up only */
 
-/* The address of the call this thread forwards through a hook, if any. */
-static __thread const void *peers_busy __attribute__((tls_model("initial-exec")));
+/* The call this thread forwards through a hook, if any: its address. */
+static __thread int peers_busy __attribute__((tls_model("initial-exec")));
+static __thread const void *peers_busy_addr __attribute__((tls_model("initial-exec")));
 
 /* ======================================================================= */
 /*  objects                                                                 */
@@ -215,7 +216,8 @@ PH_HOT static void *peers_route(int i, const void *addr)
   if (e == NULL)
     return NULL;
   uint64_t now = peers_load8(e);
-  if (ph_likely(now == __atomic_load_n(&peers_plain[i], __ATOMIC_RELAXED)) || peers_busy == addr)
+  if (ph_likely(now == __atomic_load_n(&peers_plain[i], __ATOMIC_RELAXED)) ||
+      (peers_busy && peers_busy_addr == addr))
     return NULL;
   return peers_decide(i, e, now);
 }
@@ -309,7 +311,7 @@ PH_STARTUP void peers_snapshot(const patch_site_t *sites, size_t n)
 
 PH_HOT int peers_returning(const void *addr)
 {
-  return peers_busy != NULL && peers_busy == addr;
+  return peers_busy && peers_busy_addr == addr;
 }
 
 /* ======================================================================= */
@@ -320,10 +322,13 @@ PH_HOT int peers_returning(const void *addr)
  * hook's call of pinheap's entry point for it makes the system call. */
 #define PEERS_VIA(type, e, addr, fn_type, ...)                                      \
   {                                                                                 \
-    const void *saved = peers_busy;                                                 \
-    peers_busy = addr;                                                              \
+    const void *saved = peers_busy_addr;                                            \
+    int was = peers_busy;                                                           \
+    peers_busy = 1;                                                                 \
+    peers_busy_addr = addr;                                                         \
     type r = ((fn_type)e)(__VA_ARGS__);                                             \
-    peers_busy = saved;                                                             \
+    peers_busy = was;                                                               \
+    peers_busy_addr = saved;                                                        \
     return r;                                                                       \
   }
 
@@ -357,11 +362,13 @@ PEERS_VIA(int, e, addr, peers_shmdt_fn *, addr)
 
 static PH_NOINLINE uintptr_t peers_brk_via(void *e, void *addr)
 {
-  const void *saved = peers_busy;
-  int err = errno;
-  peers_busy = addr;
+  const void *saved = peers_busy_addr;
+  int was = peers_busy, err = errno;
+  peers_busy = 1;
+  peers_busy_addr = addr;
   ((peers_brk_fn *)e)(addr);
-  peers_busy = saved;
+  peers_busy = was;
+  peers_busy_addr = saved;
   errno = err;
   return (uintptr_t)syscall(SYS_brk, 0);   /* the break the hook left */
 }

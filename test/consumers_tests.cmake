@@ -23,6 +23,7 @@ find_program(PINHEAP_MPICC mpicc)
 find_program(PINHEAP_MPIRUN mpirun)
 
 add_library(fakepatcher SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fixture/fakepatcher.c)
+target_link_libraries(fakepatcher PRIVATE ${CMAKE_DL_LIBS})
 set_target_properties(fakepatcher PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 
 set(_frames_src ${CMAKE_CURRENT_SOURCE_DIR}/fixture/frames.c)

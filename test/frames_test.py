@@ -171,6 +171,11 @@ def main():
                 for mode, extra in (("enabled", on), ("disabled", off)):
                     one(args, "frames_patcher", "%s, patcher %s pinheap, %s" % (cfg, when, mode),
                         cfg, extra, 1)
+            # hooks whose "original" is pinheap's interposer: back into
+            # pinheap for the same call, which must then go to the kernel
+            for cfg in ("direct", "transitive"):
+                one(args, "frames_patcher", "%s, patcher chaining to pinheap's munmap" % cfg,
+                    cfg, {"FAKEPATCHER_CHAIN": "next"}, 1)
     elif args.consumer == "ucx":
         if not os.path.exists(os.path.join(args.build, "frames_ucx_direct")):
             print("SKIP frames_ucx: UCX (ucs/memory/rcache.h, libucs, libucm) not found: "
