@@ -35,6 +35,7 @@ set(PINHEAP_REPLACE_SOURCES
   hooks/install.c
   hooks/ucx.c
   hooks/ompi.c
+  hooks/fabric.c
   hooks/feeds.c
   hooks/replace.c
 )

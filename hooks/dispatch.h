@@ -156,6 +156,21 @@ PH_HIDDEN void ompi_feed_attach(void);
  *  empty, while libopen-pal is absent). */
 PH_HIDDEN int ompi_feed_describe(char *buf, size_t size);
 
+/* ---- fabric.c ------------------------------------------------------------- */
+/** Hands libfabric the releases kept while their thread held libfabric's
+ *  monitor lock, if any; imports nothing (the program's call,
+ *  PINHEAP_NAME(fabric_monitor_import), does).  One load when libfabric is
+ *  absent or nothing waits; never allocates. */
+PH_HIDDEN void fabric_feed_attach(void);
+/** One sentence on the monitor, into buf; snprintf's return value (0, buf
+ *  empty, while libfabric does not hold pinheap's monitor). */
+PH_HIDDEN int fabric_feed_describe(char *buf, size_t size);
+/** For the tests: the struct fid_mem_monitor libfabric holds (NULL before
+ *  the import), and one more range for the search of libfabric's monitor
+ *  lock at the next subscribe. */
+PH_HIDDEN void *fabric_monitor_fid(void);
+PH_HIDDEN void fabric_monitor_scan_also(const void *addr, size_t len);
+
 /* ---- feeds.c -------------------------------------------------------------- */
 /** Attaches every consumer found in the process (UCX, Open MPI): after
  *  installation, after each dlopen the relocation patcher wraps, and from
