@@ -172,9 +172,9 @@ PH_HIDDEN void *fabric_monitor_fid(void);
 PH_HIDDEN void fabric_monitor_scan_also(const void *addr, size_t len);
 
 /* ---- feeds.c -------------------------------------------------------------- */
-/** Attaches every consumer found in the process (UCX, Open MPI): after
- *  installation, after each dlopen the relocation patcher wraps, and from
- *  the self-test. */
+/** Attaches every consumer found in the process (UCX, Open MPI, libfabric
+ *  holding pinheap's monitor): after installation, after each dlopen the
+ *  relocation patcher wraps, and from the self-test. */
 PH_HIDDEN void feeds_attach(void);
 #define FEEDS_PATH_MAX 256
 /** Which loaded objects have a file name starting with prefixes[i] (bit

@@ -1,8 +1,9 @@
 /*
  * feeds.c -- the consumers pinheap feeds its memory events to, attached
  * and described in one place: UCX's libucm (ucx.c), Open MPI's memory
- * hooks (ompi.c), and the other code patchers of libc that pinheap's own
- * system calls go through (peers.c).  Main entry points: feeds_attach(),
+ * hooks (ompi.c), libfabric's MR caches once the program imported
+ * pinheap's monitor (fabric.c), and the other code patchers of libc that
+ * pinheap's own system calls go through (peers.c).  Main entry points: feeds_attach(),
  * PINHEAP_NAME(consumers_text)().  A process with none of them pays one
  * walk of the loaded objects and one read of their symbol tables per
  * attach.
@@ -89,13 +90,14 @@ PH_STARTUP void feeds_attach(void)
     ucx_feed_attach();
   if (found & FEEDS_OMPI)
     ompi_feed_attach();
+  fabric_feed_attach();        /* libfabric, if it holds pinheap's monitor: what had to wait */
 }
 
 const char *PINHEAP_NAME(consumers_text)(void)
 {
   static char text[2048];
   int (*const describe[])(char *, size_t) = { ucx_feed_describe, ompi_feed_describe,
-                                              peers_describe };
+                                              fabric_feed_describe, peers_describe };
   char one[1024];
   size_t used = 0;
 
