@@ -18,16 +18,24 @@
  * map, unmap or (un)register.
  *
  * Removal waits for calls in flight.  A slot's sequence number is odd
- * while its callback, arg or mask change (under events_lock), and every
- * change bumps it: a link names the exact registration it was taken from.
- * A dispatch counts itself into the slot's in-flight count, checks the
- * sequence is still the link's, reads callback and arg, checks again,
- * calls, and counts itself out.  Unset changes the slot (bumping the
+ * while its callback, arg or mask change for a new registration or its
+ * removal (under events_lock), and every such change bumps it: a link
+ * names the exact registration it was taken from.  A partial unset only
+ * narrows the slot's mask, keeping the sequence, so that dispatches under
+ * way for the events the handler keeps still reach it.  A dispatch counts
+ * itself into the slot's in-flight count, checks the sequence is still the
+ * link's, reads callback and arg, checks again, checks the slot's mask
+ * still has its event, calls, and counts itself out.  Unset changes the slot (bumping the
  * sequence) and then waits until the count holds only this thread's own
  * calls (a handler unsetting itself, or one running further up its own
  * stack).  Every count and sequence access is sequentially consistent, so
  * either the dispatch sees the new sequence or unset sees its count.  The
  * slot is not handed to a new handler until the wait is over.
+ *
+ * A thread that never comes back from a handler (cancelled inside it, or
+ * pthread_exit) is counted out of its slots by a thread-specific key's
+ * destructor at its exit, so an unset does not wait for it forever; a
+ * handler that longjmps out of the chain is not supported.
  *
  * Nesting.  A handler's own mmap/munmap/malloc cause events too; they are
  * delivered up to EVENTS_MAX_DEPTH chains deep on a thread, beyond that the
@@ -98,6 +106,12 @@ static __thread int events_depth __attribute__((tls_model("initial-exec")));
 static __thread signed char events_active[EVENTS_MAX_DEPTH]
     __attribute__((tls_model("initial-exec")));
 PH_HOT_DATA static atomic_size_t events_dropped_count;
+/* A thread that ends inside a handler (cancelled, pthread_exit) never
+ * counts itself out of its slots: a key's destructor does it at its exit.
+ * Armed once per thread, at its first dispatch. */
+static pthread_key_t events_exit_key;
+PH_HOT_DATA static atomic_int events_exit_key_made;      /* 0 no, 1 making, 2 made, -1 failed */
+static __thread char events_exit_armed __attribute__((tls_model("initial-exec")));
 
 /* ======================================================================= */
 /*  dispatch                                                                */
@@ -113,7 +127,9 @@ static int events_slot_call(const events_link_t *l, int type, pinheap_event_t *e
   if (atomic_load(&s->seq) == l->seq) {
     pinheap_event_cb *cb = atomic_load(&s->cb);
     void *arg = atomic_load(&s->arg);
-    if (cb != NULL && atomic_load(&s->seq) == l->seq) {
+    /* the registration still has this event (a partial unset takes events
+     * away without a new sequence: the slot's others keep firing) */
+    if (cb != NULL && atomic_load(&s->seq) == l->seq && (atomic_load(&s->mask) & type)) {
       events_active[events_depth - 1] = (signed char)l->slot;
       rc = cb(type, ev, arg);
       events_active[events_depth - 1] = -1;
@@ -150,6 +166,40 @@ static int events_order_copy(int type, events_link_t *out)
   }
 }
 
+/* The thread ends with calls in flight up its stack (it was cancelled, or
+ * called pthread_exit, inside a handler): they will never return, so they
+ * no longer count, and unset stops waiting for them. */
+static void events_thread_gone(void *unused)
+{
+  (void)unused;
+  for (int d = 0; d < events_depth && d < EVENTS_MAX_DEPTH; d++) {
+    if (events_active[d] >= 0)
+      atomic_fetch_sub(&events_slots[events_active[d]].inflight, 1);
+    events_active[d] = -1;
+  }
+  events_depth = 0;
+}
+
+/* Arms events_thread_gone for this thread (once; the key made once). */
+static PH_NOINLINE void events_exit_arm(void)
+{
+  int made = atomic_load(&events_exit_key_made);
+  while (made != 2) {
+    if (made == -1)
+      return;                       /* no key to be had: unprotected, as before */
+    int none = 0;
+    if (made == 0 && atomic_compare_exchange_strong(&events_exit_key_made, &none, 1)) {
+      made = pthread_key_create(&events_exit_key, events_thread_gone) == 0 ? 2 : -1;
+      atomic_store(&events_exit_key_made, made);
+      break;
+    }
+    sched_yield();
+    made = atomic_load(&events_exit_key_made);
+  }
+  if (made == 2 && pthread_setspecific(events_exit_key, &events_exit_armed) == 0)
+    events_exit_armed = 1;
+}
+
 /* Runs the handlers of one event type in chain order.  Call events stop at
  * the first PINHEAP_EVENT_STOP; derived events go to every handler.
  * @return PINHEAP_EVENT_STOP if the call must not be made. */
@@ -170,6 +220,8 @@ PH_HOT static PH_NOINLINE int events_chain_run(int type, pinheap_event_t *ev)
               "events nested deeper than 4 are not reported", NULL);
     return rc;
   }
+  if (ph_unlikely(!events_exit_armed))
+    events_exit_arm();
   events_depth++;
   events_active[events_depth - 1] = -1;
   for (int i = 0; i < n; i++) {
@@ -804,7 +856,9 @@ PH_HOT int PINHEAP_NAME(unset_event_handler)(int events, pinheap_event_cb *cb, v
     events_slot_set(slot, NULL, NULL, 0);
     atomic_store(&events_slots[slot].draining, 1);
   } else {
-    events_slot_set(slot, cb, arg, mask);
+    /* the same registration with fewer events: no new sequence, so that
+     * dispatches under way for the events it keeps still call it */
+    atomic_store(&events_slots[slot].mask, mask);
   }
   events_order_rebuild();
   events_order_end();
