@@ -7,4 +7,5 @@ list(APPEND PINHEAP_HOOKS_SOURCES
   hooks/decision.c
   hooks/events.c
   hooks/reloc.c
+  hooks/copies.c
 )
