@@ -8,4 +8,5 @@ list(APPEND PINHEAP_HOOKS_SOURCES
   hooks/events.c
   hooks/peers.c
   hooks/reloc.c
+  hooks/copies.c
 )

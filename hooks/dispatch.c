@@ -442,12 +442,16 @@ PH_STARTUP void dispatch_decide(void)
   ph_lock(&dispatch_lock);
   if (__atomic_load_n(&dispatch_state, __ATOMIC_RELAXED) == DISPATCH_UNDECIDED) {
     dispatch_deciding = 1;
-    int enabled = decision_run(dispatch_preloaded, NULL, install_tool(), &dispatch_decision);
+    /* another copy of pinheap serves: no decision, its malloc family (copies.c) */
+    const dispatch_table_t *serving = copies_table();
+    int enabled = serving == NULL &&
+                  decision_run(dispatch_preloaded, NULL, install_tool(), &dispatch_decision);
     release_init();
-    const dispatch_table_t *t = enabled ? &dispatch_enabled : &dispatch_disabled;
+    const dispatch_table_t *t = serving != NULL ? serving
+                                : enabled ? &dispatch_enabled : &dispatch_disabled;
     dispatch_table_t aligned;
     int align = params_get()->v[PARAM_MALLOC_ALIGN].value;
-    if (align > PARAM_ALIGN_MIN) {
+    if (align > PARAM_ALIGN_MIN && serving == NULL) {
       align_value = (size_t)align;
       __atomic_store_n(&align_base, t, __ATOMIC_RELEASE);
       aligned = *t;
@@ -505,7 +509,7 @@ __attribute__((constructor(101))) static void dispatch_ctor(void)
  * written, 2 ready and read-only). */
 static int dispatch_text_state;
 
-const char *PINHEAP_NAME(decision_text)(void)
+static const char *dispatch_decision_text(void)
 {
   int expected = 0;
 
@@ -527,4 +531,10 @@ const char *PINHEAP_NAME(decision_text)(void)
   while (__atomic_load_n(&dispatch_text_state, __ATOMIC_ACQUIRE) != 2)
     sched_yield();
   return dispatch_text;
+}
+
+/* What the copies of pinheap in the process did, said too (copies.c). */
+const char *PINHEAP_NAME(decision_text)(void)
+{
+  return copies_text(COPIES_TEXT_DECISION, dispatch_decision_text());
 }

@@ -8,6 +8,7 @@
 #define PINHEAP_DISPATCH_H
 
 #include "internal.h"
+#include "pinheap.h"
 
 #include <malloc.h>
 #include <stddef.h>
@@ -135,6 +136,46 @@ PH_HIDDEN int install_glibc_releases_patched(void);
 /** 1 when pinheap is enabled and its allocator serves malloc and free (its
  *  releases are events; glibc's malloc, whose are not, is out of use). */
 PH_HIDDEN int install_malloc_served_enabled(void);
+
+/* ---- copies.c ------------------------------------------------------------- */
+/** The public API of a copy of pinheap, as another copy calls it: a copy
+ *  that stood down forwards its own there.  Part of the record copies
+ *  find each other by (copies.c: its layout is versioned). */
+typedef struct copies_api_s {
+  int (*set_event_handler)(int events, int priority, pinheap_event_cb *cb, void *arg);
+  int (*unset_event_handler)(int events, pinheap_event_cb *cb, void *arg);
+  int (*register_release)(pinheap_release_fn *fn, void *ctx);
+  int (*unregister_release)(pinheap_release_fn *fn, void *ctx);
+  int (*open)(void);
+  int (*support_level)(void);
+  const char *(*support_text)(void);
+  int (*enabled)(void);
+  int (*check_leave_pinned)(void);
+  const char *(*decision_text)(void);
+  const char *(*install_text)(void);
+  const char *(*consumers_text)(void);
+  int (*fabric_monitor_import)(void);
+} copies_api_t;
+
+/** NULL while this copy serves (alone, or the first copy in the process);
+ *  the serving copy's API once this one stood down.  The first call finds
+ *  the other copies (never allocates); a copy that cannot stand down in
+ *  favour of the first one ends the process there, saying why. */
+PH_HIDDEN const copies_api_t *copies_serving(void);
+/** For dispatch_decide(): the serving copy's malloc family when this copy
+ *  stood down (its decision is not taken), else NULL. */
+PH_HIDDEN const dispatch_table_t *copies_table(void);
+/** For install_run(): 1 when this copy stood down (nothing is installed;
+ *  the serving copy's object is pinned), else 0.  May allocate (dlopen). */
+PH_HIDDEN int copies_stand_by(void);
+/** One sentence on the copies (this copy's warning line, capitalised,
+ *  ending in ". "), or NULL when alone. */
+PH_HIDDEN const char *copies_note(void);
+/** A text of the public API with what the copies did: base when alone;
+ *  base and the sentence when serving; this copy's own account when it
+ *  stood down (base unused). */
+PH_HIDDEN const char *copies_text(int kind, const char *base);
+enum { COPIES_TEXT_DECISION, COPIES_TEXT_INSTALL };
 
 /* ---- ucx.c ---------------------------------------------------------------- */
 /** Finds UCX's libucm in the process and feeds it pinheap's VM_MAPPED and

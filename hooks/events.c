@@ -47,6 +47,7 @@
 #include "events.h"
 
 #include "chunk.h"     /* ph_lock */
+#include "dispatch.h"  /* copies_serving */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -181,7 +182,7 @@ static void events_thread_gone(void *unused)
 }
 
 /* Arms events_thread_gone for this thread (once; the key made once). */
-static PH_NOINLINE void events_exit_arm(void)
+PH_STARTUP static PH_NOINLINE void events_exit_arm(void)
 {
   int made = atomic_load(&events_exit_key_made);
   while (made != 2) {
@@ -804,6 +805,9 @@ PH_HOT int PINHEAP_NAME(set_event_handler)(int events, int priority, pinheap_eve
 
   if (events == 0 || (events & ~EVENTS_KNOWN) != 0 || cb == NULL)
     return EINVAL;
+  const copies_api_t *serving = copies_serving();  /* another copy serves (copies.c) */
+  if (ph_unlikely(serving != NULL))
+    return serving->set_event_handler(events, priority, cb, arg);
   if (!params_events_on(PINHEAP_PREFIX_STRING "set_event_handler"))
     return ENOTSUP;                         /* PINHEAP_EVENTS=0 */
   events_init();                            /* connects the OS layer */
@@ -843,6 +847,9 @@ PH_HOT int PINHEAP_NAME(unset_event_handler)(int events, pinheap_event_cb *cb, v
 
   if (events == 0 || (events & ~EVENTS_KNOWN) != 0 || cb == NULL)
     return EINVAL;
+  const copies_api_t *serving = copies_serving();  /* another copy serves (copies.c) */
+  if (ph_unlikely(serving != NULL))
+    return serving->unset_event_handler(events, cb, arg);
   ph_lock(&events_lock);
   slot = events_slot_find(cb, arg);
   if (slot < 0 || (atomic_load_explicit(&events_slots[slot].mask, memory_order_relaxed) &

@@ -487,6 +487,9 @@ static int fabric_import_locked(void)
 
 int PINHEAP_NAME(fabric_monitor_import)(void)
 {
+  const copies_api_t *serving = copies_serving();  /* another copy serves (copies.c) */
+  if (ph_unlikely(serving != NULL))
+    return serving->fabric_monitor_import();
   if (params_get()->v[PARAM_EVENTS].value == 0)
     return ENOTSUP;             /* PINHEAP_EVENTS=0: no releases to tell */
   if (__atomic_load_n(&fabric_imported, __ATOMIC_ACQUIRE))

@@ -77,8 +77,8 @@ PH_STARTUP void feeds_attach(void)
   static const char *const names[2] = { "ucm_vm_mmap", "opal_mem_hooks_release_hook" };
   void *defs[2] = { NULL, NULL };
 
-  if (params_get()->v[PARAM_EVENTS].value == 0)
-    return;                    /* PINHEAP_EVENTS=0: nothing to feed */
+  if (params_get()->v[PARAM_EVENTS].value == 0 || copies_serving() != NULL)
+    return;                    /* PINHEAP_EVENTS=0, or another copy of pinheap feeds them */
   int found = __atomic_load_n(&feeds_seen, __ATOMIC_ACQUIRE) | feeds_objects(libs, 2, NULL);
   if (found != (FEEDS_UCX | FEEDS_OMPI)) {
     if (reloc_defs_named(NULL, names, defs, 2) != 0)
@@ -101,6 +101,9 @@ const char *PINHEAP_NAME(consumers_text)(void)
   char one[1024];
   size_t used = 0;
 
+  const copies_api_t *serving = copies_serving();  /* another copy serves (copies.c) */
+  if (ph_unlikely(serving != NULL))
+    return serving->consumers_text();
   feeds_attach();
   text[0] = '\0';
   for (size_t i = 0; i < sizeof(describe) / sizeof(describe[0]); i++) {

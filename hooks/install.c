@@ -336,6 +336,8 @@ PH_STARTUP void install_run(void)
 
   if (ph_likely(__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) == 2))
     return;
+  if (ph_unlikely(copies_stand_by()))
+    return;                    /* another copy of pinheap installs and serves (copies.c) */
   clock_gettime(CLOCK_MONOTONIC, &t0);
   dispatch_decide();
   ph_lock(&install_lock);
@@ -727,10 +729,16 @@ int PINHEAP_NAME(install_info)(unsigned i, pinheap_install_info_t *out_p)
   return 0;
 }
 
-const char *PINHEAP_NAME(install_text)(void)
+static const char *install_text_own(void)
 {
   install_run();
   if (__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) != 2)
     return "not installed yet: asked from inside the installation itself";
   return install_text_buf;
+}
+
+/* What the copies of pinheap in the process did, said too (copies.c). */
+const char *PINHEAP_NAME(install_text)(void)
+{
+  return copies_text(COPIES_TEXT_INSTALL, install_text_own());
 }

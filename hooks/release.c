@@ -57,7 +57,8 @@ void release_dispatch(void *addr, size_t len, int from_alloc)
 
 PH_HOT void release_init(void)
 {
-  events_init();
+  if (copies_serving() == NULL)   /* stood down: the OS layer reports to the serving copy */
+    events_init();
 }
 
 /* The records' lock is held across fork, so that a child forked while
@@ -79,6 +80,9 @@ int PINHEAP_NAME(register_release)(pinheap_release_fn *fn, void *ctx)
 
   if (fn == NULL)
     return EINVAL;
+  const copies_api_t *serving = copies_serving();  /* another copy serves (copies.c) */
+  if (ph_unlikely(serving != NULL))
+    return serving->register_release(fn, ctx);
   if (!params_events_on(PINHEAP_PREFIX_STRING "register_release"))
     return ENOTSUP;                         /* PINHEAP_EVENTS=0 */
   dispatch_decide();
@@ -114,6 +118,9 @@ int PINHEAP_NAME(unregister_release)(pinheap_release_fn *fn, void *ctx)
 {
   release_rec_t *r = NULL;
 
+  const copies_api_t *serving = copies_serving();  /* another copy serves (copies.c) */
+  if (ph_unlikely(serving != NULL))
+    return serving->unregister_release(fn, ctx);
   ph_lock(&release_lock);
   for (int i = 0; i < RELEASE_MAX_LISTENERS; i++) {
     if (release_recs[i].state == REC_LIVE && release_recs[i].fn == fn &&

@@ -218,6 +218,9 @@ int PINHEAP_NAME(open)(void)
   int level = 0;
   size_t page = os_page_size();
 
+  const copies_api_t *serving = copies_serving();  /* another copy serves: its self-test */
+  if (ph_unlikely(serving != NULL))
+    return serving->open();
   dispatch_decide();
   feeds_attach();              /* UCX's libucm, Open MPI may have come with a component since */
   ph_lock(&selftest_lock);
@@ -310,6 +313,8 @@ int PINHEAP_NAME(open)(void)
     text_add(" ");
   }
 publish:
+  if (copies_note() != NULL && !startup_contains(selftest_text, copies_note()))
+    text_add(copies_note());       /* copies of pinheap in the process (copies.c) */
   __atomic_store_n(&selftest_level, level, __ATOMIC_RELAXED);
   __atomic_store_n(&selftest_shown, (int)(selftest_text - selftest_texts[0]) / (int)sizeof(selftest_texts[0]),
                    __ATOMIC_RELEASE);
@@ -320,12 +325,18 @@ publish:
 
 int PINHEAP_NAME(support_level)(void)
 {
+  const copies_api_t *serving = copies_serving();  /* another copy serves (copies.c) */
+  if (ph_unlikely(serving != NULL))
+    return serving->support_level();
   return __atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE)
              ? __atomic_load_n(&selftest_level, __ATOMIC_RELAXED) : 0;
 }
 
 const char *PINHEAP_NAME(support_text)(void)
 {
+  const copies_api_t *serving = copies_serving();  /* another copy serves (copies.c) */
+  if (ph_unlikely(serving != NULL))
+    return serving->support_text();
   if (!__atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE))
     return "not measured: call pinheap_open() first";
   return selftest_texts[__atomic_load_n(&selftest_shown, __ATOMIC_ACQUIRE)];
@@ -333,6 +344,9 @@ const char *PINHEAP_NAME(support_text)(void)
 
 PH_HOT int PINHEAP_NAME(enabled)(void)
 {
+  const copies_api_t *serving = copies_serving();  /* another copy serves (copies.c) */
+  if (ph_unlikely(serving != NULL))
+    return serving->enabled();
   dispatch_decide();
   if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED)
     return 0;
@@ -343,6 +357,9 @@ int PINHEAP_NAME(check_leave_pinned)(void)
 {
   int level;
 
+  const copies_api_t *serving = copies_serving();  /* another copy serves (copies.c) */
+  if (ph_unlikely(serving != NULL))
+    return serving->check_leave_pinned();
   if (!leave_pinned_requested())
     return 0;
   if (!__atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE))

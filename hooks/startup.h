@@ -16,7 +16,7 @@
  * members (config/sources.cmake) does the same between files.
  *
  * A function marked PH_STARTUP may still be called at any time: the mark
- * moves code, it changes no behaviour.
+ * moves code and compiles it for size, it changes no behaviour.
  *
  * Libc's pages count as well: each libc function start-up calls that the
  * program itself does not brings its own 64 KiB window of libc's text in.
@@ -26,7 +26,17 @@
 #ifndef PINHEAP_STARTUP_H
 #define PINHEAP_STARTUP_H
 
-#define PH_STARTUP __attribute__((section(".text.startup.pinheap")))
+/* Compiled for size: it runs once, and every byte of it is in the window
+ * every process keeps resident (the shim's first 64 KiB, test/text_layout.sh):
+ * 8 kB less there, for about 9,000 more instructions at start-up (3%). */
+#if defined(__clang__)
+#define PH_STARTUP_SIZE __attribute__((minsize))
+#elif defined(__GNUC__)
+#define PH_STARTUP_SIZE __attribute__((optimize("Os")))
+#else
+#define PH_STARTUP_SIZE
+#endif
+#define PH_STARTUP __attribute__((section(".text.startup.pinheap"))) PH_STARTUP_SIZE
 
 /* The hooks' small statics that start-up writes (counts, locks, states):
  * in .data, whose few pages every process has resident anyway, rather
@@ -53,7 +63,7 @@
 extern char **environ;
 
 /* The value of the environment variable name (as getenv), or NULL. */
-static inline const char *startup_env(const char *name)
+PH_STARTUP static inline const char *startup_env(const char *name)
 {
   for (char **e = environ; e != NULL && *e != NULL; e++) {
     const char *a = *e, *b = name;
@@ -66,7 +76,7 @@ static inline const char *startup_env(const char *name)
 }
 
 /* 1 when sub occurs in s (as strstr(s, sub) != NULL). */
-static inline int startup_contains(const char *s, const char *sub)
+PH_STARTUP static inline int startup_contains(const char *s, const char *sub)
 {
   for (;; s++) {
     const char *a = s, *b = sub;
@@ -81,7 +91,7 @@ static inline int startup_contains(const char *s, const char *sub)
 
 /* The length of s's first span of bytes that are (in == 1, as strspn) or
  * are not (in == 0, as strcspn) among set's. */
-static inline size_t startup_span(const char *s, const char *set, int in)
+PH_STARTUP static inline size_t startup_span(const char *s, const char *set, int in)
 {
   size_t n = 0;
   for (; s[n] != '\0'; n++) {
