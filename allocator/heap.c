@@ -335,41 +335,10 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
   }
   nb = request_to_size(n);
 
-  if (seg == NULL) {                        /* huge: resize the mapping in place */
-    ms_lock(ms);
-    chunk_t *c = mem_chunk(mem);
-    huge_t *h = huge_check(ms, c, fn);
-    size_t off = c->prev_foot, oldlen = h->map_size;
-    size_t newlen = align_up(off + nb + PH_CHUNK_OVERHEAD, PH_GRANULE);
-    old_usable = chunk_size(c) - PH_CHUNK_HDR;
-    if (newlen == oldlen) {
-      ms_unlock(ms);
-      return mem;
-    }
-    if (newlen < oldlen && nb >= mparams_get(mmap_threshold) / 2) {
-      owner_map_set((char *)h + newlen, oldlen - newlen, 0, PH_KIND_NONE);
-      h->map_size = newlen;
-      ms->huge_bytes -= oldlen - newlen;
-      head_set(ms, c, (newlen - off) | PH_CINUSE | PH_PINUSE | PH_MMAPPED);
-      ms_unlock(ms);
-      os_remap(h, oldlen, newlen);         /* reports the released tail first */
-      return mem;
-    }
-    ms_unlock(ms);
-    if (newlen > oldlen && os_remap(h, oldlen, newlen) == 0) {
-      ms_lock(ms);
-      if (!owner_map_set((char *)h + oldlen, newlen - oldlen, (uintptr_t)ms | PH_OWNER_HUGE_TAG,
-                         PH_KIND_HUGE)) {
-        ms_unlock(ms);
-        os_remap(h, newlen, oldlen);
-      } else {
-        h->map_size = newlen;
-        ms->huge_bytes += newlen - oldlen;
-        head_set(ms, c, (newlen - off) | PH_CINUSE | PH_PINUSE | PH_MMAPPED);
-        ms_unlock(ms);
-        return mem;
-      }
-    }
+  if (seg == NULL) {                        /* huge: resized with mremap */
+    void *p = huge_realloc(ms, mem, nb, fn, &old_usable);
+    if (p != NULL)
+      return p;
   } else {
     ms_lock(ms);
     chunk_t *c = chunk_check_inuse(ms, seg, mem, fn, false);
@@ -425,9 +394,9 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
   fresh = ms_malloc(ms, n);
   if (fresh == NULL)
     return NULL;                            /* errno is ENOMEM; mem untouched */
-  if (seg == NULL)
-    huge_move_copy(fresh, mem, old_usable < n ? old_usable : n);
-  else
+  if (seg == NULL && old_usable < n)       /* huge to huge, not by mremap */
+    huge_move_copy(fresh, mem, old_usable);
+  else                                      /* a heap chunk, or a huge one into the heap */
     memcpy(fresh, mem, old_usable < n ? old_usable : n);
   ms_free_mem(ms, mem, fn);
   return fresh;

@@ -177,6 +177,17 @@ PH_HIDDEN void   os_release_shared(void *addr, size_t len, bool remove);
 /** Resizes the mapping at addr in place (never moves).  Shrinking releases
  *  the tail, listener first.  @return 0 on success, -1 if it cannot. */
 PH_HIDDEN int    os_remap(void *addr, size_t oldlen, size_t newlen);
+/** A moving mremap's destination: len bytes of address space aligned to
+ *  align, charged but untouched (usually one mmap; trims are reported).
+ *  @return it or NULL (the kernel would not back it). */
+PH_HIDDEN void  *os_move_reserve(size_t len, size_t align);
+/** Moves the mapping [addr, addr+oldlen) over the reservation to (of
+ *  os_move_reserve), resized to newlen: its pages keep their frames,
+ *  nothing is copied; the listener hears exactly the old range first.
+ *  @return 0, or -1 (nothing moved, the reservation kept). */
+PH_HIDDEN int    os_move_to(void *addr, size_t oldlen, size_t newlen, void *to);
+/** Gives back a reservation no mapping was moved over (reported). */
+PH_HIDDEN void   os_move_cancel(void *to, size_t len);
 /** The one release listener slot (NULL to clear).  The hooks layer fans it
  *  out to every registered listener. */
 PH_HIDDEN void   os_set_release_listener(os_release_fn *fn, void *ctx);
@@ -430,6 +441,13 @@ PH_HIDDEN void *huge_alloc(mstate_t *ms, size_t nb, size_t align);
 PH_HIDDEN huge_t *huge_check(mstate_t *ms, chunk_t *c, const char *fn);
 /** Frees the huge chunk behind mem, of ms. */
 PH_HIDDEN void huge_free(mstate_t *ms, void *mem, const char *fn);
+/** realloc of the huge chunk mem of ms to chunk size nb: resized with
+ *  mremap, in place or moved (pages kept, nothing copied).  @return mem or
+ *  its new address; NULL (errno untouched) when it is to move by copy: into
+ *  the heap (shrunk below half the threshold), the shared heap, or a move
+ *  the OS refused.  *old_usable_p: its usable bytes before. */
+PH_HIDDEN void *huge_realloc(mstate_t *ms, void *mem, size_t nb, const char *fn,
+                             size_t *old_usable_p);
 /** Copies n bytes of the huge chunk src to dst, decommitting src behind. */
 PH_HIDDEN void huge_move_copy(void *dst, const void *src, size_t n);
 

@@ -178,6 +178,28 @@ PH_HOT void *os_reserve_readonly(size_t size)
   return os_reserve_prot(size, PROT_READ);
 }
 
+/* Maps size + align bytes and cuts them to the size bytes on an align
+ * boundary.  The cut ends were never handed out, but they are releases
+ * like any other and are reported.  @return the aligned part, or NULL. */
+static void *os_map_over_aligned(size_t size, size_t align, int prot)
+{
+  char *p = os_sys_mmap_prot(NULL, size + align, prot);
+
+  if (p == NULL)
+    return NULL;
+  uintptr_t aligned = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+  size_t head = aligned - (uintptr_t)p, tail = align - head;
+  if (head != 0) {
+    os_notify(p, head);
+    os_sys_munmap(p, head);
+  }
+  if (tail != 0) {
+    os_notify((void *)(aligned + size), tail);
+    os_sys_munmap((void *)(aligned + size), tail);
+  }
+  return (void *)aligned;
+}
+
 /* As os_map_aligned, with prot for the whole mapping. */
 PH_HOT static void *os_map_aligned_prot(void *hint, size_t size, size_t align, int prot)
 {
@@ -193,24 +215,11 @@ PH_HOT static void *os_map_aligned_prot(void *hint, size_t size, size_t align, i
      * out, but they are releases like any other and are reported. */
     os_notify(p, size);
     os_sys_munmap(p, size);
-    p = os_sys_mmap_prot(NULL, size + align, prot);
+    p = os_map_over_aligned(size, align, prot);
     if (p == NULL) {
       errno = saved;
       return NULL;
     }
-    uintptr_t start = (uintptr_t)p;
-    uintptr_t aligned = (start + align - 1) & ~(uintptr_t)(align - 1);
-    size_t head = aligned - start;
-    size_t tail = align - head;
-    if (head != 0) {
-      os_notify(p, head);
-      os_sys_munmap(p, head);
-    }
-    if (tail != 0) {
-      os_notify((void *)(aligned + size), tail);
-      os_sys_munmap((void *)(aligned + size), tail);
-    }
-    p = (void *)aligned;
   }
   errno = saved;
   os_count_mapped(size);
@@ -322,50 +331,87 @@ int os_remap(void *addr, size_t oldlen, size_t newlen)
   return 0;
 }
 
-/* Grows the mapping [addr, addr+oldlen), whose contents do not matter (a
- * freed huge mapping), to newlen bytes aligned to align, keeping its
- * resident pages: in place if the kernel can, else moved (mremap moves the
- * page tables, nothing is copied) into a fresh aligned reservation.  A move
- * takes the old range out of the process: the release listener hears it
- * first, and the map listener hears of the new range after. */
-void *os_grow_move(void *addr, size_t oldlen, size_t newlen, size_t align)
+/* A moving mremap's destination: len bytes of address space aligned to
+ * align, which os_move_to() moves a mapping over.  Mapped writable, so that
+ * the commit charge is taken here: a move the kernel would not back fails
+ * now, before the listener is told of a release that would not happen (no
+ * page of it is touched: it costs no memory).  First exactly len bytes,
+ * which the kernel places aligned whenever the mapping it puts them below
+ * starts on a granule (pinheap's own do): then nothing is cut and the move
+ * is heard as one release, the old range.  Else len + align bytes, cut to
+ * the aligned part; the unaligned try and the cut ends were never handed
+ * out, but they are releases like any other and are reported (as
+ * os_map_aligned reports its trims).  @return the reservation, or NULL
+ * (errno untouched). */
+void *os_move_reserve(size_t len, size_t align)
+{
+  int saved = errno;
+  char *r = os_sys_mmap_prot(NULL, len, PROT_READ | PROT_WRITE);
+
+  if (r != NULL && ((uintptr_t)r & (align - 1)) != 0) {
+    os_notify(r, len);
+    os_sys_munmap(r, len);
+    r = os_map_over_aligned(len, align, PROT_READ | PROT_WRITE);
+  }
+  errno = saved;
+  return r;
+}
+
+/* Gives back a reservation of os_move_reserve() that no mapping was moved
+ * over (reported, as every release). */
+void os_move_cancel(void *to, size_t len)
 {
   int saved = errno;
 
-  if (os_remap(addr, oldlen, newlen) == 0)
-    return addr;
-  char *r = os_sys_mmap_prot(NULL, newlen + align, PROT_NONE);
-  if (r == NULL) {
-    errno = saved;
-    return NULL;
-  }
-  uintptr_t aligned = ((uintptr_t)r + align - 1) & ~(uintptr_t)(align - 1);
-  size_t head = aligned - (uintptr_t)r, tail = align - head;
+  os_notify(to, len);
+  os_sys_munmap(to, len);
+  errno = saved;
+}
 
-  /* the reservation's ends were never handed out; reported all the same */
-  if (head != 0) {
-    os_notify(r, head);
-    os_sys_munmap(r, head);
-  }
-  if (tail != 0) {
-    os_notify((void *)(aligned + newlen), tail);
-    os_sys_munmap((void *)(aligned + newlen), tail);
-  }
+/* Moves the mapping [addr, addr+oldlen) over the reservation [to,
+ * to+newlen) (os_move_reserve), resized to newlen bytes: mremap moves the
+ * page tables, so the pages keep their frames and nothing is copied.  The
+ * old range leaves the process: the release listener hears exactly it,
+ * first; the map listener hears of the new range after.  @return 0, or -1
+ * if the kernel refused (the old mapping stays as it was; the reservation
+ * stays too, for the caller to cancel once nothing points at it). */
+int os_move_to(void *addr, size_t oldlen, size_t newlen, void *to)
+{
+  int saved = errno;
+
   os_notify(addr, oldlen);
-  long m = (long)os_kernel_mremap(addr, oldlen, newlen, MREMAP_MAYMOVE | MREMAP_FIXED,
-                                (void *)aligned);
-  if (m == -1) {                /* the old mapping stays where it was */
-    os_notify((void *)aligned, newlen);
-    os_sys_munmap((void *)aligned, newlen);
+  long m = (long)os_kernel_mremap(addr, oldlen, newlen, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+  if (m == -1) {
     errno = saved;
-    return NULL;
+    return -1;
   }
-  os_count_mapped(newlen - oldlen);
+  if (newlen >= oldlen)
+    os_count_mapped(newlen - oldlen);
+  else
+    atomic_fetch_sub_explicit(&os_mapped, oldlen - newlen, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_release_calls, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_released_bytes, oldlen, memory_order_relaxed);
-  os_notify_mapped((void *)aligned, newlen);
+  os_notify_mapped(to, newlen);
   errno = saved;
-  return (void *)aligned;
+  return 0;
+}
+
+/* Grows the mapping [addr, addr+oldlen), whose contents do not matter (a
+ * freed huge mapping), to newlen bytes aligned to align, keeping its
+ * resident pages: in place if the kernel can, else moved (os_move_to) into
+ * a fresh aligned reservation. */
+void *os_grow_move(void *addr, size_t oldlen, size_t newlen, size_t align)
+{
+  if (os_remap(addr, oldlen, newlen) == 0)
+    return addr;
+  char *to = os_move_reserve(newlen, align);
+  if (to == NULL)
+    return NULL;
+  if (os_move_to(addr, oldlen, newlen, to) != 0) {
+    os_move_cancel(to, newlen);
+    return NULL;
+  }
+  return to;
 }
 
 PH_HOT void os_set_release_listener(os_release_fn *fn, void *ctx)
