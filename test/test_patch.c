@@ -300,6 +300,52 @@ static int my_madvise(void *addr, size_t len, int advice)
   return (int)syscall(SYS_madvise, addr, len, advice);
 }
 
+/* The first wrong results, each with what was called, what it should have
+ * answered and what it did, and the entry's first bytes read just after
+ * (they may have changed again since). */
+#define STRESS_WRONG_MAX 8
+typedef struct stress_wrong_s {
+  const char *call, *expected;
+  long got;
+  int err;
+  long calls;                       /* calls made by all threads before it */
+  unsigned char entry[8];
+} stress_wrong_t;
+static stress_wrong_t stress_wrong[STRESS_WRONG_MAX];
+static int stress_wrong_n;
+
+static int stress_note(int bad, const char *call, const char *expected, long got, int err,
+                       const void *entry)
+{
+  if (!bad)
+    return 0;
+  int i = __atomic_fetch_add(&stress_wrong_n, 1, __ATOMIC_RELAXED);
+  if (i < STRESS_WRONG_MAX) {
+    stress_wrong_t *w = &stress_wrong[i];
+    w->call = call;
+    w->expected = expected;
+    w->got = got;
+    w->err = err;
+    w->calls = __atomic_load_n(&stress_calls, __ATOMIC_RELAXED);
+    memcpy(w->entry, entry, sizeof(w->entry));
+  }
+  return 1;
+}
+
+static void stress_wrong_print(void)
+{
+  int n = stress_wrong_n < STRESS_WRONG_MAX ? stress_wrong_n : STRESS_WRONG_MAX;
+  for (int i = 0; i < n; i++) {
+    const stress_wrong_t *w = &stress_wrong[i];
+    const unsigned char *e = w->entry;
+    printf("  wrong %d: %s: expected %s, got %ld (errno %d), after %ld calls; the entry then "
+           "began %02x %02x %02x %02x %02x %02x %02x %02x\n", i + 1, w->call, w->expected, w->got,
+           w->err, w->calls, e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]);
+  }
+  if (stress_wrong_n > n)
+    printf("  (%d more wrong results not shown)\n", stress_wrong_n - n);
+}
+
 static void *stress_thread(void *arg)
 {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -307,13 +353,23 @@ static void *stress_thread(void *arg)
   (void)arg;
   while (!__atomic_load_n(&stress_stop, __ATOMIC_RELAXED)) {
     void *p = (void *)syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
-    long bad = 0;
-    bad += libc_munmap(p, page) != 0;
-    keep[0] = 1;
-    bad += libc_madvise(keep, page, MADV_DONTNEED) != 0;
-    bad += keep[0] != 0;                      /* DONTNEED really happened */
+    long bad = 0, rc;
     errno = 0;
-    bad += libc_munmap((char *)keep + 1, page) != -1 || errno != EINVAL;
+    rc = libc_munmap(p, page);
+    bad += stress_note(rc != 0, "munmap(p, page) of a fresh mapping", "0", rc, errno,
+                       (void *)libc_munmap);
+    keep[0] = 1;
+    errno = 0;
+    rc = libc_madvise(keep, page, MADV_DONTNEED);
+    bad += stress_note(rc != 0, "madvise(keep, page, MADV_DONTNEED)", "0", rc, errno,
+                       (void *)libc_madvise);
+    bad += stress_note(keep[0] != 0, "keep[0] after madvise(MADV_DONTNEED)",
+                       "0 (the page zeroed)", keep[0], 0, (void *)libc_madvise);
+    errno = 0;
+    rc = libc_munmap((char *)keep + 1, page);
+    int err = errno;
+    bad += stress_note(rc != -1 || err != EINVAL, "munmap(keep + 1, page) (misaligned)",
+                       "-1 with errno EINVAL (22)", rc, err, (void *)libc_munmap);
     __atomic_fetch_add(&stress_bad, bad, __ATOMIC_RELAXED);
     __atomic_fetch_add(&stress_calls, 3, __ATOMIC_RELAXED);
   }
@@ -361,6 +417,7 @@ static void scenario_stress(int rounds)
   CHECK(applied_ok && undone_ok, "%d rounds of patch and unpatch each did both functions", rounds);
   CHECK(stress_bad == 0, "%ld calls from 3 threads, every result right (%ld wrong)", stress_calls,
         stress_bad);
+  stress_wrong_print();
   CHECK(stress_diverted > 0, "some of them went through the patched entries (%ld)", stress_diverted);
   CHECK(((unsigned char *)libc_munmap)[0] == 0xb8 && ((unsigned char *)libc_madvise)[0] == 0xb8,
         "glibc's munmap and madvise are back to their own code");
