@@ -7,8 +7,9 @@
  * The write.  glibc's functions are 16-byte aligned, so their first 8
  * bytes are one aligned quadword: the 5-byte `jmp rel32` (e9 + 32-bit
  * displacement) is written together with the 3 bytes that follow it,
- * unchanged, as one atomic 8-byte store.  A thread fetching the entry sees
- * either the old instruction or the jump, never a mix.  The text page is
+ * unchanged, as one atomic 8-byte store (no other thread runs: see
+ * "Threads" below; the store being whole is for signal handlers and for
+ * readers of the bytes, not for instruction fetch).  The text page is
  * lifted to read-write-execute only for the store (execute is never taken
  * away: other threads may be running the page) and then given back the
  * protection its segment has in the program headers.
@@ -21,15 +22,26 @@
  * *%r11` -- r11 is a scratch register at a call boundary.  Slots are
  * written with the page read-write-execute and are never unmapped.
  *
- * Threads.  Patching before main (no thread exists) is always safe.  A
- * late patch (PATCH_THREADS) only writes entries whose first instruction
- * is exactly 5 bytes long (glibc's `mov $nr, %eax` of munmap, madvise,
- * brk, shmat, shmdt): a thread stopped between two instructions then
- * resumes on an instruction boundary of the new code too.  Other entries
- * (mmap, mremap, sbrk start with shorter instructions) are left to
- * relocation patching.  After the store the other cores are made to
- * serialise their instruction stream (membarrier
- * MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, registered first).
+ * Threads.  Only a process where no other thread runs is patched (before
+ * main, or a caller that knows every other thread is parked); with
+ * PATCH_THREADS (a late load: other threads exist) nothing is written and
+ * each site fails with a text saying so, and the calls that go through a
+ * symbol stay with relocation patching.  Two ways were tried and dropped:
+ *  - one 8-byte store of the jump: x86 does not promise that another core
+ *    fetching the entry sees a cross-modified store whole.  It did not:
+ *    test_patch stress failed 1 of 300 runs under load (patch and undo
+ *    cycles, 355032 calls) with munmap answering -1/EINVAL -- a core ran
+ *    `b8 fb 00 00 00`, the old opcode with the first byte of the new
+ *    displacement: syscall 251, ioprio_set;
+ *  - the breakpoint protocol (int3 over byte 0, sync the cores, the
+ *    displacement, sync, e9, sync; a SIGTRAP handler sends the thread on):
+ *    a thread that blocks SIGTRAP and meets the int3 kills the process --
+ *    the kernel forces the trap signal back to its default action, no
+ *    handler runs -- and glibc 2.34+ blocks every signal around the
+ *    madvise a thread makes as it exits (posix_spawn likewise around
+ *    munmap of its stack).  One patch and undo of madvise while another
+ *    thread started and joined threads killed 21 of 100 processes.
+ * patch_undo with PATCH_THREADS leaves the jump for the same reasons.
  *
  * Never patch twice.  An entry that starts (after an optional endbr64)
  * with a jump -- jmp rel32/rel8, jmp through memory, movabs to a register
@@ -59,8 +71,6 @@
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
-#define PATCH_MEMBARRIER_SYNC_CORE 32          /* MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE */
-#define PATCH_MEMBARRIER_REGISTER_SYNC_CORE 64 /* ..._REGISTER_PRIVATE_EXPEDITED_SYNC_CORE */
 #define PATCH_SLOT 16
 #define PATCH_FIND_MAX 32                      /* sites patch_find reads from libc at once */
 #define PATCH_REACH ((int64_t)0x7fff0000)      /* a little under 2 GiB */
@@ -68,7 +78,6 @@
 PH_HOT_DATA static ph_lock_t patch_lock;
 PH_HOT_DATA static unsigned char *patch_tramp;            /* the trampoline page, or NULL */
 PH_HOT_DATA static size_t patch_tramp_used;               /* bytes of it written */
-PH_HOT_DATA static int patch_membarrier;                  /* 0 unknown, 1 registered, -1 unavailable */
 
 /* ======================================================================= */
 /*  reading code                                                            */
@@ -162,14 +171,6 @@ PH_STARTUP const char *patch_describe(const void *entry, char *buf, size_t len)
   return buf;
 }
 
-/* Whether the first instruction is exactly 5 bytes long: safe to replace
- * while other threads run.  glibc's syscall wrappers start with
- * `mov $nr, %eax` (b8 imm32). */
-PH_STARTUP static int patch_first_is_5(const unsigned char *c)
-{
-  return c[0] == 0xb8;
-}
-
 /* ======================================================================= */
 /*  memory: protection, the trampoline page                                  */
 /* ======================================================================= */
@@ -208,19 +209,6 @@ PH_STARTUP static int patch_seg_find(const void *addr, patch_seg_t *s)
   s->prot = -1;
   dl_iterate_phdr(patch_seg_cb, s);
   return s->prot;
-}
-
-/* Makes the other cores serialise their instruction stream. */
-PH_STARTUP static void patch_sync_cores(void)
-{
-  if (patch_membarrier == 0)
-    patch_membarrier =
-        syscall(SYS_membarrier, PATCH_MEMBARRIER_REGISTER_SYNC_CORE, 0, 0) == 0 ? 1 : -1;
-  if (patch_membarrier == 1)
-    syscall(SYS_membarrier, PATCH_MEMBARRIER_SYNC_CORE, 0, 0);
-  /* without it: the mprotect back to read-execute has already sent every
-   * core running this process a TLB shoot-down interrupt, which
-   * serialises it */
 }
 
 /* One atomic 8-byte store of val at entry, with the page lifted to RWX for
@@ -498,6 +486,18 @@ PH_STARTUP static void patch_write_all(patch_write_t *w, size_t k)
   }
 }
 
+/* A late patch: other threads may be fetching the entry (see "Threads"
+ * above). */
+PH_STARTUP static void patch_refuse(patch_site_t *s)
+{
+  s->state = PATCH_FAILED;
+  snprintf(s->text, PATCH_TEXT_MAX,
+           "%s was not patched: other threads run, and a core fetching the entry while the "
+           "jump is written may run old and new bytes mixed (a breakpoint instead would kill a "
+           "thread that blocks SIGTRAP); calls through a symbol stay relocation patched",
+           s->name);
+}
+
 /* An earlier site of the same call for the same function, or NULL. */
 PH_STARTUP static const patch_site_t *patch_alias_of(const patch_site_t *sites, size_t i)
 {
@@ -511,7 +511,7 @@ PH_STARTUP static const patch_site_t *patch_alias_of(const patch_site_t *sites, 
 
 PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
 {
-  int done = 0, wrote = 0;
+  int done = 0;
   patch_write_t w[PATCH_BATCH];
   size_t k = 0;
 
@@ -538,11 +538,8 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
                s->name, seen);
       continue;
     }
-    if ((flags & PATCH_THREADS) && !patch_first_is_5(c)) {
-      s->state = PATCH_FAILED;
-      snprintf(s->text, PATCH_TEXT_MAX,
-               "%s was not patched: other threads run and its first instruction is not the 5 "
-               "bytes a jump replaces", s->name);
+    if (flags & PATCH_THREADS) {
+      patch_refuse(s);
       continue;
     }
     patch_seg_t seg;
@@ -574,7 +571,6 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
     memcpy(c + 1, &rel, 4);
     if (k == PATCH_BATCH) {
       patch_write_all(w, k);
-      wrote += (int)k;
       k = 0;
     }
     w[k].site = s;
@@ -584,7 +580,6 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
     k++;
   }
   patch_write_all(w, k);
-  wrote += (int)k;
   for (size_t i = 0; i < n; i++) {
     const patch_site_t *a = patch_alias_of(sites, i);
     if (a != NULL) {           /* the same function under another name (mmap64) */
@@ -597,8 +592,6 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
     if (sites[i].state == PATCH_DONE)
       done++;
   }
-  if (wrote > 0 && (flags & PATCH_THREADS))
-    patch_sync_cores();
   ph_unlock(&patch_lock);
   return done;
 }
@@ -607,6 +600,8 @@ int patch_undo(patch_site_t *sites, size_t n, unsigned flags)
 {
   int undone = 0;
 
+  if (flags & PATCH_THREADS)
+    return 0;                   /* the jump stays: see "Threads" above */
   ph_lock(&patch_lock);
   for (size_t i = 0; i < n; i++) {
     patch_site_t *s = &sites[i];
@@ -633,8 +628,6 @@ int patch_undo(patch_site_t *sites, size_t n, unsigned flags)
     s->state = PATCH_NONE;
     undone++;
   }
-  if (undone > 0 && (flags & PATCH_THREADS))
-    patch_sync_cores();
   ph_unlock(&patch_lock);
   return undone;
 }

@@ -11,7 +11,9 @@
  * mapped within +-2 GiB of libc), patch_undo() puts the original bytes
  * back.  An entry that already starts with a jump (UCX's libucm, Open
  * MPI's patcher, another pinheap) is left alone and described.  Nothing
- * allocates; one mutex serialises apply and undo.
+ * is written while other threads run (PATCH_THREADS): no write of a jump is
+ * safe against a thread fetching the entry meanwhile (patch.c, "Threads").
+ * Nothing allocates; one mutex serialises apply and undo.
  */
 #ifndef PINHEAP_PATCH_H
 #define PINHEAP_PATCH_H
@@ -28,11 +30,11 @@ enum {
   PATCH_FAILED = 3      /* not patched: see the site's text */
 };
 
-/** patch_apply flag: other threads may be running (a late patch): only
- *  entries whose first instruction is exactly the 5 bytes the jump
- *  replaces are written (a thread stopped between two instructions then
- *  never resumes inside the jump), and the other cores are made to
- *  serialise their instruction stream afterwards (membarrier). */
+/** patch_apply and patch_undo flag: other threads may be running (a late
+ *  load).  Then nothing is written: patch_apply fails each site that is
+ *  not someone else's jump (PATCH_FAILED, with a text saying why) and
+ *  patch_undo leaves every jump.  Without it the caller promises that no
+ *  other thread runs (before main, or all of them parked). */
 #define PATCH_THREADS 1u
 
 typedef struct patch_site_s {
@@ -69,7 +71,8 @@ PH_HIDDEN int patch_apply(patch_site_t *sites, size_t n, unsigned flags);
 
 /** Puts the original bytes back in every PATCH_DONE site whose entry still
  *  holds pinheap's jump; state becomes PATCH_NONE.  Trampolines stay
- *  mapped (a thread may still be inside one).
+ *  mapped (a thread may still be inside one).  With PATCH_THREADS nothing
+ *  is undone.
  *  @return how many were undone; -ENOSYS off x86-64. */
 PH_HIDDEN int patch_undo(patch_site_t *sites, size_t n, unsigned flags);
 

@@ -1,5 +1,6 @@
 # patch_tests.cmake -- code patching of libc's entry points (hooks/patch.c,
-# hooks/install.c): test/test_patch.c, one scenario per test, and
+# hooks/install.c): test/test_patch.c, one scenario per test (patch_cycles
+# also labelled stress), and
 # test/fixture/patch_dlclose.c (a dlopen'ed core library stays loaded after
 # dlclose).  test_patch links libpinheap.a with its symbols exported and
 # libpatch_fix.so (test/fixture/patch_fix.c).  Plain builds only: under a
@@ -50,6 +51,14 @@ foreach(t events glibc nopatch nopatch_off stress foreign taken)
     ENVIRONMENT "${_env}" ENVIRONMENT_MODIFICATION "${_patch_clean}"
     FAIL_REGULAR_EXPRESSION "FAIL " SKIP_RETURN_CODE 77)
 endforeach()
+
+# patch and undo cycles with the calling threads parked between phases
+# (test_patch cycles): a stress test, so it runs in the PINHEAP_DEBUG=2
+# pass too.  Not under TSan: no patch test is built under a sanitizer.
+add_test(NAME patch_cycles COMMAND test_patch cycles 2000)
+set_tests_properties(patch_cycles PROPERTIES LABELS "noasan;patch;stress" TIMEOUT 300
+  ENVIRONMENT "${PINHEAP_MODE_VAR}=on;PINHEAP_CODE_PATCH=0"
+  ENVIRONMENT_MODIFICATION "${_patch_clean}" FAIL_REGULAR_EXPRESSION "FAIL " SKIP_RETURN_CODE 77)
 
 foreach(t plain threads)
   add_test(NAME patch_dlclose_${t} COMMAND patch_dlclose ${t})

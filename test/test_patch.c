@@ -11,7 +11,11 @@
  *   nopatch   PINHEAP_CODE_PATCH=0: libc's code untouched, and glibc's own
  *             free of a large block is not seen (what the patching buys)
  *   stress    threads call munmap and madvise through libc while the main
- *             thread patches and unpatches them many times
+ *             thread tries to patch and unpatch them many times: a late
+ *             patch (PATCH_THREADS) is refused and writes nothing
+ *   cycles    patch and undo cycles with the calling threads parked in
+ *             between; each phase's calls, through glibc's address and the
+ *             program's symbols, checked for result and destination
  *   foreign   an entry someone else patched is left alone and described;
  *             pinheap's own jump is not patched twice
  *   taken     libc's shmdt rewritten by the fixture's constructor before
@@ -288,16 +292,66 @@ static long stress_calls, stress_bad, stress_diverted;
 static int (*libc_munmap)(void *, size_t);
 static int (*libc_madvise)(void *, size_t, int);
 
+static __thread long my_calls;   /* this thread's calls that reached my_munmap/my_madvise */
+
 static int my_munmap(void *addr, size_t len)
 {
+  my_calls++;
   __atomic_fetch_add(&stress_diverted, 1, __ATOMIC_RELAXED);
   return (int)syscall(SYS_munmap, addr, len);
 }
 
 static int my_madvise(void *addr, size_t len, int advice)
 {
+  my_calls++;
   __atomic_fetch_add(&stress_diverted, 1, __ATOMIC_RELAXED);
   return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+/* The first wrong results, each with what was called, what it should have
+ * answered and what it did, and the entry's first bytes read just after
+ * (they may have changed again since). */
+#define STRESS_WRONG_MAX 8
+typedef struct stress_wrong_s {
+  const char *call, *expected;
+  long got;
+  int err;
+  long calls;                       /* calls made by all threads before it */
+  unsigned char entry[8];
+} stress_wrong_t;
+static stress_wrong_t stress_wrong[STRESS_WRONG_MAX];
+static int stress_wrong_n;
+
+static int stress_note(int bad, const char *call, const char *expected, long got, int err,
+                       const void *entry)
+{
+  if (!bad)
+    return 0;
+  int i = __atomic_fetch_add(&stress_wrong_n, 1, __ATOMIC_RELAXED);
+  if (i < STRESS_WRONG_MAX) {
+    stress_wrong_t *w = &stress_wrong[i];
+    w->call = call;
+    w->expected = expected;
+    w->got = got;
+    w->err = err;
+    w->calls = __atomic_load_n(&stress_calls, __ATOMIC_RELAXED);
+    memcpy(w->entry, entry, sizeof(w->entry));
+  }
+  return 1;
+}
+
+static void stress_wrong_print(void)
+{
+  int n = stress_wrong_n < STRESS_WRONG_MAX ? stress_wrong_n : STRESS_WRONG_MAX;
+  for (int i = 0; i < n; i++) {
+    const stress_wrong_t *w = &stress_wrong[i];
+    const unsigned char *e = w->entry;
+    printf("  wrong %d: %s: expected %s, got %ld (errno %d), after %ld calls; the entry then "
+           "began %02x %02x %02x %02x %02x %02x %02x %02x\n", i + 1, w->call, w->expected, w->got,
+           w->err, w->calls, e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]);
+  }
+  if (stress_wrong_n > n)
+    printf("  (%d more wrong results not shown)\n", stress_wrong_n - n);
 }
 
 static void *stress_thread(void *arg)
@@ -307,13 +361,23 @@ static void *stress_thread(void *arg)
   (void)arg;
   while (!__atomic_load_n(&stress_stop, __ATOMIC_RELAXED)) {
     void *p = (void *)syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
-    long bad = 0;
-    bad += libc_munmap(p, page) != 0;
-    keep[0] = 1;
-    bad += libc_madvise(keep, page, MADV_DONTNEED) != 0;
-    bad += keep[0] != 0;                      /* DONTNEED really happened */
+    long bad = 0, rc;
     errno = 0;
-    bad += libc_munmap((char *)keep + 1, page) != -1 || errno != EINVAL;
+    rc = libc_munmap(p, page);
+    bad += stress_note(rc != 0, "munmap(p, page) of a fresh mapping", "0", rc, errno,
+                       (void *)libc_munmap);
+    keep[0] = 1;
+    errno = 0;
+    rc = libc_madvise(keep, page, MADV_DONTNEED);
+    bad += stress_note(rc != 0, "madvise(keep, page, MADV_DONTNEED)", "0", rc, errno,
+                       (void *)libc_madvise);
+    bad += stress_note(keep[0] != 0, "keep[0] after madvise(MADV_DONTNEED)",
+                       "0 (the page zeroed)", keep[0], 0, (void *)libc_madvise);
+    errno = 0;
+    rc = libc_munmap((char *)keep + 1, page);
+    int err = errno;
+    bad += stress_note(rc != -1 || err != EINVAL, "munmap(keep + 1, page) (misaligned)",
+                       "-1 with errno EINVAL (22)", rc, err, (void *)libc_munmap);
     __atomic_fetch_add(&stress_bad, bad, __ATOMIC_RELAXED);
     __atomic_fetch_add(&stress_calls, 3, __ATOMIC_RELAXED);
   }
@@ -321,53 +385,231 @@ static void *stress_thread(void *arg)
   return NULL;
 }
 
-static void scenario_stress(int rounds)
+/* munmap, madvise and mmap of libc as sites going to my_munmap and
+ * my_madvise (mmap's is never called). */
+static void stress_sites(patch_site_t *sites, char (*texts)[PATCH_TEXT_MAX])
 {
-  patch_site_t sites[3];
-  char texts[3][PATCH_TEXT_MAX];
-  pthread_t th[3];
-  int applied_ok = 1, undone_ok = 1;
-
-  memset(sites, 0, sizeof(sites));
-  memset(texts, 0, sizeof(texts));
-  for (int k = 0; k < 3; k++)
+  memset(sites, 0, 3 * sizeof(*sites));
+  for (int k = 0; k < 3; k++) {
+    texts[k][0] = '\0';
     sites[k].text = texts[k];
+  }
   sites[0].name = "munmap";
   sites[0].target = (void *)my_munmap;
   sites[1].name = "madvise";
   sites[1].target = (void *)my_madvise;
   sites[2].name = "mmap";
-  sites[2].target = (void *)my_munmap;  /* never called: mmap is refused below */
+  sites[2].target = (void *)my_munmap;
   libc_munmap = (int (*)(void *, size_t))libc_fn("munmap");
   libc_madvise = (int (*)(void *, size_t, int))libc_fn("madvise");
   CHECK(patch_find(sites, 3) == 0 && sites[0].entry == (void *)libc_munmap &&
             sites[1].entry == (void *)libc_madvise,
         "patch_find finds glibc's munmap and madvise");
+}
+
+/* Whether the first 8 bytes of each of the n entries are still before[]. */
+static int stress_same(const patch_site_t *sites, int n, uint64_t *before)
+{
+  int same = 1;
+  for (int k = 0; k < n; k++)
+    same &= __atomic_load_n((uint64_t *)sites[k].entry, __ATOMIC_RELAXED) == before[k];
+  return same;
+}
+
+/* Late patching is refused: while threads call glibc's munmap and madvise,
+ * every patch_apply and patch_undo with PATCH_THREADS writes nothing.
+ * Before it was refused this wrote and undid the jumps (20000 cycles a
+ * run) and 1 run in 300 under load saw a wrong result. */
+static void scenario_stress(int rounds)
+{
+  patch_site_t sites[3];
+  char texts[3][PATCH_TEXT_MAX];
+  pthread_t th[3];
+  uint64_t before[3];
+  int refused = 1, same = 1;
+
+  stress_sites(sites, texts);
+  for (int k = 0; k < 3; k++)
+    before[k] = *(uint64_t *)sites[k].entry;
   for (int i = 0; i < 3; i++)
     pthread_create(&th[i], NULL, stress_thread, NULL);
   while (__atomic_load_n(&stress_calls, __ATOMIC_RELAXED) < 100)
     sched_yield();
   CHECK(patch_threads_running(), "other threads are seen running");
-  for (int r = 0; r < rounds; r++) {
-    applied_ok &= patch_apply(sites, 2, PATCH_THREADS) == 2;
+  /* (as many calls as the cycles of old made meanwhile: 15 per round) */
+  for (int r = 0; r < rounds || __atomic_load_n(&stress_calls, __ATOMIC_RELAXED) < 15L * rounds;
+       r++) {
+    refused &= patch_apply(sites, 3, PATCH_THREADS) == 0;
     for (volatile int spin = 0; spin < 2000; spin++)
       ;
-    undone_ok &= patch_undo(sites, 2, PATCH_THREADS) == 2;
+    for (int k = 0; k < 3; k++)
+      refused &= sites[k].state == PATCH_FAILED && strstr(sites[k].text, "other threads") != NULL;
+    refused &= patch_undo(sites, 3, PATCH_THREADS) == 0;
+    same &= stress_same(sites, 3, before);
   }
-  int mmap_refused = patch_apply(&sites[2], 1, PATCH_THREADS) == 0 && sites[2].state == PATCH_FAILED;
   __atomic_store_n(&stress_stop, 1, __ATOMIC_RELAXED);
   for (int i = 0; i < 3; i++)
     pthread_join(th[i], NULL);
-  CHECK(applied_ok && undone_ok, "%d rounds of patch and unpatch each did both functions", rounds);
+  CHECK(refused, "%d rounds of patch and undo while threads run: each refused every site: %s",
+        rounds, sites[0].text);
+  CHECK(same, "and libc's code was never written: mmap, munmap and madvise kept their first bytes");
   CHECK(stress_bad == 0, "%ld calls from 3 threads, every result right (%ld wrong)", stress_calls,
         stress_bad);
-  CHECK(stress_diverted > 0, "some of them went through the patched entries (%ld)", stress_diverted);
-  CHECK(((unsigned char *)libc_munmap)[0] == 0xb8 && ((unsigned char *)libc_madvise)[0] == 0xb8,
-        "glibc's munmap and madvise are back to their own code");
-  CHECK(mmap_refused && strstr(sites[2].text, "other threads") != NULL,
-        "mmap (its first instruction is shorter than the jump) is not patched while threads "
-        "run: %s", sites[2].text);
+  stress_wrong_print();
+  CHECK(stress_diverted == 0, "none of them was diverted (%ld)", stress_diverted);
   CHECK(libc_munmap(NULL, 0) == -1, "glibc's munmap still works after it all");
+}
+
+/* ---- cycles: patch and undo with the callers parked ---------------------- */
+
+/* Worker threads call munmap and madvise through glibc's address and
+ * through the program's own symbols (pinheap's interposers), checking every
+ * result and whether a call through glibc's address went to the patch's
+ * target; between two phases they are parked at a barrier
+ * and the main thread patches or undoes the entries (no other thread runs
+ * code then, the promise flags 0 makes).  While they call, the main thread
+ * tries the opposite with PATCH_THREADS and must be refused. */
+#define CYC_THREADS 3
+#define CYC_ITER 16
+static pthread_barrier_t cyc_start, cyc_end;
+static int cyc_patched, cyc_stop;
+
+typedef struct cyc_call_s {
+  const char *what;
+  int via_libc;
+} cyc_call_t;
+
+static long cyc_sym_diverted;   /* calls through the program's symbols that reached it */
+
+/* One call's check of where it went: through glibc's address it reaches
+ * the patch's target exactly when patched.  Through the program's symbol
+ * it goes to pinheap's interposer first, and where that goes on is
+ * pinheap's business: counted, not checked. */
+static int cyc_went(const char *call, long calls_before, const void *entry, int via_libc)
+{
+  long got = my_calls - calls_before;
+  if (!via_libc) {
+    __atomic_fetch_add(&cyc_sym_diverted, got, __ATOMIC_RELAXED);
+    return 0;
+  }
+  return stress_note(got != cyc_patched, call,
+                     cyc_patched ? "1 call to the patch's target" : "no call to the patch's target",
+                     got, 0, entry);
+}
+
+static long cyc_round(int (*un)(void *, size_t), int (*adv)(void *, size_t, int), char *keep,
+                      size_t page, int via_libc)
+{
+  long bad = 0, rc, c;
+  void *p = (void *)syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+  const char *tag = via_libc ? "through glibc's address" : "through the program's symbol";
+  char what[4][96];
+  snprintf(what[0], sizeof(what[0]), "munmap(p, page) %s", tag);
+  snprintf(what[1], sizeof(what[1]), "madvise(keep, page, MADV_DONTNEED) %s", tag);
+  snprintf(what[2], sizeof(what[2]), "keep[0] after madvise %s", tag);
+  snprintf(what[3], sizeof(what[3]), "munmap(keep + 1, page) %s", tag);
+  c = my_calls;
+  errno = 0;
+  rc = un(p, page);
+  bad += stress_note(rc != 0, what[0], "0", rc, errno, (void *)libc_munmap);
+  bad += cyc_went(what[0], c, (void *)libc_munmap, via_libc);
+  keep[0] = 1;
+  c = my_calls;
+  errno = 0;
+  rc = adv(keep, page, MADV_DONTNEED);
+  bad += stress_note(rc != 0, what[1], "0", rc, errno, (void *)libc_madvise);
+  bad += cyc_went(what[1], c, (void *)libc_madvise, via_libc);
+  bad += stress_note(keep[0] != 0, what[2], "0 (the page zeroed)", keep[0], 0,
+                     (void *)libc_madvise);
+  c = my_calls;
+  errno = 0;
+  rc = un(keep + 1, page);
+  int err = errno;
+  bad += stress_note(rc != -1 || err != EINVAL, what[3], "-1 with errno EINVAL (22)", rc, err,
+                     (void *)libc_munmap);
+  bad += cyc_went(what[3], c, (void *)libc_munmap, via_libc);
+  return bad;
+}
+
+static void *cyc_thread(void *arg)
+{
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  char *keep = (char *)syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+  (void)arg;
+  for (;;) {
+    pthread_barrier_wait(&cyc_start);
+    if (__atomic_load_n(&cyc_stop, __ATOMIC_RELAXED))
+      break;
+    long bad = 0;
+    for (int i = 0; i < CYC_ITER; i++) {
+      bad += cyc_round(libc_munmap, libc_madvise, keep, page, 1);
+      bad += cyc_round(munmap, madvise, keep, page, 0);
+    }
+    __atomic_fetch_add(&stress_bad, bad, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&stress_calls, 6 * CYC_ITER, __ATOMIC_RELAXED);
+    pthread_barrier_wait(&cyc_end);
+  }
+  syscall(SYS_munmap, keep, page);
+  return NULL;
+}
+
+/* While the workers call: the opposite of the current state with
+ * PATCH_THREADS must write nothing.  1 when refused. */
+static int cyc_try_late(patch_site_t *sites, uint64_t *now)
+{
+  int ok = cyc_patched ? patch_undo(sites, 2, PATCH_THREADS) == 0 &&
+                             sites[0].state == PATCH_DONE && sites[1].state == PATCH_DONE
+                       : patch_apply(sites, 2, PATCH_THREADS) == 0 &&
+                             sites[0].state == PATCH_FAILED && sites[1].state == PATCH_FAILED;
+  return ok && stress_same(sites, 2, now);
+}
+
+static void scenario_cycles(int cycles)
+{
+  patch_site_t sites[3];
+  char texts[3][PATCH_TEXT_MAX];
+  pthread_t th[CYC_THREADS];
+  uint64_t orig[2], now[2];
+  int written = 1, refused = 1, jumps = 1;
+
+  stress_sites(sites, texts);
+  for (int k = 0; k < 2; k++)
+    orig[k] = *(uint64_t *)sites[k].entry;
+  pthread_barrier_init(&cyc_start, NULL, CYC_THREADS + 1);
+  pthread_barrier_init(&cyc_end, NULL, CYC_THREADS + 1);
+  for (int i = 0; i < CYC_THREADS; i++)
+    pthread_create(&th[i], NULL, cyc_thread, NULL);
+  for (int phase = 0; phase < 2 * cycles; phase++) {
+    /* the workers are parked at cyc_start: no other thread runs code */
+    int patch = phase % 2 == 0;
+    written &= patch ? patch_apply(sites, 2, 0) == 2 : patch_undo(sites, 2, 0) == 2;
+    for (int k = 0; k < 2; k++) {
+      now[k] = *(uint64_t *)sites[k].entry;
+      jumps &= patch ? ((unsigned char *)sites[k].entry)[0] == 0xe9 : now[k] == orig[k];
+    }
+    cyc_patched = patch;
+    pthread_barrier_wait(&cyc_start);
+    refused &= cyc_try_late(sites, now);
+    pthread_barrier_wait(&cyc_end);
+  }
+  __atomic_store_n(&cyc_stop, 1, __ATOMIC_RELAXED);
+  pthread_barrier_wait(&cyc_start);
+  for (int i = 0; i < CYC_THREADS; i++)
+    pthread_join(th[i], NULL);
+  CHECK(written && jumps, "%d cycles of patch and undo with the callers parked: each wrote the "
+        "jumps, each put glibc's bytes back", cycles);
+  CHECK(refused, "while they called, patching or undoing with PATCH_THREADS wrote nothing");
+  CHECK(stress_bad == 0, "%ld calls from %d threads, through glibc's address and the program's "
+        "symbols, every result and every destination right (%ld wrong)", stress_calls,
+        CYC_THREADS, stress_bad);
+  stress_wrong_print();
+  CHECK(stress_diverted - cyc_sym_diverted == (long)cycles * CYC_THREADS * CYC_ITER * 3,
+        "the patched phases' calls through glibc's address all reached the target, the others "
+        "none (%ld calls; through the program's symbols %ld more)",
+        stress_diverted - cyc_sym_diverted, cyc_sym_diverted);
+  CHECK(stress_same(sites, 2, orig), "glibc's munmap and madvise are back to their own code");
 }
 
 /* ---- foreign patches ----------------------------------------------------- */
@@ -445,12 +687,14 @@ int main(int argc, char **argv)
     scenario_nopatch();
   else if (strcmp(s, "stress") == 0)
     scenario_stress(argc > 2 ? atoi(argv[2]) : 20000);
+  else if (strcmp(s, "cycles") == 0)
+    scenario_cycles(argc > 2 ? atoi(argv[2]) : 2000);
   else if (strcmp(s, "foreign") == 0)
     scenario_foreign();
   else if (strcmp(s, "taken") == 0)
     scenario_taken();
   else {
-    fprintf(stderr, "usage: test_patch events|glibc|nopatch|stress [rounds]|foreign|taken\n");
+    fprintf(stderr, "usage: test_patch events|glibc|nopatch|stress [rounds]|cycles [cycles]|foreign|taken\n");
     return 2;
   }
   printf("%s: %d failure%s\n", s, failures, failures == 1 ? "" : "s");
