@@ -289,8 +289,10 @@ PH_STARTUP static int install_verify_malloc(void)
   return ok;
 }
 
-/* Code jumps into this object now: it must never be unmapped.  If it can
- * be (it was dlopen'ed), it is made no-delete, as RTLD_NODELETE would have. */
+/* Code jumps into this object now (libc's patched entries, the slots of
+ * other objects that relocation patching rewrote, the dlopen and dlclose
+ * wrappers): it must never be unmapped.  If it can be (it was dlopen'ed),
+ * it is made no-delete, as RTLD_NODELETE would have. */
 PH_STARTUP static void install_pin_self(void)
 {
   Dl_info info;
@@ -300,8 +302,8 @@ PH_STARTUP static void install_pin_self(void)
   if (h != NULL)
     dlclose(h);             /* the reference just taken; NODELETE stays */
   else
-    ph_warn("pinheap patched libc's code but could not pin its own object (", info.dli_fname,
-            "): a dlclose of it would leave libc jumping into unmapped code", NULL);
+    ph_warn("pinheap patched other objects' calls but could not pin its own object (", info.dli_fname,
+            "): a dlclose of it would leave them calling unmapped code", NULL);
 }
 
 /* The account is built without stdio (start-up calls no formatter of
@@ -465,9 +467,11 @@ PH_STARTUP void install_run(void)
         code_failed++;
       }
     }
-    if (code_done > 0 && at_start != 1)
-      install_pin_self();
   }
+  /* a late load (dlopen'ed) that wrote other objects' slots or libc's
+   * code: both now call into this object */
+  if ((patch || code_done > 0) && at_start != 1)
+    install_pin_self();
   if (events)
     peers_snapshot(install_code, code ? n : 0);   /* libc's entries as pinheap left them */
   __atomic_store_n(&install_patched, 1, __ATOMIC_RELEASE);  /* install_resolved reads slots */

@@ -66,3 +66,7 @@ foreach(t plain threads)
     ENVIRONMENT "${PINHEAP_MODE_VAR}=on" ENVIRONMENT_MODIFICATION "${_patch_clean}"
     FAIL_REGULAR_EXPRESSION "FAIL " SKIP_RETURN_CODE 77)
 endforeach()
+add_test(NAME patch_dlclose_reloc COMMAND patch_dlclose reloc)
+set_tests_properties(patch_dlclose_reloc PROPERTIES LABELS "noasan;patch" TIMEOUT 120
+  ENVIRONMENT "${PINHEAP_MODE_VAR}=on;PINHEAP_CODE_PATCH=0" ENVIRONMENT_MODIFICATION "${_patch_clean}"
+  FAIL_REGULAR_EXPRESSION "FAIL " SKIP_RETURN_CODE 77)
