@@ -222,6 +222,7 @@
 #define events_symbols          PINHEAP_NAME(events_symbols)
 #define events_symbols_count    PINHEAP_NAME(events_symbols_count)
 #define events_dropped          PINHEAP_NAME(events_dropped)
+#define events_advice_releases  PINHEAP_NAME(events_advice_releases)
 #define copies_record           PINHEAP_NAME(copies_record)
 #define copies_serving          PINHEAP_NAME(copies_serving)
 #define copies_table            PINHEAP_NAME(copies_table)

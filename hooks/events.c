@@ -438,14 +438,19 @@ PH_HOT void *events_mremap(void *old_address, size_t old_size, size_t new_size, 
 
 /* ---- madvise ------------------------------------------------------------- */
 
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102   /* Linux 6.13; glibc 2.36's headers predate it */
+#endif
+
 /* The advice values after which a range reads back as zeros or as the
- * file: its pages are gone. */
-static bool events_advice_drops(int advice)
+ * file (or faults, for a guard): its pages are gone. */
+bool events_advice_releases(int advice)
 {
   switch (advice) {
   case MADV_DONTNEED:
   case MADV_FREE:
   case MADV_REMOVE:
+  case MADV_GUARD_INSTALL:       /* zaps the range as DONTNEED does */
 #ifdef MADV_DONTNEED_LOCKED
   case MADV_DONTNEED_LOCKED:
 #endif
@@ -464,7 +469,7 @@ PH_HOT static PH_NOINLINE int events_madvise_slow(void *addr, size_t length, int
   ev.madvise.advice = advice;
   if (events_chain_run(PINHEAP_EVENT_MADVISE, &ev) == PINHEAP_EVENT_STOP)
     return ev.madvise.result;
-  if (events_advice_drops(ev.madvise.advice))
+  if (events_advice_releases(ev.madvise.advice))
     events_vm_unmapped(ev.madvise.address, events_page_len(ev.madvise.address, ev.madvise.size),
                        PINHEAP_EVENT_SOURCE_APP);
   return peers_madvise(ev.madvise.address, ev.madvise.size, ev.madvise.advice);

@@ -47,6 +47,9 @@ extern PH_HIDDEN const unsigned events_symbols_count;
 PH_HIDDEN void events_vm_unmapped(void *addr, size_t len, int source);
 /** Fires VM_MAPPED for [addr, addr+len) (after the range appeared). */
 PH_HIDDEN void events_vm_mapped(void *addr, size_t len, int source);
+/** Whether madvise with this advice takes the range's pages away (they
+ *  read back as zeros or as the file, or fault): a release. */
+PH_HIDDEN bool events_advice_releases(int advice);
 /** Connects the allocator's OS layer (its release and map slots) to the
  *  derived events.  Idempotent. */
 PH_HIDDEN void events_init(void);

@@ -42,6 +42,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "chunk.h"     /* ph_lock */
 #include "events.h"
@@ -55,6 +56,7 @@
 /* libucm's event bits (ucm_event_type_t, stable since UCX 1.3) */
 #define UCX_EVENT_VM_MAPPED   (1 << 16)
 #define UCX_EVENT_VM_UNMAPPED (1 << 17)
+#define UCX_EVENT_MADVISE     (1 << 6)
 
 typedef void ucx_vm_fn(void *addr, size_t length);
 typedef void ucx_external_fn(int events);
@@ -63,6 +65,13 @@ typedef struct ucx_vm_event_s {
   void *address;
   size_t size;
 } ucx_vm_event_t;
+/* ... and for MADVISE, with the call's result, range and advice */
+typedef struct ucx_madvise_event_s {
+  int result;
+  void *addr;
+  size_t length;
+  int advice;
+} ucx_madvise_event_t;
 typedef void ucx_callback_fn(int event_type, ucx_vm_event_t *event, void *arg);
 typedef int ucx_set_handler_fn(int events, int priority, ucx_callback_fn *cb, void *arg);
 
@@ -118,6 +127,33 @@ static void ucx_forward(int type, ucx_vm_event_t *ev, void *arg)
     events_vm_mapped(ev->address, ev->size, PINHEAP_EVENT_SOURCE_APP);
   ucx_x_addr = saved_addr;
   ucx_x_size = saved_size;
+}
+
+/* The madvise calls that reach UCX's hooks (shared), before the call is
+ * made.  libucm announces DONTNEED, REMOVE and FREE as releases; advice
+ * that takes pages away too and that it does not know (GUARD_INSTALL of
+ * Linux 6.13, DONTNEED_LOCKED) is announced here, to UCX's handlers first
+ * (ucx_forward then hands it to pinheap's chain): in the shared way
+ * pinheap's own madvise is not called at all where UCX rewrote its entry
+ * (libucm makes the system call itself). */
+static void ucx_madvise_seen(int type, ucx_vm_event_t *ev, void *arg)
+{
+  const ucx_madvise_event_t *m = (const ucx_madvise_event_t *)(void *)ev;
+  size_t page = os_page_size();
+  (void)arg;
+  if (type != UCX_EVENT_MADVISE || !events_advice_releases(m->advice))
+    return;
+  switch (m->advice) {
+  case MADV_DONTNEED:
+  case MADV_REMOVE:
+  case MADV_FREE:
+    return;                          /* libucm announced it itself */
+  default:
+    break;
+  }
+  if (((uintptr_t)m->addr & (page - 1)) != 0 || m->length == 0 || m->length > SIZE_MAX - page)
+    return;                          /* the kernel refuses it: nothing leaves */
+  ucx_vm_munmap(m->addr, (m->length + page - 1) & ~(page - 1));
 }
 
 #if defined(__x86_64__)
@@ -176,6 +212,15 @@ static int ucx_entries_taken(void)
   return taken;
 }
 
+/* Shared: UCX's VM events into pinheap's chain, and the madvise calls
+ * UCX's hooks take (priority -1: before libucm's handler at 0 makes the
+ * call). */
+static void ucx_take(ucx_set_handler_fn *set_handler)
+{
+  set_handler(UCX_EVENT_VM_MAPPED | UCX_EVENT_VM_UNMAPPED, -1, ucx_forward, NULL);
+  set_handler(UCX_EVENT_MADVISE, -1, ucx_madvise_seen, NULL);
+}
+
 /* Fed as external, but UCX rewrote pinheap's entries since (its constructor
  * ran after pinheap's; UCX hooks munmap for its own purposes, whatever the
  * external events): the program's calls reach UCX's hooks only, so pinheap
@@ -191,7 +236,7 @@ static void ucx_check_taken(void)
   __atomic_store_n(&ucx_taken, ucx_taken | UCX_TAKEN_SELF, __ATOMIC_RELAXED);
   ph_unlock(&ucx_lock);
   if (first)
-    ucx_set_handler(UCX_EVENT_VM_MAPPED | UCX_EVENT_VM_UNMAPPED, -1, ucx_forward, NULL);
+    ucx_take(ucx_set_handler);
 }
 
 void ucx_feed_attach(void)
@@ -250,7 +295,7 @@ void ucx_feed_attach(void)
   PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_VM_MAPPED | PINHEAP_EVENT_VM_UNMAPPED, 0,
                                   ucx_handler, NULL);
   if (ucx_forwarded)
-    set_handler(UCX_EVENT_VM_MAPPED | UCX_EVENT_VM_UNMAPPED, -1, ucx_forward, NULL);
+    ucx_take(set_handler);
 }
 
 int ucx_feed_describe(char *buf, size_t size)

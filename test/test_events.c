@@ -279,6 +279,27 @@ Test(events, madvise_events, .init = interposed_or_skip)
   munmap(s, 2 * page);
 }
 
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102   /* Linux 6.13 */
+#endif
+
+/* MADV_GUARD_INSTALL zaps the pages as DONTNEED does (then faults on
+ * access): a release. */
+Test(events, madvise_guard_install_is_a_release, .init = interposed_or_skip)
+{
+  char *p = map_pages(4);
+  rec_start(PINHEAP_EVENT_ALL);
+  if (madvise(p + page, 2 * page, MADV_GUARD_INSTALL) != 0) {
+    rec_stop();
+    munmap(p, 4 * page);
+    cr_skip_test("madvise(MADV_GUARD_INSTALL) refused (errno %d): a kernel before 6.13", errno);
+  }
+  cr_assert_eq(rec_vm(PINHEAP_EVENT_VM_UNMAPPED, p + page, 2 * page, PINHEAP_EVENT_SOURCE_APP), 1,
+               "the guard install's range was not reported released");
+  rec_stop();
+  munmap(p, 4 * page);
+}
+
 Test(events, shmat_shmdt_events, .init = interposed_or_skip)
 {
   int id = shm_make(3 * page - 100);   /* rounded up to 3 pages */
