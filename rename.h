@@ -223,6 +223,8 @@
 #define events_symbols_count    PINHEAP_NAME(events_symbols_count)
 #define events_dropped          PINHEAP_NAME(events_dropped)
 #define events_advice_releases  PINHEAP_NAME(events_advice_releases)
+#define events_maps_walk        PINHEAP_NAME(events_maps_walk)
+#define events_shmdt_ranges     PINHEAP_NAME(events_shmdt_ranges)
 #define copies_record           PINHEAP_NAME(copies_record)
 #define copies_serving          PINHEAP_NAME(copies_serving)
 #define copies_table            PINHEAP_NAME(copies_table)

@@ -484,6 +484,89 @@ PH_HOT int events_madvise(void *addr, size_t length, int advice)
   return events_madvise_slow(addr, length, advice);
 }
 
+/* ---- /proc/self/maps ------------------------------------------------------ */
+
+/* A hexadecimal field of a maps line from *p up to stop (or the line's
+ * end); *p is left after the stop character. */
+static uint64_t events_hex(const char **p, const char *end, char stop)
+{
+  uint64_t v = 0;
+  const char *q = *p;
+  for (; q < end && *q != stop; q++)
+    v = v * 16 + (uint64_t)(*q <= '9' ? *q - '0' : (*q | 0x20) - 'a' + 10);
+  *p = q < end ? q + 1 : end;
+  return v;
+}
+
+/* One line "lo-hi perms offset major:minor inode   path" into m. */
+static void events_map_parse(const char *line, const char *end, events_map_t *m)
+{
+  const char *p = line;
+  m->lo = (uintptr_t)events_hex(&p, end, '-');
+  m->hi = (uintptr_t)events_hex(&p, end, ' ');
+  while (p < end && *p != ' ')
+    p++;                                   /* perms */
+  p += p < end;
+  m->offset = events_hex(&p, end, ' ');
+  m->dev = events_hex(&p, end, ':') << 32;
+  m->dev |= events_hex(&p, end, ' ');
+  m->inode = 0;
+  for (; p < end && *p >= '0' && *p <= '9'; p++)
+    m->inode = m->inode * 10 + (uint64_t)(*p - '0');
+  while (p < end && *p == ' ')
+    p++;
+  m->path = p;
+  m->path_len = (size_t)(end - p);
+}
+
+int events_maps_walk(int (*fn)(const events_map_t *m, void *ctx), void *ctx)
+{
+  char buf[4096];
+  size_t have = 0;
+  bool skipping = false;                   /* the rest of a line too long to hold */
+  int saved = errno, stopped = 0;
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+  if (fd < 0) {
+    errno = saved;
+    return -1;
+  }
+  while (!stopped) {
+    ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
+    if (n <= 0)
+      break;
+    have += (size_t)n;
+    size_t start = 0;
+    for (size_t i = 0; i < have && !stopped; i++) {
+      if (buf[i] != '\n')
+        continue;
+      if (!skipping) {
+        events_map_t m;
+        events_map_parse(buf + start, buf + i, &m);
+        stopped = fn(&m, ctx);
+      }
+      skipping = false;
+      start = i + 1;
+    }
+    if (start == 0 && have == sizeof(buf) && !skipping) {
+      /* a line longer than the buffer (a long path): its fields come
+       * first; the path is cut */
+      events_map_t m;
+      events_map_parse(buf, buf + have, &m);
+      stopped = fn(&m, ctx);
+      skipping = true;
+      start = have;
+    } else if (skipping && start == 0) {
+      start = have;
+    }
+    memmove(buf, buf + start, have - start);
+    have -= start;
+  }
+  syscall(SYS_close, fd);
+  errno = saved;
+  return 0;
+}
+
 /* ---- shmat, shmdt -------------------------------------------------------- */
 
 /* The size of System V segment shmid, page-rounded; 0 if unknown. */
@@ -499,47 +582,75 @@ static size_t events_shm_size(int shmid)
   return (size_t)events_page_up(ds.shm_segsz);
 }
 
-/* The length of the mapping that starts at addr, read from /proc/self/maps
- * without allocating; 0 if none starts there. */
-static size_t events_mapping_size(const void *addr)
-{
-  char buf[4096];
-  size_t have = 0, found = 0;
-  int saved = errno;
-  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+/* What shmdt(addr) detaches, found as the kernel finds it (ipc/shm.c):
+ * the first System V mapping at or above addr whose offset in the segment
+ * is its distance from addr (the segment's start, or, its head unmapped,
+ * the first fragment left), then every later mapping of the same segment
+ * with that property, up to addr + the segment's size -- the fragments an
+ * mprotect or munmap split it into.  The ranges are gathered first and
+ * reported after the walk (handlers run with no file open). */
+#define EVENTS_SHM_RANGES 32
+typedef struct events_shmdt_walk_s {
+  uintptr_t addr;
+  uint64_t limit;                          /* addr + size, or UINT64_MAX */
+  bool found;
+  uint64_t dev, inode;
+  int n;
+  uintptr_t lo[EVENTS_SHM_RANGES], hi[EVENTS_SHM_RANGES];
+} events_shmdt_walk_t;
 
-  if (fd < 0) {
-    errno = saved;
+static bool events_map_is_sysv(const events_map_t *m)
+{
+  return m->path_len >= 5 && memcmp(m->path, "/SYSV", 5) == 0;
+}
+
+static int events_shmdt_line(const events_map_t *m, void *ctx)
+{
+  events_shmdt_walk_t *w = ctx;
+
+  if (m->lo < w->addr || !events_map_is_sysv(m) || m->lo - w->addr != m->offset)
+    return 0;
+  if (!w->found) {
+    w->found = true;
+    w->dev = m->dev;
+    w->inode = m->inode;                   /* a segment's inode is its id */
+    size_t size = events_shm_size((int)m->inode);
+    w->limit = size != 0 ? (uint64_t)w->addr + size : UINT64_MAX;
+  } else if (m->dev != w->dev || m->inode != w->inode) {
     return 0;
   }
-  for (;;) {
-    ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
-    if (n <= 0)
-      break;
-    have += (size_t)n;
-    size_t start = 0;
-    for (size_t i = 0; i < have; i++) {
-      if (buf[i] != '\n')
-        continue;
-      /* "lo-hi perms ..." in hex */
-      uintptr_t lo = 0, hi = 0;
-      size_t j = start;
-      for (; j < i && buf[j] != '-'; j++)
-        lo = lo * 16 + (uintptr_t)(buf[j] <= '9' ? buf[j] - '0' : (buf[j] | 0x20) - 'a' + 10);
-      for (j++; j < i && buf[j] != ' '; j++)
-        hi = hi * 16 + (uintptr_t)(buf[j] <= '9' ? buf[j] - '0' : (buf[j] | 0x20) - 'a' + 10);
-      if (lo == (uintptr_t)addr)
-        found = hi - lo;
-      start = i + 1;
-    }
-    memmove(buf, buf + start, have - start);
-    have -= start;
-    if (found != 0 || have == sizeof(buf))
-      break;
+  if (m->hi > w->limit)
+    return 1;
+  if (w->n > 0 && w->hi[w->n - 1] == m->lo) {
+    w->hi[w->n - 1] = m->hi;               /* adjacent fragments: one range */
+  } else if (w->n == EVENTS_SHM_RANGES) {
+    w->hi[w->n - 1] = m->hi;               /* out of room: one range over the gap (a
+                                              superset, never a miss) */
+  } else {
+    w->lo[w->n] = m->lo;
+    w->hi[w->n] = m->hi;
+    w->n++;
   }
-  syscall(SYS_close, fd);
-  errno = saved;
-  return found;
+  return 0;
+}
+
+void events_shmdt_ranges(const void *addr, void (*fn)(void *start, size_t len))
+{
+  events_shmdt_walk_t w;
+
+  w.addr = (uintptr_t)addr;
+  w.found = false;
+  w.n = 0;
+  if (((uintptr_t)addr & (os_page_size() - 1)) != 0 ||
+      events_maps_walk(events_shmdt_line, &w) != 0)
+    return;
+  for (int i = 0; i < w.n; i++)
+    fn((void *)w.lo[i], w.hi[i] - w.lo[i]);
+}
+
+static void events_shmdt_release(void *start, size_t len)
+{
+  events_vm_unmapped(start, len, PINHEAP_EVENT_SOURCE_APP);
 }
 
 PH_HOT static PH_NOINLINE void *events_shmat_slow(int shmid, const void *shmaddr, int shmflg)
@@ -585,8 +696,7 @@ PH_HOT static PH_NOINLINE int events_shmdt_slow(const void *shmaddr)
   if (events_chain_run(PINHEAP_EVENT_SHMDT, &ev) == PINHEAP_EVENT_STOP)
     return ev.shmdt.result;
   if (events_wanted(PINHEAP_EVENT_VM_UNMAPPED))  /* the maps read costs: only if wanted */
-    events_vm_unmapped((void *)ev.shmdt.shmaddr, events_mapping_size(ev.shmdt.shmaddr),
-                       PINHEAP_EVENT_SOURCE_APP);
+    events_shmdt_ranges(ev.shmdt.shmaddr, events_shmdt_release);
   return peers_shmdt(ev.shmdt.shmaddr);
 }
 

@@ -50,6 +50,24 @@ PH_HIDDEN void events_vm_mapped(void *addr, size_t len, int source);
 /** Whether madvise with this advice takes the range's pages away (they
  *  read back as zeros or as the file, or fault): a release. */
 PH_HIDDEN bool events_advice_releases(int advice);
+/** One line of /proc/self/maps.  path is not NUL-terminated (path_len
+ *  bytes; cut for a line longer than 4 KiB); dev is major << 32 | minor. */
+typedef struct events_map_s {
+  uintptr_t lo, hi;
+  uint64_t offset, dev, inode;
+  const char *path;
+  size_t path_len;
+} events_map_t;
+/** Calls fn for each mapping of the process in address order, reading
+ *  /proc/self/maps with system calls only (nothing allocated: pinheap may
+ *  be the allocator), until fn returns non-zero.  errno is kept.
+ *  @return 0, or -1 if the file cannot be opened. */
+PH_HIDDEN int events_maps_walk(int (*fn)(const events_map_t *m, void *ctx), void *ctx);
+/** Calls fn for each range shmdt(addr) is about to detach: every mapping
+ *  of the segment attached at addr, fragments included (split by mprotect,
+ *  its head unmapped), found in /proc/self/maps as the kernel finds them;
+ *  adjacent ones as one range. */
+PH_HIDDEN void events_shmdt_ranges(const void *addr, void (*fn)(void *start, size_t len));
 /** Connects the allocator's OS layer (its release and map slots) to the
  *  derived events.  Idempotent. */
 PH_HIDDEN void events_init(void);

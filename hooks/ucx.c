@@ -56,6 +56,7 @@
 /* libucm's event bits (ucm_event_type_t, stable since UCX 1.3) */
 #define UCX_EVENT_VM_MAPPED   (1 << 16)
 #define UCX_EVENT_VM_UNMAPPED (1 << 17)
+#define UCX_EVENT_SHMDT       (1 << 4)
 #define UCX_EVENT_MADVISE     (1 << 6)
 
 typedef void ucx_vm_fn(void *addr, size_t length);
@@ -65,7 +66,11 @@ typedef struct ucx_vm_event_s {
   void *address;
   size_t size;
 } ucx_vm_event_t;
-/* ... and for MADVISE, with the call's result, range and advice */
+/* ... for SHMDT, result and address; for MADVISE, result, range, advice */
+typedef struct ucx_shmdt_event_s {
+  int result;
+  const void *shmaddr;
+} ucx_shmdt_event_t;
 typedef struct ucx_madvise_event_s {
   int result;
   void *addr;
@@ -156,6 +161,24 @@ static void ucx_madvise_seen(int type, ucx_vm_event_t *ev, void *arg)
   ucx_vm_munmap(m->addr, (m->length + page - 1) & ~(page - 1));
 }
 
+/* The shmdt calls that reach UCX's hooks (shared), before the call.
+ * libucm announces the mapping that starts at the address (the size it
+ * recorded at shmat, or that mapping's); a segment split into fragments
+ * (mprotect, a partial munmap) loses them all.  Every range the call
+ * detaches is announced to UCX's handlers here (the first one again: a
+ * second invalidation, never a miss). */
+static void ucx_shmdt_release(void *start, size_t len)
+{
+  ucx_vm_munmap(start, len);
+}
+
+static void ucx_shmdt_seen(int type, ucx_vm_event_t *ev, void *arg)
+{
+  (void)arg;
+  if (type == UCX_EVENT_SHMDT)
+    events_shmdt_ranges(((const ucx_shmdt_event_t *)(void *)ev)->shmaddr, ucx_shmdt_release);
+}
+
 #if defined(__x86_64__)
 /* 1 when the entry fn, of the object at base, now jumps out of that object
  * and out of pinheap's (self). */
@@ -212,13 +235,14 @@ static int ucx_entries_taken(void)
   return taken;
 }
 
-/* Shared: UCX's VM events into pinheap's chain, and the madvise calls
- * UCX's hooks take (priority -1: before libucm's handler at 0 makes the
- * call). */
+/* Shared: UCX's VM events into pinheap's chain, and the madvise and shmdt
+ * calls UCX's hooks take (priority -1: before libucm's handler at 0 makes
+ * the call). */
 static void ucx_take(ucx_set_handler_fn *set_handler)
 {
   set_handler(UCX_EVENT_VM_MAPPED | UCX_EVENT_VM_UNMAPPED, -1, ucx_forward, NULL);
   set_handler(UCX_EVENT_MADVISE, -1, ucx_madvise_seen, NULL);
+  set_handler(UCX_EVENT_SHMDT, -1, ucx_shmdt_seen, NULL);
 }
 
 /* Fed as external, but UCX rewrote pinheap's entries since (its constructor

@@ -322,6 +322,54 @@ Test(events, shmat_shmdt_events, .init = interposed_or_skip)
   rec_stop();
 }
 
+/* How many of the n pages from addr some VM_UNMAPPED event covered. */
+static size_t rec_unmapped_pages(const char *addr, size_t n)
+{
+  size_t heard = 0;
+  for (size_t k = 0; k < n; k++)
+    heard += (size_t)rec_unmapped_covers(addr + k * page, page, PINHEAP_EVENT_SOURCE_APP);
+  return heard;
+}
+
+/* shmdt of a segment split into several mappings (pages in the middle
+ * mprotect'ed: three of them) detaches every one of them, as the kernel
+ * does; and a segment whose head was unmapped first detaches the rest.
+ * Both with the segment still there (its size known: IPC_STAT) and
+ * removed (IPC_RMID right after shmat, as runtimes do: size unknown). */
+static void shmdt_split(bool rmid, bool head_gone)
+{
+  int id = shm_make(16 * page);
+  char *a = shmat(id, NULL, 0);
+  if (rmid)
+    shmctl(id, IPC_RMID, NULL);
+  cr_assert(a != (void *)-1, "shmat: %s", strerror(errno));
+  char *other = shmat(id, NULL, 0);      /* another attachment: stays */
+  cr_assert(other != (void *)-1, "shmat: %s", strerror(errno));
+  memset(a, 1, 16 * page);
+  cr_assert_eq(mprotect(a + 6 * page, 4 * page, PROT_READ), 0);
+  if (head_gone)
+    cr_assert_eq(munmap(a, 4 * page), 0);
+  rec_start(PINHEAP_EVENT_VM_UNMAPPED);
+  cr_assert_eq(shmdt(a), 0, "shmdt: %s", strerror(errno));
+  rec_stop();
+  size_t from = head_gone ? 4 : 0;
+  cr_assert_eq(rec_unmapped_pages(a + from * page, 16 - from), 16 - from,
+               "shmdt of a split segment (%s, %s): %zu of its %zu mapped pages reported "
+               "released", rmid ? "removed" : "not removed",
+               head_gone ? "head unmapped first" : "whole",
+               rec_unmapped_pages(a + from * page, 16 - from), 16 - from);
+  cr_assert_eq(rec_unmapped_pages(other, 16), 0, "the other attachment was reported released");
+  cr_assert_eq(other[5 * page], 1);      /* and it is still there */
+  cr_assert_eq(shmdt(other), 0);
+  if (!rmid)
+    shmctl(id, IPC_RMID, NULL);
+}
+
+Test(events, shmdt_split_segment, .init = interposed_or_skip) { shmdt_split(false, false); }
+Test(events, shmdt_split_segment_removed, .init = interposed_or_skip) { shmdt_split(true, false); }
+Test(events, shmdt_split_segment_head_gone, .init = interposed_or_skip) { shmdt_split(false, true); }
+Test(events, shmdt_split_removed_head_gone, .init = interposed_or_skip) { shmdt_split(true, true); }
+
 Test(events, shmat_remap_releases_target, .init = interposed_or_skip)
 {
   int id = shm_make(2 * page);
