@@ -37,9 +37,15 @@
  * destructor at its exit, so an unset does not wait for it forever; a
  * handler that longjmps out of the chain is not supported.
  *
- * Nesting.  A handler's own mmap/munmap/malloc cause events too; they are
- * delivered up to EVENTS_MAX_DEPTH chains deep on a thread, beyond that the
- * calls are made but not reported (counted, warned of once).
+ * Nesting.  A handler's own mmap/munmap/malloc cause events too, delivered
+ * to every handler up to EVENTS_REENTRY_DEPTH chains deep on a thread.
+ * Deeper, a handler already running on this thread's stack is not entered
+ * again (that is how a handler that unmaps on every release would recurse
+ * forever), but every other one still is: a registration cache hears the
+ * release however deep the handler that made it sits.  Each level deeper
+ * can only add a handler not yet on the stack, so this ends; as a guard
+ * for the stack, nothing is delivered beyond EVENTS_MAX_DEPTH.  What is
+ * not delivered is counted (events_dropped) and warned of once.
  *
  * With no handler for an event the entry point costs one load (the mask of
  * all registered events) before the system call.
@@ -67,7 +73,8 @@
 #include "startup.h"
 
 #define EVENTS_MAX_HANDLERS 128
-#define EVENTS_MAX_DEPTH 4
+#define EVENTS_REENTRY_DEPTH 4   /* a handler re-entered on its own thread this deep */
+#define EVENTS_MAX_DEPTH 12      /* chains nested on one thread at most */
 #define EVENTS_KNOWN PINHEAP_EVENT_ALL
 
 typedef struct events_slot_s {
@@ -201,6 +208,28 @@ PH_STARTUP static PH_NOINLINE void events_exit_arm(void)
     events_exit_armed = 1;
 }
 
+/* Deep in nested chains (EVENTS_REENTRY_DEPTH and beyond): drops the links
+ * whose handler is already running on this thread, or all of them beyond
+ * EVENTS_MAX_DEPTH.  @return how many links are left. */
+static PH_NOINLINE int events_deep_links(events_link_t *links, int n)
+{
+  int kept = 0;
+
+  for (int i = 0; i < n; i++) {
+    bool active = events_depth >= EVENTS_MAX_DEPTH;
+    for (int d = 0; d < events_depth && !active; d++)
+      active = events_active[d] == links[i].slot;
+    if (!active)
+      links[kept++] = links[i];
+  }
+  if (kept < n &&
+      atomic_fetch_add_explicit(&events_dropped_count, (size_t)(n - kept), memory_order_relaxed) == 0)
+    ph_warn("a memory event handler keeps causing events from inside itself: nested deeper "
+            "than 4, an event does not enter a handler already running on its thread (nor any "
+            "beyond 12)", NULL);
+  return kept;
+}
+
 /* Runs the handlers of one event type in chain order.  Call events stop at
  * the first PINHEAP_EVENT_STOP; derived events go to every handler.
  * @return PINHEAP_EVENT_STOP if the call must not be made. */
@@ -215,11 +244,10 @@ PH_HOT static PH_NOINLINE int events_chain_run(int type, pinheap_event_t *ev)
   int n = events_order_copy(type, links);
   if (n == 0)
     return rc;                              /* nothing to drop */
-  if (ph_unlikely(events_depth >= EVENTS_MAX_DEPTH)) {
-    if (atomic_fetch_add_explicit(&events_dropped_count, 1, memory_order_relaxed) == 0)
-      ph_warn("a memory event handler keeps causing events from inside itself; "
-              "events nested deeper than 4 are not reported", NULL);
-    return rc;
+  if (ph_unlikely(events_depth >= EVENTS_REENTRY_DEPTH)) {
+    n = events_deep_links(links, n);
+    if (n == 0)
+      return rc;
   }
   if (ph_unlikely(!events_exit_armed))
     events_exit_arm();

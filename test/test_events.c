@@ -611,6 +611,65 @@ static int busy_handler(int type, pinheap_event_t *ev, void *arg)
   return PINHEAP_EVENT_PASS;
 }
 
+/* A handler that unmaps a page of its own on every release it hears (as a
+ * cache dropping a registration may), nesting on its thread, and a
+ * listener after it (a registration cache): the listener must hear every
+ * one of those releases, however deep.  Before: the fifth level was
+ * dropped for every handler. */
+#define NEST_MAX 64
+static char *nest_made[NEST_MAX];
+static atomic_int nest_n;
+static char *nest_heard[4 * NEST_MAX];
+static atomic_int nest_heard_n;
+
+static int nest_unmapper(int type, pinheap_event_t *ev, void *arg)
+{
+  (void)type;
+  (void)ev;
+  (void)arg;
+  int i = atomic_fetch_add(&nest_n, 1);
+  if (i >= NEST_MAX)
+    return PINHEAP_EVENT_PASS;
+  char *x = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (x == MAP_FAILED)
+    return PINHEAP_EVENT_PASS;
+  nest_made[i] = x;
+  munmap(x, page);                      /* one level deeper */
+  return PINHEAP_EVENT_PASS;
+}
+
+static int nest_listener(int type, pinheap_event_t *ev, void *arg)
+{
+  (void)type;
+  (void)arg;
+  int i = atomic_fetch_add(&nest_heard_n, 1);
+  if (i < 4 * NEST_MAX)
+    nest_heard[i] = ev->vm_unmapped.address;
+  return PINHEAP_EVENT_PASS;
+}
+
+Test(events, nested_releases_reach_every_listener, .init = interposed_or_skip, .timeout = 60)
+{
+  cr_assert_eq(PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_VM_UNMAPPED, -10, nest_unmapper,
+                                               NULL), 0);
+  cr_assert_eq(PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_VM_UNMAPPED, 0, nest_listener,
+                                               NULL), 0);
+  char *p = map_pages(1);
+  munmap(p, page);
+  cr_assert_eq(PINHEAP_NAME(unset_event_handler)(PINHEAP_EVENT_ALL, nest_listener, NULL), 0);
+  cr_assert_eq(PINHEAP_NAME(unset_event_handler)(PINHEAP_EVENT_ALL, nest_unmapper, NULL), 0);
+  int made = atomic_load(&nest_n), heard = atomic_load(&nest_heard_n);
+  cr_assert(made >= 4 && made < NEST_MAX,
+            "the unmapper nested %d times (4 re-entries expected, and bounded)", made);
+  for (int i = 0; i < made; i++) {
+    int found = 0;
+    for (int j = 0; j < heard && j < 4 * NEST_MAX; j++)
+      found |= nest_heard[j] == nest_made[i];
+    cr_assert(found, "the release made at nesting level %d was not heard by the listener "
+              "(%d made, %d heard)", i + 1, made, heard);
+  }
+}
+
 Test(events, handler_that_allocates_and_unmaps, .init = interposed_or_skip, .timeout = 60)
 {
   cr_assert_eq(PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_MUNMAP | PINHEAP_EVENT_VM_UNMAPPED |
