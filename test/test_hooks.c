@@ -442,3 +442,117 @@ Test(hooks, undecided_reallocarray_checks_the_product)
   cr_assert_eq(p[127], 7);
   __libc_free(p);
 }
+
+/* ---- the handler table under threads (also run under TSan) -------------- */
+/* The events of test_events.c's partial-unset and cancel cases, fired here
+ * through the derived-event entry point itself (this process's munmap is
+ * not pinheap's), so that the TSan pass runs them too. */
+void PINHEAP_NAME(events_vm_unmapped)(void *addr, size_t len, int source);
+
+#define TABLE_HANDLERS 100
+static int table_ids[TABLE_HANDLERS];
+static atomic_int table_heard[TABLE_HANDLERS];
+static atomic_int table_stop;
+static atomic_uintptr_t table_target;
+
+static int table_handler(int type, pinheap_event_t *ev, void *arg)
+{
+  if (type == PINHEAP_EVENT_VM_UNMAPPED &&
+      (uintptr_t)ev->vm_unmapped.address == atomic_load(&table_target))
+    atomic_fetch_add(&table_heard[(int *)arg - table_ids], 1);
+  return PINHEAP_EVENT_PASS;
+}
+
+/* Takes VM_MAPPED from handler i once event 8 i + 1 is under way (spread
+ * over the dispatches, each of which calls all the handlers). */
+static void *table_unsetter(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < TABLE_HANDLERS && !atomic_load(&table_stop); i++) {
+    while (atomic_load(&table_target) < (uintptr_t)(8 * i + 1) * 4096 && !atomic_load(&table_stop))
+      sched_yield();
+    PINHEAP_NAME(unset_event_handler)(PINHEAP_EVENT_VM_MAPPED, table_handler, &table_ids[i]);
+  }
+  return NULL;
+}
+
+/* Every handler keeps hearing VM_UNMAPPED while another thread takes
+ * VM_MAPPED away from each in turn. */
+Test(hooks, partial_unset_keeps_the_other_events, .timeout = 120)
+{
+  const int events = 1000;
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < TABLE_HANDLERS; i++) {
+      atomic_store(&table_heard[i], 0);
+      cr_assert_eq(PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_VM_UNMAPPED |
+                                                   PINHEAP_EVENT_VM_MAPPED, 0, table_handler,
+                                                   &table_ids[i]), 0);
+    }
+    atomic_store(&table_stop, 0);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, table_unsetter, NULL), 0);
+    for (int n = 1; n <= events; n++) {
+      atomic_store(&table_target, (uintptr_t)n * 4096);
+      PINHEAP_NAME(events_vm_unmapped)((void *)((uintptr_t)n * 4096), 4096,
+                                       PINHEAP_EVENT_SOURCE_APP);
+    }
+    atomic_store(&table_stop, 1);
+    pthread_join(t, NULL);
+    for (int i = 0; i < TABLE_HANDLERS; i++) {
+      cr_assert_eq(atomic_load(&table_heard[i]), events, "round %d: handler %d heard %d of %d",
+                   round, i, atomic_load(&table_heard[i]), events);
+      cr_assert_eq(PINHEAP_NAME(unset_event_handler)(PINHEAP_EVENT_ALL, table_handler,
+                                                     &table_ids[i]), 0);
+    }
+  }
+}
+
+static atomic_int stuck_entered;
+
+/* Waits at a cancellation point until cancelled. */
+static int stuck_handler(int type, pinheap_event_t *ev, void *arg)
+{
+  (void)type, (void)arg;
+  if (ev->vm_unmapped.address != (void *)0x10000)
+    return PINHEAP_EVENT_PASS;
+  atomic_store(&stuck_entered, 1);
+  for (;;)
+    pause();
+  return PINHEAP_EVENT_PASS;
+}
+
+static void *stuck_victim(void *arg)
+{
+  (void)arg;
+  PINHEAP_NAME(events_vm_unmapped)((void *)0x10000, 4096, PINHEAP_EVENT_SOURCE_APP);
+  return NULL;
+}
+
+static void *stuck_unsetter(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)PINHEAP_NAME(unset_event_handler)(PINHEAP_EVENT_VM_UNMAPPED,
+                                                             stuck_handler, NULL);
+}
+
+/* A thread cancelled inside a handler: unset does not wait for it. */
+Test(hooks, thread_cancelled_inside_a_handler, .timeout = 60)
+{
+  pthread_t victim, unsetter;
+  void *res;
+  cr_assert_eq(PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_VM_UNMAPPED, 0, stuck_handler, NULL),
+               0);
+  cr_assert_eq(pthread_create(&victim, NULL, stuck_victim, NULL), 0);
+  while (!atomic_load(&stuck_entered))
+    sched_yield();
+  cr_assert_eq(pthread_cancel(victim), 0);
+  cr_assert_eq(pthread_join(victim, &res), 0);
+  cr_assert_eq(res, PTHREAD_CANCELED);
+  cr_assert_eq(pthread_create(&unsetter, NULL, stuck_unsetter, NULL), 0);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 10;
+  cr_assert_eq(pthread_timedjoin_np(unsetter, &res, &until), 0,
+               "unset_event_handler still waits 10 s after the cancelled handler's thread ended");
+  cr_assert_eq((int)(intptr_t)res, 0);
+}
