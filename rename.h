@@ -292,6 +292,7 @@
 #define reloc_stats_get         PINHEAP_NAME(reloc_stats_get)
 #define shm_start               PINHEAP_NAME(shm_start)
 #define shm_on                  PINHEAP_NAME(shm_on)
+#define shm_foreign             PINHEAP_NAME(shm_foreign)
 #define shm_heap_create         PINHEAP_NAME(shm_heap_create)
 #define shm_slice_take          PINHEAP_NAME(shm_slice_take)
 #define shm_fallback_active     PINHEAP_NAME(shm_fallback_active)

@@ -77,6 +77,12 @@ static void ms_fast_bound(mstate_t *ms)
 /* Takes the bundles other threads handed over through ms->remote into the
  * deferred lists, whole: only each bundle's first chunk is looked at (the
  * others are checked when their bundle leaves again, or when coalesced).
+ * A chunk larger than the deferred sizes comes alone, from another process
+ * of the shared heap (heap.c, ms_free_foreign), and is freed at once (the
+ * lock may drop for a release, as in ms_fast_consolidate).  A bundle that
+ * fails its check ends the process -- unless the heap is shared: then it
+ * came from another process, which must not end this one, and the rest of
+ * the stack is dropped (its blocks stay allocated) with a warning.
  * Locked. */
 void ms_drain_remote(mstate_t *ms)
 {
@@ -87,10 +93,19 @@ void ms_drain_remote(mstate_t *ms)
     unsigned n = bundle_len(mem);
     chunk_t *c = mem_chunk(mem);
     size_t size = chunk_size(c);
-    if (ph_unlikely(!head_ok(ms, c) || size < PH_MIN_CHUNK || size > PH_FAST_MAX_CHUNK ||
-                    (chunk_head(c) & (PH_CINUSE | PH_MMAPPED)) != PH_CINUSE || !chunk_mem_waiting(mem)))
-      ph_fatal("free", "corrupted chunk header", mem);
-    fast_push_bundle(ms, (unsigned)(size >> 4), mem, n);
+    bool big = size > PH_FAST_MAX_CHUNK;
+    if (ph_unlikely(!head_ok(ms, c) || size < PH_MIN_CHUNK || (big && n != 1) ||
+                    (chunk_head(c) & (PH_CINUSE | PH_MMAPPED)) != PH_CINUSE || !chunk_mem_waiting(mem))) {
+      if (!ms->source->shared)
+        ph_fatal("free", "corrupted chunk header", mem);
+      ph_warn("a block handed back from another process of the shared heap has a corrupted "
+              "header: the blocks handed back with it stay allocated", NULL);
+      break;
+    }
+    if (big)
+      ms_free_locked(ms, mem, "free");
+    else
+      fast_push_bundle(ms, (unsigned)(size >> 4), mem, n);
     mem = next;
   }
   ms_fast_bound(ms);

@@ -200,7 +200,10 @@ PH_HOT static chunk_t *chunk_check_inuse(mstate_t *ms, seg_t *seg, void *mem, co
   }
   if (!chunk_cinuse(c))
     ph_fatal(fn, "double free", mem);
-  if (chunk_size(c) <= PH_FAST_MAX_CHUNK && chunk_mem_waiting(mem) != waiting)
+  /* (a larger chunk waits only on its way back from another process of the
+   * shared heap: ms_free_foreign) */
+  if ((chunk_size(c) <= PH_FAST_MAX_CHUNK || ms->source->shared) &&
+      chunk_mem_waiting(mem) != waiting)
     ph_fatal(fn, waiting ? "write after free" : "double free", mem);
   size_t size = chunk_size(c);
   chunk_t *next = chunk_at(c, size);
@@ -242,11 +245,59 @@ static mstate_t *mem_owner(mstate_t *want, const void *mem, const char *fn, seg_
   return ms;
 }
 
+/* A block of another process's heap in the shared region.  Its heap's
+ * lock is never taken from here: a process killed while holding it would
+ * hang the owner and every other process that frees there, and a misuse
+ * caught under it would end this process holding it.  The chunk is checked
+ * without the lock (its own header: an in-use chunk's is stable but for
+ * PINUSE, which the checks ignore), so that a misuse ends this process
+ * with nothing of the other's held.  @return the chunk. */
+static PH_NOINLINE chunk_t *foreign_check(mstate_t *ms, seg_t *seg, void *mem, const char *fn)
+{
+  chunk_t *c = mem_chunk(mem);
+
+  if ((char *)c < (char *)seg_first(seg) || (char *)c >= seg_fence(seg))
+    ph_fatal(fn, "invalid pointer", mem);
+  /* (its owner may have taken a block freed before into a larger free
+   * chunk meanwhile: a header no longer there can be either misuse) */
+  if (!head_ok(ms, c))
+    ph_fatal(fn, chunk_head(c) == PH_HEAD_MERGED ? "double free" : "invalid pointer or double free",
+             mem);
+  if (!chunk_cinuse(c))
+    ph_fatal(fn, "double free", mem);
+  size_t size = chunk_size(c);
+  if ((chunk_head(c) & PH_MMAPPED) || size < PH_MIN_CHUNK || (char *)chunk_at(c, size) > seg_fence(seg))
+    ph_fatal(fn, "corrupted chunk header", mem);
+  return c;
+}
+
+/* Frees a block of another process's heap (see foreign_check): marked
+ * waiting by one compare-and-swap, so that a second free of it, from any
+ * process, finds the mark, then handed to the owner through its heap's
+ * remote stack, a bundle of one, which the owner drains under its own
+ * lock (defer.c).  A process killed here leaves at most this block. */
+static PH_NOINLINE void ms_free_foreign(mstate_t *ms, seg_t *seg, void *mem, const char *fn)
+{
+  foreign_check(ms, seg, mem, fn);
+  uint64_t *mark = &((uint64_t *)mem)[1];
+  uint64_t seen = __atomic_load_n(mark, __ATOMIC_RELAXED);
+  if (seen == chunk_free_key ||
+      !__atomic_compare_exchange_n(mark, &seen, chunk_free_key, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_RELAXED))
+    ph_fatal(fn, "double free", mem);
+  *(void **)mem = NULL;                   /* the bundle's only chunk */
+  ms_remote_push(ms, mem, 1);
+}
+
 PH_HOT static void ms_free_resolved(mstate_t *ms, seg_t *seg, void *mem, const char *fn)
 {
   release_t rel = { NULL, 0 }, idle[4];
   unsigned nidle = 0;
 
+  if (ph_unlikely(ms->source->shared) && seg != NULL && shm_foreign(mem)) {
+    ms_free_foreign(ms, seg, mem, fn);
+    return;
+  }
   if (seg == NULL) {
     huge_free(ms, mem, fn);
     return;
@@ -332,6 +383,17 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
   if (n > PH_MAX_REQUEST) {
     errno = ENOMEM;
     return NULL;
+  }
+  if (ph_unlikely(ms->source->shared) && seg != NULL && shm_foreign(mem)) {
+    /* another process's block: copied into this process's heap, and
+     * handed back to its owner (its lock is not taken here) */
+    old_usable = chunk_size(foreign_check(ms, seg, mem, fn)) - PH_CHUNK_OVERHEAD;
+    fresh = ms_malloc(heap_default(), n);
+    if (fresh == NULL)
+      return NULL;
+    memcpy(fresh, mem, old_usable < n ? old_usable : n);
+    ms_free_foreign(ms, seg, mem, fn);
+    return fresh;
   }
   nb = request_to_size(n);
 
@@ -558,6 +620,8 @@ size_t mem_usable(const void *mem, const char *fn, bool lenient)
     return slab_usable(mem, fn);
   mstate_t *ms = mem_owner(NULL, mem, fn, &seg);
   size_t usable;
+  if (ph_unlikely(ms->source->shared) && seg != NULL && shm_foreign(mem))
+    return chunk_size(foreign_check(ms, seg, (void *)mem, fn)) - PH_CHUNK_OVERHEAD;
   ms_lock(ms);
   if (seg == NULL) {
     huge_check(ms, mem_chunk(mem), fn);

@@ -279,6 +279,9 @@ extern PH_HIDDEN const mem_source_t mem_source_region;
 PH_HIDDEN mstate_t *shm_start(void);
 /** Is the shared heap on in this process? */
 PH_HIDDEN bool shm_on(void);
+/** Is mem in a part of the region another process holds?  Its heap is
+ *  that process's: its lock is never taken here (heap.c, ms_free_foreign). */
+PH_HIDDEN bool shm_foreign(const void *mem);
 /** A new arena of this process in the region (kind: its kind map byte), or
  *  NULL when the region is full. */
 PH_HIDDEN mstate_t *shm_heap_create(unsigned kind);

@@ -1142,6 +1142,12 @@ int shm_owner(const void *ptr)
   return (int)__atomic_load_n(&shm_owners()[off >> PH_GRANULE_SHIFT], __ATOMIC_ACQUIRE) - 1;
 }
 
+bool shm_foreign(const void *mem)
+{
+  int o = shm_owner(mem);
+  return o >= 0 && o != shm_me;
+}
+
 void *shm_base(void) { return shm_hdr; }
 
 size_t shm_size(void) { return shm_hdr != NULL ? (size_t)shm_hdr->size : 0; }

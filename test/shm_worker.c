@@ -58,6 +58,14 @@
  *   rel_ring FD 1|2 more releases than the ring holds (1: gives, 2: hears
  *                   when told): those not posted are posted by the next trim
  *                   and all go, none kept for good
+ *   hammer FD       sends blocks of 3 KiB - 300 KiB to FD, 512 at a time (eat
+ *                   frees them and acks) while allocating and freeing its own; once a write
+ *                   fails (the peer was killed) goes on for 20000 more
+ *                   operations: none may wait for the dead peer; prints
+ *                   "hammer ok"
+ *   eat FD          frees every block whose address arrives on FD; with
+ *                   "twice" it frees the first one twice (must end with
+ *                   SIGABRT, having taken nothing of the owner's)
  *
  * hold ends with exit(0) on SIGTERM, so that it leaves the heap properly.
  *
@@ -972,6 +980,88 @@ static int release_run(const char *self, const char *how)
   return 0;
 }
 
+#define HAMMER_BATCH 512
+
+static int hammer(int fd)
+{
+  unsigned seed = (unsigned)getpid();
+  void *own[64] = { NULL };
+  void *batch[HAMMER_BATCH];
+  int nb = 0;
+  long sent = 0, after = 0;
+  bool peer = true;
+
+  char ack;
+
+  signal(SIGPIPE, SIG_IGN);
+  for (long i = 0; after < 20000; i++) {
+    seed = seed * 1103515245u + 12345u;
+    size_t sz = 3000 + (seed >> 8) % (i % 16 == 0 ? 300000 : 30000);
+    unsigned char *p = PINHEAP_NAME(malloc)(sz);
+    if (p == NULL)
+      fail("malloc", (long)sz, errno);
+    p[0] = 1;
+    p[sz - 1] = 2;
+    if (peer) {
+      batch[nb++] = p;
+      if (nb < HAMMER_BATCH)
+        continue;
+      nb = 0;
+      /* one batch in flight (a killed peer leaks at most that), then
+       * the peer's ack */
+      if (write(fd, batch, sizeof(batch)) == (ssize_t)sizeof(batch) && read(fd, &ack, 1) == 1) {
+        sent += HAMMER_BATCH;
+        continue;
+      }
+      peer = false;             /* killed, having freed some of the batch or not: */
+    }                           /* the batch stays allocated (leaked) */
+    PINHEAP_NAME(free)(own[i % 64]);
+    own[i % 64] = p;
+    if (!peer)
+      after++;
+    if (i > 4000000)
+      fail("the peer was never killed (blocks sent)", sent, 0);
+  }
+  for (int i = 0; i < 64; i++)
+    PINHEAP_NAME(free)(own[i]);
+  if (PINHEAP_NAME(malloc_check)() != 0)
+    fail("malloc_check", 1, 0);
+  printf("hammer ok sent %ld\n", sent);
+  return 0;
+}
+
+/* Frees the blocks of each batch hammer sends, all at once. */
+static int eat(int fd, bool twice)
+{
+  void *batch[HAMMER_BATCH];
+  void *warm = PINHEAP_NAME(malloc)(16);   /* joins the heap first */
+  long n = 0;
+  char ack = 1;
+
+  PINHEAP_NAME(free)(warm);
+  for (;;) {
+    size_t have = 0;
+    while (have < sizeof(batch)) {
+      ssize_t r = read(fd, (char *)batch + have, sizeof(batch) - have);
+      if (r <= 0)
+        break;
+      have += (size_t)r;
+    }
+    if (have < sizeof(batch))
+      break;
+    for (int k = 0; k < HAMMER_BATCH; k++) {
+      PINHEAP_NAME(free)(batch[k]);
+      if (twice)
+        PINHEAP_NAME(free)(batch[k]);
+    }
+    n += HAMMER_BATCH;
+    if (write(fd, &ack, 1) != 1)
+      break;
+  }
+  printf("ate %ld\n", n);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1046,6 +1136,10 @@ int main(int argc, char **argv)
   }
   if (strcmp(argv[1], "threads") == 0)
     return threads_run();
+  if (strcmp(argv[1], "hammer") == 0 && argc == 3)
+    return hammer(atoi(argv[2]));
+  if (strcmp(argv[1], "eat") == 0 && (argc == 3 || argc == 4))
+    return eat(atoi(argv[2]), argc == 4 && strcmp(argv[3], "twice") == 0);
   if (strcmp(argv[1], "produce") == 0 && argc == 3)
     return produce(atoi(argv[2]));
   if (strcmp(argv[1], "consume") == 0 && argc == 3) {

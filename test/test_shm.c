@@ -788,6 +788,73 @@ Test(shm, foreign_pointer_is_caught)
   misuse_run("foreign", "invalid pointer");
 }
 
+/* ---- a process killed or ending on a misuse never takes another down ---- */
+
+/* Starts hammer (the owner) and eat (the peer freeing its blocks, with
+ * extra: NULL or "twice") on a socket pair.  @return the peer's slot; the
+ * owner's is the one before. */
+static int pair_start(const char *extra)
+{
+  int sv[2];
+  char fds[2][12];
+  cr_assert(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  snprintf(fds[0], 12, "%d", sv[0]);
+  snprintf(fds[1], 12, "%d", sv[1]);
+  char *owner[] = { "hammer", fds[0], NULL };
+  char *peer[] = { "eat", fds[1], (char *)extra, NULL };
+  fcntl(sv[1], F_SETFD, FD_CLOEXEC);
+  spawn(owner, NULL);
+  fcntl(sv[1], F_SETFD, 0);
+  fcntl(sv[0], F_SETFD, FD_CLOEXEC);
+  int b = spawn(peer, NULL);
+  close(sv[0]);
+  close(sv[1]);
+  return b;
+}
+
+/* The peer frees the owner's blocks (above 2 KiB: before, under the
+ * owner's heap lock) and is SIGKILLed at a random moment: the owner goes
+ * on and finishes.  Before: the owner hung (5 of 5). */
+Test(shm, a_peer_killed_while_freeing_never_hangs_the_owner, .timeout = 600)
+{
+  const char *scale = getenv("PINHEAP_TEST_SCALE");
+  int rounds = (int)(200 * (scale != NULL ? atof(scale) : 1.0));
+  unsigned seed = (unsigned)getpid();
+  for (int r = 0; r < (rounds < 4 ? 4 : rounds); r++) {
+    char name[32];
+    snprintf(name, sizeof(name), "kill%d", r);
+    job_set(name);
+    nworkers = 0;
+    int b = pair_start(NULL);
+    seed = seed * 1103515245u + 12345u;
+    usleep(5000 + (seed >> 8) % 60000);
+    kill(workers[b].pid, SIGKILL);
+    finish(b, 5000);
+    const char *out = finish(b - 1, 30000);
+    cr_assert(exited_ok(b - 1) && strstr(out, "hammer ok") != NULL,
+              "round %d: the owner did not finish after its peer was killed (status %#x; "
+              "SIGKILL = it hung 30 s): %s", r, workers[b - 1].status, out);
+    cleanup();
+  }
+}
+
+/* A peer's double free of the owner's large block ends the peer only. */
+Test(shm, a_peers_double_free_ends_the_peer_alone)
+{
+  job_set("dfree2");
+  int b = pair_start("twice");
+  const char *out = finish(b, 20000);
+  /* (the owner may have coalesced and given back the block between the two
+   * frees: then its address is no block at all) */
+  cr_assert(WIFSIGNALED(workers[b].status) && WTERMSIG(workers[b].status) == SIGABRT &&
+                (strstr(out, "double free") != NULL || strstr(out, "invalid pointer") != NULL),
+            "the peer (status %#x): %s", workers[b].status, out);
+  out = finish(b - 1, 30000);
+  cr_assert(exited_ok(b - 1) && strstr(out, "hammer ok") != NULL,
+            "the owner did not finish after its peer's double free (status %#x): %s",
+            workers[b - 1].status, out);
+}
+
 /* The final check: nothing of this test binary's jobs is left in /dev/shm. */
 Test(shm_zz, nothing_left_in_dev_shm)
 {
