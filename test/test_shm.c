@@ -386,6 +386,34 @@ static void ring_run(int n, char *const *env)
   cr_assert(!shm_exists(), "the last process did not unlink the object");
 }
 
+/* Starts two workers joined by a socket pair: argv a and b, where the word
+ * "FD" stands for each one's end.  @return b's slot; a's is the one before. */
+static int pair_start(const char *const *a, const char *const *b)
+{
+  int sv[2];
+  char fds[2][12];
+  char *args[2][6];
+  cr_assert(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  for (int k = 0; k < 2; k++) {
+    const char *const *in = k == 0 ? a : b;
+    snprintf(fds[k], 12, "%d", sv[k]);
+    int i = 0;
+    for (; in[i] != NULL && i < 5; i++)
+      args[k][i] = strcmp(in[i], "FD") == 0 ? fds[k] : (char *)in[i];
+    args[k][i] = NULL;
+  }
+  fcntl(sv[1], F_SETFD, FD_CLOEXEC);
+  spawn(args[0], NULL);
+  fcntl(sv[1], F_SETFD, 0);
+  fcntl(sv[0], F_SETFD, FD_CLOEXEC);
+  int slot = spawn(args[1], NULL);
+  close(sv[0]);
+  close(sv[1]);
+  return slot;
+}
+
+static const char *const hammer_args[] = { "hammer", "FD", NULL };
+
 TestSuite(shm, .fini = cleanup, .timeout = 120);
 
 Test(shm, two_processes_share_blocks_in_place)
@@ -406,20 +434,8 @@ Test(shm, four_processes_in_a_ring)
 Test(shm, a_stream_of_blocks_freed_by_another_process_is_reclaimed)
 {
   job_set("stream");
-  int sv[2];
-  char fds[2][12];
-  cr_assert(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-  snprintf(fds[0], 12, "%d", sv[0]);
-  snprintf(fds[1], 12, "%d", sv[1]);
-  char *prod[] = { "produce", fds[0], NULL };
-  char *cons[] = { "consume", fds[1], NULL };
-  fcntl(sv[1], F_SETFD, FD_CLOEXEC);
-  int a = spawn(prod, NULL);
-  fcntl(sv[1], F_SETFD, 0);
-  fcntl(sv[0], F_SETFD, FD_CLOEXEC);
-  int b = spawn(cons, NULL);
-  close(sv[0]);
-  close(sv[1]);
+  const char *const prod[] = { "produce", "FD", NULL }, *const cons[] = { "consume", "FD", NULL };
+  int b = pair_start(prod, cons), a = b - 1;
   const char *out = finish(a, 90000);
   cr_expect(exited_ok(a), "producer (status %#x): %s", workers[a].status, out);
   cr_expect(strstr(out, "produced ok") != NULL, "%s", out);
@@ -790,28 +806,6 @@ Test(shm, foreign_pointer_is_caught)
 
 /* ---- a process killed or ending on a misuse never takes another down ---- */
 
-/* Starts hammer (the owner) and eat (the peer freeing its blocks, with
- * extra: NULL or "twice") on a socket pair.  @return the peer's slot; the
- * owner's is the one before. */
-static int pair_start(const char *extra)
-{
-  int sv[2];
-  char fds[2][12];
-  cr_assert(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-  snprintf(fds[0], 12, "%d", sv[0]);
-  snprintf(fds[1], 12, "%d", sv[1]);
-  char *owner[] = { "hammer", fds[0], NULL };
-  char *peer[] = { "eat", fds[1], (char *)extra, NULL };
-  fcntl(sv[1], F_SETFD, FD_CLOEXEC);
-  spawn(owner, NULL);
-  fcntl(sv[1], F_SETFD, 0);
-  fcntl(sv[0], F_SETFD, FD_CLOEXEC);
-  int b = spawn(peer, NULL);
-  close(sv[0]);
-  close(sv[1]);
-  return b;
-}
-
 /* The peer frees the owner's blocks (above 2 KiB: before, under the
  * owner's heap lock) and is SIGKILLed at a random moment: the owner goes
  * on and finishes.  Before: the owner hung (5 of 5). */
@@ -825,7 +819,8 @@ Test(shm, a_peer_killed_while_freeing_never_hangs_the_owner, .timeout = 600)
     snprintf(name, sizeof(name), "kill%d", r);
     job_set(name);
     nworkers = 0;
-    int b = pair_start(NULL);
+    const char *const eat[] = { "eat", "FD", NULL };
+    int b = pair_start(hammer_args, eat);
     seed = seed * 1103515245u + 12345u;
     usleep(5000 + (seed >> 8) % 60000);
     kill(workers[b].pid, SIGKILL);
@@ -842,7 +837,8 @@ Test(shm, a_peer_killed_while_freeing_never_hangs_the_owner, .timeout = 600)
 Test(shm, a_peers_double_free_ends_the_peer_alone)
 {
   job_set("dfree2");
-  int b = pair_start("twice");
+  const char *const eat_twice[] = { "eat", "FD", "twice", NULL };
+  int b = pair_start(hammer_args, eat_twice);
   const char *out = finish(b, 20000);
   /* (the owner may have coalesced and given back the block between the two
    * frees: then its address is no block at all) */
