@@ -760,8 +760,18 @@ mstate_t *shm_start(void)
   }
   mstate_t *ms = shm_heap_create(PH_KIND_ARENA_TAG(0));
   if (ms == NULL) {
-    /* the leaves stay adopted: the range stays reserved for them (unmapped
-     * below, it may serve nothing else of pinheap's) */
+    /* Not a member after all: its record and its reference go at once (it
+     * must not hold back the others' releases, nor keep the object alive;
+     * the last reference unlinks), and it answers as one that is not on the
+     * shared heap.  The mapping stays: the owner map's leaves for the
+     * range are in it, adopted. */
+    atomic_store_explicit(&h->recs[shm_me].pid, 0, memory_order_release);
+    if (atomic_fetch_sub(&h->refcount, 1) == 1) {
+      uint32_t ready = SHM_READY;
+      if (atomic_compare_exchange_strong(&h->state, &ready, SHM_DEAD))
+        unlink(shm_path);
+    }
+    shm_me = -1;
     shm_left = true;
     say_begin();
     say("the region is full: no room for this process's first arena");
@@ -1150,11 +1160,13 @@ bool shm_foreign(const void *mem)
 
 void *shm_base(void) { return shm_hdr; }
 
-size_t shm_size(void) { return shm_hdr != NULL ? (size_t)shm_hdr->size : 0; }
+/* (a process that mapped the region but runs on its private heap -- it was
+ * full when it joined -- is no member: no size, index or name) */
+size_t shm_size(void) { return shm_hdr != NULL && shm_me >= 0 ? (size_t)shm_hdr->size : 0; }
 
 int shm_index(void) { return shm_hdr != NULL ? shm_me : -1; }
 
-const char *shm_name(void) { return shm_hdr != NULL ? shm_obj : NULL; }
+const char *shm_name(void) { return shm_hdr != NULL && shm_me >= 0 ? shm_obj : NULL; }
 
 int shm_poll(void) { return shm_rel_poll(); }
 

@@ -612,6 +612,19 @@ PH_STARTUP void install_run(void)
     text_add("malloc stays glibc's: replacing it in a library loaded this late would hand "
              "blocks freed through pointers captured before to the wrong allocator "
              "(PINHEAP_LATE_MALLOC=1 replaces it anyway). ");
+  if (!want_malloc && shm_params_any_set(environ)) {
+    /* the shared heap's size alone does not replace malloc */
+    const char *why = !enabled ? "the leave-pinned decision left malloc to glibc"
+                               : "pinheap was loaded after start-up (PINHEAP_LATE_MALLOC=1 "
+                                 "replaces it anyway)";
+    text_add("The shared-memory heap is configured, but malloc is not pinheap's here (");
+    text_add(why);
+    text_add("): only pinheap_malloc and its kin allocate in the region. ");
+    if (dispatch_state != DISPATCH_UNDECIDED)
+      ph_warn("the shared-memory heap is configured (PINHEAP_SHM_*), but malloc is not "
+              "pinheap's in this process (", why, "): only pinheap_malloc and its kin "
+              "allocate in the region; see pinheap-info", NULL);
+  }
   if (missed > 0)
     text_add("Some installed calls did not reach pinheap when called: see pinheap-info. ");
   if (uncalled > 0)

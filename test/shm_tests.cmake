@@ -29,6 +29,19 @@ if(TARGET pinheap-info)
     "shared-memory heap: on\n.*PINHEAP_SHM_SIZE +\"16M\"\n.*job info[0-9]+ \\(PINHEAP_SHM_JOB\\).*this process: index 0, region 0x[0-9a-f]+ \\(16777216 bytes\\).*no-object-left")
 endif()
 
+# The size alone does not replace malloc: with the decision off (no
+# leave-pinned) the process's malloc stays glibc's, and both a warning and
+# the info tool say so (before, the tool said "on" and nothing else).
+if(TARGET pinheap-info)
+  add_test(NAME shm_info_decision_off
+    COMMAND sh -c "PINHEAP_SHM_SIZE=16M PINHEAP_SHM_JOB=off$$ \"$1\" 2>&1"
+            sh $<TARGET_FILE:pinheap-info>)
+  set_tests_properties(shm_info_decision_off PROPERTIES LABELS "shm;noasan"
+    ENVIRONMENT_MODIFICATION "OMPI_MCA_mpi_leave_pinned=unset:;${PINHEAP_PARAM_PREFIX}mpi_leave_pinned=unset:;PINHEAP_MODE=unset:"
+    PASS_REGULAR_EXPRESSION
+    "warning: the shared-memory heap is configured.*malloc is not pinheap's.*shared-memory heap: on\n  malloc: NOT pinheap's in this process")
+endif()
+
 # Releases every process hears (issue 11, item 3): memory one process gives
 # back from the region fires the release listeners of the others before its
 # pages leave the shared object.  shm_worker's "release" mode drives each

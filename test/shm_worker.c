@@ -58,6 +58,10 @@
  *   rel_ring FD 1|2 more releases than the ring holds (1: gives, 2: hears
  *                   when told): those not posted are posted by the next trim
  *                   and all go, none kept for good
+ *   fill            mallocs blocks of 1 MiB, then 64 KiB, 4 KiB and 256
+ *                   bytes until NULL or a block outside the region (the
+ *                   region is full for it),
+ *                   prints "full", then as hold
  *   hammer FD       sends blocks of 3 KiB - 300 KiB to FD, 512 at a time (eat
  *                   frees them and acks) while allocating and freeing its own; once a write
  *                   fails (the peer was killed) goes on for 20000 more
@@ -1115,6 +1119,18 @@ int main(int argc, char **argv)
     if (PINHEAP_NAME(malloc_check)() != 0)
       fail("malloc_check after the child", 1, 0);
     printf("forked ok\n");
+    argv[1] = "hold";
+  }
+  if (strcmp(argv[1], "fill") == 0) {
+    long n = 0;
+    void *kept = PINHEAP_NAME(malloc)(1000);   /* for hold's block, below */
+    for (size_t sz = (size_t)1 << 20; sz >= 256; sz /= 16) {
+      void *p;
+      while ((p = PINHEAP_NAME(malloc)(sz)) != NULL && PINHEAP_NAME(shm_contains)(p))
+        n++;                    /* (with the fallback on: until a block is private) */
+    }
+    PINHEAP_NAME(free)(kept);
+    printf("full after %ld\n", n);
     argv[1] = "hold";
   }
   if (strcmp(argv[1], "hold") == 0)

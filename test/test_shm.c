@@ -519,6 +519,44 @@ static void exhaust_run(const char *size, bool fallback)
   cr_assert(!shm_exists());
 }
 
+/* A process that joins a full region runs on its private heap: it is no
+ * member (index -1, no size, no name), keeps no reference (the object goes
+ * with the last member) and holds nobody's releases back.  Processes fill
+ * the region one after the other until one finds no room for its first
+ * arena.  Before: that one said index 3 and the region's size and name,
+ * and the object stayed after the members left. */
+Test(shm, a_process_on_the_fallback_is_no_member)
+{
+  job_set("fbjoin");
+  char *env_fb[] = { "PINHEAP_SHM_SIZE=16M", "PINHEAP_SHM_FALLBACK=1", NULL };
+  char *fill[] = { "fill", NULL };
+  bool found = false;
+  for (int k = 0; k < 6 && !found; k++) {
+    int w = spawn(fill, env_fb);
+    cr_assert(output_has(w, "ready", 20000), "filler %d: %s", k, workers[w].text);
+    const char *line = strstr(workers[w].text, "full after");
+    line = line != NULL ? strchr(line, '\n') : NULL;
+    int idx = -2, contains = -1;
+    char name[128] = "";
+    unsigned long size = 1;
+    cr_assert(line != NULL && sscanf(line + 1, "%d %*p %lu %127s %d", &idx, &size, name,
+                                     &contains) == 4, "filler %d: %s", k, workers[w].text);
+    if (contains == 0) {            /* its block is private: it runs on the fallback */
+      cr_assert(idx == -1 && size == 0 && strcmp(name, "-") == 0,
+                "filler %d runs on its private heap but says index %d, size %lu, name %s", k,
+                idx, size, name);
+      found = true;
+    }
+  }
+  cr_assert(found, "six processes never filled the region");
+  for (int i = 0; i < nworkers; i++) {
+    kill(workers[i].pid, SIGTERM);
+    const char *out = finish(i, 20000);
+    cr_assert(exited_ok(i), "filler %d (status %#x): %s", i, workers[i].status, out);
+  }
+  cr_assert(!shm_exists(), "the object stayed after its members left");
+}
+
 Test(shm, exhaustion_large_blocks_enomem)
 {
   job_set("exl");

@@ -343,6 +343,12 @@ static void text_print(const info_opts_t *opts, const info_t *info)
 
   const shm_conf_t *sc = &info->shm;
   printf("\nshared-memory heap: %s\n", sc->on ? "on" : "off (no PINHEAP_SHM_SIZE or SM_SIZE)");
+  if (sc->on)
+    printf("  malloc: %s\n",
+           info->process_enabled
+               ? "pinheap's: every block of the process is in the region"
+               : "NOT pinheap's in this process (the decision left it to glibc): only "
+                 "pinheap_malloc and its kin allocate in the region");
   for (int id = 0; id < SHM_PARAM_COUNT; id++) {
     char how[160];
     shm_param_text(info, (shm_param_id_t)id, how, sizeof(how));
@@ -553,6 +559,7 @@ static void json_print(const info_opts_t *opts, const info_t *info)
   const shm_conf_t *sc = &info->shm;
   puts("  \"shm\": {");
   printf("    \"on\": %s,\n", sc->on ? "true" : "false");
+  printf("    \"serves_malloc\": %s,\n", sc->on && info->process_enabled ? "true" : "false");
   printf("    \"size\": %zu,\n", sc->size);
   json_field("    ", "size_from", sc->size_from, 0);
   printf("    \"ranks\": %u,\n", sc->ranks);
