@@ -14,7 +14,9 @@
 
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 
 /* ---- the entry points (libc's signatures) ------------------------------- */
@@ -31,6 +33,10 @@ PH_HIDDEN int events_shmdt(const void *shmaddr);
 PH_HIDDEN int events_brk(void *addr);
 PH_HIDDEN void *events_sbrk(intptr_t increment);
 
+/** brk as the system call makes it (syscall(SYS_brk, addr)): the break
+ *  after the call, never -1; addr 0 only asks. */
+PH_HIDDEN uintptr_t events_brk_syscall(void *addr);
+
 /** event bit -> libc symbol -> entry point, for the relocation patcher and
  *  the info tool.  One event may have several symbols (mmap, mmap64). */
 typedef struct events_symbol_s {
@@ -42,16 +48,74 @@ extern PH_HIDDEN const events_symbol_t events_symbols[];
 extern PH_HIDDEN const unsigned events_symbols_count;
 
 /* ---- the derived events, for the layers that cause them ----------------- */
+/** The union of every registered handler's events (written under the
+ *  table's lock, read anywhere). */
+extern PH_HIDDEN atomic_int events_mask;
+/** Whether any handler wants one of these events: the one load of each
+ *  entry point's fast path. */
+PH_INLINE bool events_wanted(int bits)
+{
+  return (atomic_load_explicit(&events_mask, memory_order_relaxed) & bits) != 0;
+}
 /** Fires VM_UNMAPPED for [addr, addr+len) (before the range goes); source
  *  is PINHEAP_EVENT_SOURCE_*.  Nothing when len is 0. */
 PH_HIDDEN void events_vm_unmapped(void *addr, size_t len, int source);
 /** Fires VM_MAPPED for [addr, addr+len) (after the range appeared). */
 PH_HIDDEN void events_vm_mapped(void *addr, size_t len, int source);
+/** One line of /proc/self/maps. */
+typedef struct events_map_s {
+  uintptr_t lo, hi;         /* [lo, hi) */
+  uint64_t offset;          /* the file offset of lo */
+  unsigned dev_major, dev_minor;
+  uint64_t inode;           /* 0: not a file */
+} events_map_t;
+/** Calls fn for each line of /proc/self/maps, read in 4 KiB on the stack
+ *  (nothing allocated: pinheap may be the allocator), until fn returns
+ *  nonzero.  fn may map and unmap (the kernel resumes the read at the
+ *  address after the last line given).  errno kept.  @return -1 if the
+ *  file cannot be opened, else 0. */
+PH_HIDDEN int events_maps_walk(int (*fn)(const events_map_t *m, void *ctx), void *ctx);
 /** Connects the allocator's OS layer (its release and map slots) to the
  *  derived events.  Idempotent. */
 PH_HIDDEN void events_init(void);
 /** Events not delivered because handlers nested too deep (for the info
  *  tool and the tests). */
 PH_HIDDEN size_t events_dropped(void);
+
+/* ---- files.c: releases through a file, and syscall() --------------------- */
+/* fallocate, ftruncate, truncate (the 64 names are the same on LP64): no
+ * call event of their own; VM_UNMAPPED for every page of every mapping of
+ * the file that the call takes out, before the call.  libc's semantics. */
+PH_HIDDEN int files_fallocate(int fd, int mode, off_t offset, off_t len);
+PH_HIDDEN int files_ftruncate(int fd, off_t length);
+PH_HIDDEN int files_truncate(const char *path, off_t length);
+
+#if PH_RAW_SYSCALL            /* pinheap's syscall() (replace.c) exists */
+/** The system call numbers syscall() routes through the entry points: the
+ *  memory calls, and those that release through a file.  A switch the
+ *  compiler makes a bit test. */
+PH_INLINE bool files_syscall_is_memory(long nr)
+{
+  switch (nr) {
+  case SYS_mmap:
+  case SYS_munmap:
+  case SYS_mremap:
+  case SYS_madvise:
+  case SYS_brk:
+  case SYS_shmat:
+  case SYS_shmdt:
+  case SYS_fallocate:
+  case SYS_ftruncate:
+  case SYS_truncate:
+    return true;
+  default:
+    return false;
+  }
+}
+/** syscall(nr, a..f) for a number files_syscall_is_memory() took: the
+ *  entry point of that call, with the system call's return convention
+ *  (glibc's: -1 and errno on failure; brk returns the break). */
+PH_HIDDEN long files_syscall(long nr, long a, long b, long c, long d, long e, long f);
+#endif
 
 #endif /* PINHEAP_EVENTS_H */
