@@ -42,7 +42,7 @@ static ph_lock_t ms_all_lock;
 static void lock_futex(ph_lock_t *l, int op, int val)
 {
   int saved = errno;                      /* EAGAIN, EINTR: the caller looks again */
-  syscall(SYS_futex, &l->held, op, val, NULL, NULL, 0);
+  ph_syscall(SYS_futex, &l->held, op, val, NULL, NULL, 0);
   errno = saved;
 }
 
@@ -144,7 +144,7 @@ void malloc_postfork_unlock(void)
 static long cpu_count(void)
 {
   unsigned long mask[16];
-  long n = syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
+  long n = ph_syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
   long cpus = 0;
   for (long i = 0; n > 0 && i < n / (long)sizeof(mask[0]); i++)
     cpus += __builtin_popcountl(mask[i]);

@@ -46,17 +46,17 @@ extern int __interceptor_munmap(void *addr, size_t len);
 #else
 static void *os_raw_mmap(void *addr, size_t len, int prot, int flags, int fd, long off)
 {
-  return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+  return (void *)ph_syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 }
-static int os_raw_munmap(void *addr, size_t len) { return (int)syscall(SYS_munmap, addr, len); }
+static int os_raw_munmap(void *addr, size_t len) { return (int)ph_syscall(SYS_munmap, addr, len); }
 #endif
 static int os_raw_madvise(void *addr, size_t len, int advice)
 {
-  return (int)syscall(SYS_madvise, addr, len, advice);
+  return (int)ph_syscall(SYS_madvise, addr, len, advice);
 }
 static void *os_raw_mremap(void *addr, size_t oldlen, size_t newlen, int flags, void *to)
 {
-  return (void *)syscall(SYS_mremap, addr, oldlen, newlen, flags, to);
+  return (void *)ph_syscall(SYS_mremap, addr, oldlen, newlen, flags, to);
 }
 
 /* The kernel as the hooks layer wants it entered for releases (NULL: the
@@ -246,7 +246,7 @@ PH_HOT void *os_map_reserved(void *hint, size_t size, size_t reserve, size_t ali
 PH_HOT int os_open(void *addr, size_t len)
 {
   int saved = errno;
-  long r = syscall(SYS_mprotect, addr, len, PROT_READ | PROT_WRITE);
+  long r = ph_syscall(SYS_mprotect, addr, len, PROT_READ | PROT_WRITE);
 
   if (r != 0 && errno != ENOMEM && errno != EAGAIN)
     ph_fatal("mprotect", "unexpected error opening reserved memory at", addr);

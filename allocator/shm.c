@@ -202,11 +202,11 @@ static mstate_t *shm_fail(void)
 
 static void *shm_sys_mmap(void *addr, size_t len, int prot, int flags, int fd)
 {
-  long r = syscall(SYS_mmap, addr, len, prot, flags, fd, 0L);
+  long r = ph_syscall(SYS_mmap, addr, len, prot, flags, fd, 0L);
   return r == -1 ? MAP_FAILED : (void *)r;
 }
 
-static void shm_sys_munmap(void *addr, size_t len) { syscall(SYS_munmap, addr, len); }
+static void shm_sys_munmap(void *addr, size_t len) { ph_syscall(SYS_munmap, addr, len); }
 
 static uint64_t shm_now_ms(void)
 {
@@ -1099,7 +1099,7 @@ void shm_fork_child(void)
   if (copy == MAP_FAILED)
     ph_fatal("fork", "no memory for the child's copy of the shared heap at", h);
   memcpy(copy, h, used);
-  if (syscall(SYS_mremap, copy, used, used, MREMAP_MAYMOVE | MREMAP_FIXED, h) != (long)(uintptr_t)h)
+  if (ph_syscall(SYS_mremap, copy, used, used, MREMAP_MAYMOVE | MREMAP_FIXED, h) != (long)(uintptr_t)h)
     ph_fatal("fork", "cannot move the child's copy of the shared heap to", h);
   /* beyond the part in use: nothing of the job's, and no new slices */
   if (h->size > used)

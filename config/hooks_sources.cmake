@@ -6,6 +6,7 @@ list(APPEND PINHEAP_HOOKS_SOURCES
   hooks/probe.c
   hooks/decision.c
   hooks/events.c
+  hooks/files.c
   hooks/peers.c
   hooks/reloc.c
   hooks/copies.c

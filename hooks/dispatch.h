@@ -97,7 +97,9 @@ extern PH_HIDDEN const replace_self_t replace_self;
  * the memory calls, then the malloc family. */
 typedef struct replace_symbol_s {
   const char *name;         /* "munmap" */
-  int event;                /* PINHEAP_EVENT_* call event; 0: malloc family */
+  int event;                /* PINHEAP_EVENT_* call event; 0: malloc family;
+                             * PINHEAP_EVENT_VM_UNMAPPED: no call event, the
+                             * call derives releases only (hooks/files.c) */
   void *self;               /* replace.c's exported definition */
   void *entry;              /* what a patched slot points at */
 } replace_symbol_t;

@@ -5,7 +5,9 @@
  * entry points: events_chain_run() (static) and the events_* of events.h.
  *
  * Three sources feed it: the interposers of replace.c (or GOT slots a
- * patcher points here) for application calls, the allocator's OS layer
+ * patcher points here) for application calls -- with files.c's, which
+ * derive VM_UNMAPPED for pages a file call takes out of its mappings, and
+ * route syscall()'s memory numbers here -- the allocator's OS layer
  * (its release and map slots, connected by events_init) and the release
  * listeners of release.c, which are VM_UNMAPPED handlers themselves.
  *
@@ -104,7 +106,7 @@ PH_COLD_BSS static events_link_t events_order[EVENTS_MAX_HANDLERS];
 PH_HOT_DATA static int events_slots_used;
 PH_HOT_DATA static atomic_int events_order_n;
 PH_HOT_DATA static atomic_ulong events_order_seq;     /* odd while events_order changes */
-PH_HOT_DATA static atomic_int events_mask;            /* union of every slot's mask */
+PH_HOT_DATA atomic_int events_mask;                   /* union of every slot's mask */
 PH_HOT_DATA static unsigned long events_serial;       /* under events_lock */
 PH_HOT_DATA static ph_lock_t events_lock;             /* serializes set/unset */
 
@@ -264,13 +266,6 @@ PH_HOT static PH_NOINLINE int events_chain_run(int type, pinheap_event_t *ev)
   return rc;
 }
 
-/* Whether any handler wants one of these events: the one load of the fast
- * path. */
-PH_INLINE bool events_wanted(int bits)
-{
-  return (atomic_load_explicit(&events_mask, memory_order_relaxed) & bits) != 0;
-}
-
 void events_vm_unmapped(void *addr, size_t len, int source)
 {
   if (len == 0 || !events_wanted(PINHEAP_EVENT_VM_UNMAPPED))
@@ -375,7 +370,7 @@ PH_HOT void *events_mmap(void *addr, size_t length, int prot, int flags, int fd,
                                PINHEAP_EVENT_VM_UNMAPPED)))
     return peers_mmap(addr, length, prot, flags, fd, offset);
   if (peers_returning(addr))
-    return (void *)syscall(SYS_mmap, addr, length, prot, flags, fd, offset);
+    return (void *)ph_syscall(SYS_mmap, addr, length, prot, flags, fd, offset);
   return events_mmap_slow(addr, length, prot, flags, fd, offset);
 }
 
@@ -399,7 +394,7 @@ PH_HOT int events_munmap(void *addr, size_t length)
   if (ph_likely(!events_wanted(PINHEAP_EVENT_MUNMAP | PINHEAP_EVENT_VM_UNMAPPED)))
     return peers_munmap(addr, length);
   if (peers_returning(addr))
-    return (int)syscall(SYS_munmap, addr, length);
+    return (int)ph_syscall(SYS_munmap, addr, length);
   return events_munmap_slow(addr, length);
 }
 
@@ -460,7 +455,7 @@ PH_HOT void *events_mremap(void *old_address, size_t old_size, size_t new_size, 
                                PINHEAP_EVENT_VM_UNMAPPED)))
     return peers_mremap(old_address, old_size, new_size, flags, new_address);
   if (peers_returning(old_address))
-    return (void *)syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address);
+    return (void *)ph_syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address);
   return events_mremap_slow(old_address, old_size, new_size, flags, new_address);
 }
 
@@ -508,89 +503,98 @@ PH_HOT int events_madvise(void *addr, size_t length, int advice)
   if (ph_likely(!events_wanted(PINHEAP_EVENT_MADVISE | PINHEAP_EVENT_VM_UNMAPPED)))
     return peers_madvise(addr, length, advice);
   if (peers_returning(addr))
-    return (int)syscall(SYS_madvise, addr, length, advice);
+    return (int)ph_syscall(SYS_madvise, addr, length, advice);
   return events_madvise_slow(addr, length, advice);
 }
 
-/* ---- /proc/self/maps ------------------------------------------------------ */
+/* ---- /proc/self/maps, read without allocating ----------------------------- */
 
-/* A hexadecimal field of a maps line from *p up to stop (or the line's
- * end); *p is left after the stop character. */
-static uint64_t events_hex(const char **p, const char *end, char stop)
+/* The number in [*c, end) in base (16 or 10), up to the first character
+ * that is not a digit of it; *c left there. */
+static uint64_t events_maps_num(const char **c, const char *end, unsigned base)
 {
   uint64_t v = 0;
-  const char *q = *p;
-  for (; q < end && *q != stop; q++)
-    v = v * 16 + (uint64_t)(*q <= '9' ? *q - '0' : (*q | 0x20) - 'a' + 10);
-  *p = q < end ? q + 1 : end;
+  for (; *c < end; (*c)++) {
+    unsigned ch = (unsigned char)**c, d;
+    if (ch >= '0' && ch <= '9')
+      d = ch - '0';
+    else if (base == 16 && (ch | 0x20) >= 'a' && (ch | 0x20) <= 'f')
+      d = (ch | 0x20) - 'a' + 10;
+    else
+      break;
+    v = v * base + d;
+  }
   return v;
 }
 
-/* One line "lo-hi perms offset major:minor inode   path" into m. */
-static void events_map_parse(const char *line, const char *end, events_map_t *m)
+/* Parses "lo-hi perms offset major:minor inode [path]" from [c, end): the
+ * fields come first, so a line cut after them (a long path) still parses. */
+static void events_maps_parse(const char *c, const char *end, events_map_t *m)
 {
-  const char *p = line;
-  m->lo = (uintptr_t)events_hex(&p, end, '-');
-  m->hi = (uintptr_t)events_hex(&p, end, ' ');
-  while (p < end && *p != ' ')
-    p++;                                   /* perms */
-  p += p < end;
-  m->offset = events_hex(&p, end, ' ');
-  m->dev = events_hex(&p, end, ':') << 32;
-  m->dev |= events_hex(&p, end, ' ');
-  m->inode = 0;
-  for (; p < end && *p >= '0' && *p <= '9'; p++)
-    m->inode = m->inode * 10 + (uint64_t)(*p - '0');
-  while (p < end && *p == ' ')
-    p++;
-  m->path = p;
-  m->path_len = (size_t)(end - p);
+  m->lo = (uintptr_t)events_maps_num(&c, end, 16);
+  c += c < end;                                   /* '-' */
+  m->hi = (uintptr_t)events_maps_num(&c, end, 16);
+  while (c < end && *c == ' ')
+    c++;
+  while (c < end && *c != ' ')                    /* perms */
+    c++;
+  c += c < end;
+  m->offset = events_maps_num(&c, end, 16);
+  c += c < end;
+  m->dev_major = (unsigned)events_maps_num(&c, end, 16);
+  c += c < end;                                   /* ':' */
+  m->dev_minor = (unsigned)events_maps_num(&c, end, 16);
+  c += c < end;
+  m->inode = events_maps_num(&c, end, 10);
+  while (c < end && *c == ' ')
+    c++;
+  m->path = c;                                    /* (cut, in a line cut short) */
+  m->path_len = (size_t)(end - c);
 }
 
 int events_maps_walk(int (*fn)(const events_map_t *m, void *ctx), void *ctx)
 {
   char buf[4096];
   size_t have = 0;
-  bool skipping = false;                   /* the rest of a line too long to hold */
-  int saved = errno, stopped = 0;
-  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  int saved = errno, stop = 0;
+  bool skipping = false;         /* inside a line longer than buf, parsed already */
+  int fd = (int)ph_syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
 
   if (fd < 0) {
     errno = saved;
     return -1;
   }
-  while (!stopped) {
-    ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
+  while (!stop) {
+    ssize_t n = ph_syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
     if (n <= 0)
       break;
     have += (size_t)n;
     size_t start = 0;
-    for (size_t i = 0; i < have && !stopped; i++) {
+    for (size_t i = 0; i < have && !stop; i++) {
       if (buf[i] != '\n')
         continue;
       if (!skipping) {
         events_map_t m;
-        events_map_parse(buf + start, buf + i, &m);
-        stopped = fn(&m, ctx);
+        events_maps_parse(buf + start, buf + i, &m);
+        stop = fn(&m, ctx);
       }
       skipping = false;
       start = i + 1;
     }
-    if (start == 0 && have == sizeof(buf) && !skipping) {
-      /* a line longer than the buffer (a long path): its fields come
-       * first; the path is cut */
-      events_map_t m;
-      events_map_parse(buf, buf + have, &m);
-      stopped = fn(&m, ctx);
+    if (start == 0 && have == sizeof(buf)) {
+      /* one line fills the buffer: its fields are at its start */
+      if (!skipping) {
+        events_map_t m;
+        events_maps_parse(buf, buf + have, &m);
+        stop = fn(&m, ctx);
+      }
       skipping = true;
-      start = have;
-    } else if (skipping && start == 0) {
       start = have;
     }
     memmove(buf, buf + start, have - start);
     have -= start;
   }
-  syscall(SYS_close, fd);
+  ph_syscall(SYS_close, fd);
   errno = saved;
   return 0;
 }
@@ -603,7 +607,7 @@ static size_t events_shm_size(int shmid)
   struct shmid_ds ds;
   int saved = errno;
 
-  if (syscall(SYS_shmctl, shmid, IPC_STAT, &ds) != 0) {
+  if (ph_syscall(SYS_shmctl, shmid, IPC_STAT, &ds) != 0) {
     errno = saved;
     return 0;
   }
@@ -622,7 +626,8 @@ typedef struct events_shmdt_walk_s {
   uintptr_t addr;
   uint64_t limit;                          /* addr + size, or UINT64_MAX */
   bool found;
-  uint64_t dev, inode;
+  unsigned dev_major, dev_minor;
+  uint64_t inode;
   int n;
   uintptr_t lo[EVENTS_SHM_RANGES], hi[EVENTS_SHM_RANGES];
 } events_shmdt_walk_t;
@@ -640,11 +645,13 @@ static int events_shmdt_line(const events_map_t *m, void *ctx)
     return 0;
   if (!w->found) {
     w->found = true;
-    w->dev = m->dev;
+    w->dev_major = m->dev_major;
+    w->dev_minor = m->dev_minor;
     w->inode = m->inode;                   /* a segment's inode is its id */
     size_t size = events_shm_size((int)m->inode);
     w->limit = size != 0 ? (uint64_t)w->addr + size : UINT64_MAX;
-  } else if (m->dev != w->dev || m->inode != w->inode) {
+  } else if (m->dev_major != w->dev_major || m->dev_minor != w->dev_minor ||
+             m->inode != w->inode) {
     return 0;
   }
   if (m->hi > w->limit)
@@ -712,7 +719,7 @@ PH_HOT void *events_shmat(int shmid, const void *shmaddr, int shmflg)
                                PINHEAP_EVENT_VM_UNMAPPED)))
     return peers_shmat(shmid, shmaddr, shmflg);
   if (peers_returning(shmaddr))
-    return (void *)syscall(SYS_shmat, shmid, shmaddr, shmflg);
+    return (void *)ph_syscall(SYS_shmat, shmid, shmaddr, shmflg);
   return events_shmat_slow(shmid, shmaddr, shmflg);
 }
 
@@ -733,7 +740,7 @@ PH_HOT int events_shmdt(const void *shmaddr)
   if (ph_likely(!events_wanted(PINHEAP_EVENT_SHMDT | PINHEAP_EVENT_VM_UNMAPPED)))
     return peers_shmdt(shmaddr);
   if (peers_returning(shmaddr))
-    return (int)syscall(SYS_shmdt, shmaddr);
+    return (int)ph_syscall(SYS_shmdt, shmaddr);
   return events_shmdt_slow(shmaddr);
 }
 
@@ -750,31 +757,37 @@ static uintptr_t events_curbrk(void)
 {
   void *cur = __atomic_load_n(&__curbrk, __ATOMIC_RELAXED);
   if (cur == NULL) {
-    cur = (void *)syscall(SYS_brk, 0);
+    cur = (void *)ph_syscall(SYS_brk, 0);
     __atomic_store_n(&__curbrk, cur, __ATOMIC_RELAXED);
   }
   return (uintptr_t)cur;
 }
 
 /* Moves the break to addr: VM_UNMAPPED before a shrink, VM_MAPPED after a
- * growth (the whole pages between the old and new break).  As glibc's brk:
- * 0, or -1 with ENOMEM. */
-static int events_brk_move(void *addr, bool report)
+ * growth (the whole pages between the old and new break).  As the system
+ * call: the break after it (the old one if the kernel refused). */
+static uintptr_t events_brk_set(void *addr, bool report)
 {
   uintptr_t old = events_curbrk(), want = (uintptr_t)addr;
   uintptr_t old_top = events_page_up(old), want_top = events_page_up(want);
 
   if (want_top < old_top && report)
     events_vm_unmapped((void *)want_top, old_top - want_top, PINHEAP_EVENT_SOURCE_APP);
-  uintptr_t now = report ? peers_brk(addr) : (uintptr_t)syscall(SYS_brk, addr);
+  uintptr_t now = report ? peers_brk(addr) : (uintptr_t)ph_syscall(SYS_brk, addr);
   __atomic_store_n(&__curbrk, (void *)now, __ATOMIC_RELAXED);
-  if (now < want) {
+  uintptr_t now_top = events_page_up(now);
+  if (now >= want && now_top > old_top && report)
+    events_vm_mapped((void *)old_top, now_top - old_top, PINHEAP_EVENT_SOURCE_APP);
+  return now;
+}
+
+/* As glibc's brk: 0, or -1 with ENOMEM. */
+static int events_brk_move(void *addr, bool report)
+{
+  if (events_brk_set(addr, report) < (uintptr_t)addr) {
     errno = ENOMEM;
     return -1;
   }
-  uintptr_t now_top = events_page_up(now);
-  if (now_top > old_top && report)
-    events_vm_mapped((void *)old_top, now_top - old_top, PINHEAP_EVENT_SOURCE_APP);
   return 0;
 }
 
@@ -791,6 +804,22 @@ PH_HOT int events_brk(void *addr)
     addr = ev.brk.address;
   }
   return events_brk_move(addr, true);
+}
+
+uintptr_t events_brk_syscall(void *addr)
+{
+  /* brk(0) asks where the break is: nothing moves */
+  if (addr == NULL || ph_unlikely(peers_returning(addr)))
+    return events_brk_set(addr, false);
+  if (events_wanted(PINHEAP_EVENT_BRK)) {
+    pinheap_event_t ev;
+    ev.brk.result = -1;
+    ev.brk.address = addr;
+    if (events_chain_run(PINHEAP_EVENT_BRK, &ev) == PINHEAP_EVENT_STOP)
+      return ev.brk.result == 0 ? (uintptr_t)ev.brk.address : events_curbrk();
+    addr = ev.brk.address;
+  }
+  return events_brk_set(addr, true);
 }
 
 PH_HOT void *events_sbrk(intptr_t increment)

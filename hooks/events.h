@@ -14,7 +14,9 @@
 
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 
 /* ---- the entry points (libc's signatures) ------------------------------- */
@@ -31,6 +33,10 @@ PH_HIDDEN int events_shmdt(const void *shmaddr);
 PH_HIDDEN int events_brk(void *addr);
 PH_HIDDEN void *events_sbrk(intptr_t increment);
 
+/** brk as the system call makes it (syscall(SYS_brk, addr)): the break
+ *  after the call, never -1; addr 0 only asks. */
+PH_HIDDEN uintptr_t events_brk_syscall(void *addr);
+
 /** event bit -> libc symbol -> entry point, for the relocation patcher and
  *  the info tool.  One event may have several symbols (mmap, mmap64). */
 typedef struct events_symbol_s {
@@ -42,6 +48,15 @@ extern PH_HIDDEN const events_symbol_t events_symbols[];
 extern PH_HIDDEN const unsigned events_symbols_count;
 
 /* ---- the derived events, for the layers that cause them ----------------- */
+/** The union of every registered handler's events (written under the
+ *  table's lock, read anywhere). */
+extern PH_HIDDEN atomic_int events_mask;
+/** Whether any handler wants one of these events: the one load of each
+ *  entry point's fast path. */
+PH_INLINE bool events_wanted(int bits)
+{
+  return (atomic_load_explicit(&events_mask, memory_order_relaxed) & bits) != 0;
+}
 /** Fires VM_UNMAPPED for [addr, addr+len) (before the range goes); source
  *  is PINHEAP_EVENT_SOURCE_*.  Nothing when len is 0. */
 PH_HIDDEN void events_vm_unmapped(void *addr, size_t len, int source);
@@ -50,18 +65,20 @@ PH_HIDDEN void events_vm_mapped(void *addr, size_t len, int source);
 /** Whether madvise with this advice takes the range's pages away (they
  *  read back as zeros or as the file, or fault): a release. */
 PH_HIDDEN bool events_advice_releases(int advice);
-/** One line of /proc/self/maps.  path is not NUL-terminated (path_len
- *  bytes; cut for a line longer than 4 KiB); dev is major << 32 | minor. */
+/** One line of /proc/self/maps. */
 typedef struct events_map_s {
-  uintptr_t lo, hi;
-  uint64_t offset, dev, inode;
-  const char *path;
-  size_t path_len;
+  uintptr_t lo, hi;         /* [lo, hi) */
+  uint64_t offset;          /* the file offset of lo */
+  unsigned dev_major, dev_minor;
+  uint64_t inode;           /* 0: not a file */
+  const char *path;         /* path_len bytes, not NUL-terminated (cut in a */
+  size_t path_len;          /* line longer than 4 KiB) */
 } events_map_t;
-/** Calls fn for each mapping of the process in address order, reading
- *  /proc/self/maps with system calls only (nothing allocated: pinheap may
- *  be the allocator), until fn returns non-zero.  errno is kept.
- *  @return 0, or -1 if the file cannot be opened. */
+/** Calls fn for each line of /proc/self/maps, read in 4 KiB on the stack
+ *  (nothing allocated: pinheap may be the allocator), until fn returns
+ *  nonzero.  fn may map and unmap (the kernel resumes the read at the
+ *  address after the last line given).  errno kept.  @return -1 if the
+ *  file cannot be opened, else 0. */
 PH_HIDDEN int events_maps_walk(int (*fn)(const events_map_t *m, void *ctx), void *ctx);
 /** Calls fn for each range shmdt(addr) is about to detach: every mapping
  *  of the segment attached at addr, fragments included (split by mprotect,
@@ -74,5 +91,41 @@ PH_HIDDEN void events_init(void);
 /** Events not delivered because handlers nested too deep (for the info
  *  tool and the tests). */
 PH_HIDDEN size_t events_dropped(void);
+
+/* ---- files.c: releases through a file, and syscall() --------------------- */
+/* fallocate, ftruncate, truncate (the 64 names are the same on LP64): no
+ * call event of their own; VM_UNMAPPED for every page of every mapping of
+ * the file that the call takes out, before the call.  libc's semantics. */
+PH_HIDDEN int files_fallocate(int fd, int mode, off_t offset, off_t len);
+PH_HIDDEN int files_ftruncate(int fd, off_t length);
+PH_HIDDEN int files_truncate(const char *path, off_t length);
+
+#if PH_RAW_SYSCALL            /* pinheap's syscall() (replace.c) exists */
+/** The system call numbers syscall() routes through the entry points: the
+ *  memory calls, and those that release through a file.  A switch the
+ *  compiler makes a bit test. */
+PH_INLINE bool files_syscall_is_memory(long nr)
+{
+  switch (nr) {
+  case SYS_mmap:
+  case SYS_munmap:
+  case SYS_mremap:
+  case SYS_madvise:
+  case SYS_brk:
+  case SYS_shmat:
+  case SYS_shmdt:
+  case SYS_fallocate:
+  case SYS_ftruncate:
+  case SYS_truncate:
+    return true;
+  default:
+    return false;
+  }
+}
+/** syscall(nr, a..f) for a number files_syscall_is_memory() took: the
+ *  entry point of that call, with the system call's return convention
+ *  (glibc's: -1 and errno on failure; brk returns the break). */
+PH_HIDDEN long files_syscall(long nr, long a, long b, long c, long d, long e, long f);
+#endif
 
 #endif /* PINHEAP_EVENTS_H */

@@ -162,7 +162,7 @@ static __thread int fabric_in_notify __attribute__((tls_model("initial-exec")));
 /* ---- the lock ------------------------------------------------------------- */
 static int fabric_tid(void)
 {
-  return (int)syscall(SYS_gettid);
+  return (int)ph_syscall(SYS_gettid);
 }
 
 /* Records the pthread mutexes in libfabric's writable data that this

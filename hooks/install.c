@@ -33,7 +33,13 @@
  *      unmapped.  malloc must return pinheap's memory and free take it.
  *
  * What is patched.  The memory calls (mmap ... sbrk), always, so that
- * release events reach the handlers however pinheap was loaded.  The
+ * release events reach the handlers however pinheap was loaded; with them
+ * the calls that release through a file (fallocate, ftruncate, truncate)
+ * and syscall(), which have no call event (replace_symbols gives them
+ * PINHEAP_EVENT_VM_UNMAPPED): interposed or slot-patched, never code
+ * patched (glibc calls none of them to give memory back), and verified by
+ * where the process's calls go -- syscall() by a call of its munmap number,
+ * which fires MUNMAP.  The
  * malloc family only when the decision enabled pinheap and pinheap's object
  * was loaded at start-up (linked directly or as a dependency of one):
  * replacing malloc in a library loaded later by dlopen would send blocks
@@ -59,6 +65,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "chunk.h"
@@ -66,7 +73,7 @@
 #include "pinheap.h"
 #include "startup.h"
 
-#define INSTALL_MAX 32
+#define INSTALL_MAX 48
 
 /* The probe's arguments: no program passes these (an unaligned address
  * below the first page, a length and an sbrk increment no heap can take).
@@ -239,6 +246,38 @@ PH_STARTUP static int install_probe_call(int event, void *fn)
   return (__atomic_load_n(&install_probe_hits, __ATOMIC_RELAXED) & event) != 0;
 }
 
+/* The memory call replace_symbols[i] has a call event (mmap ... sbrk); the
+ * others with an event (fallocate, ftruncate, truncate, syscall) derive
+ * VM_UNMAPPED only. */
+PH_STARTUP static int install_is_call(unsigned i)
+{
+  return (replace_symbols[i].event & PINHEAP_EVENT_CALLS) != 0;
+}
+
+/* A call that derives VM_UNMAPPED only reaches pinheap.  syscall() is
+ * called with the probe's munmap (its MUNMAP event must fire); fallocate,
+ * ftruncate and truncate have no call event to stop them and would release
+ * nothing without a mapped file, so they are verified by where the
+ * process's calls go: the resolved function, or a patched slot's value, is
+ * pinheap's. */
+PH_STARTUP static int install_verify_derived(unsigned i, int probing)
+{
+  const replace_symbol_t *s = &replace_symbols[i];
+  void *fn = install_resolved(s->name);
+  if (fn == NULL)
+    return 0;
+  if (strcmp(s->name, "syscall") == 0) {
+    int saved = errno;
+    if (!probing)
+      return 0;
+    __atomic_and_fetch(&install_probe_hits, ~PINHEAP_EVENT_MUNMAP, __ATOMIC_RELAXED);
+    ((long (*)(long, ...))fn)((long)SYS_munmap, INSTALL_PROBE_ADDR, INSTALL_PROBE_LEN);
+    errno = saved;
+    return (__atomic_load_n(&install_probe_hits, __ATOMIC_RELAXED) & PINHEAP_EVENT_MUNMAP) != 0;
+  }
+  return fn == s->self || fn == s->entry;
+}
+
 /* ======================================================================= */
 /*  installation                                                            */
 /* ======================================================================= */
@@ -381,8 +420,8 @@ PH_STARTUP void install_run(void)
     install_code[i].text = install_code_text[i];
     if (install_code[i].text[0] != '\0')   /* (written only when needed: the */
       install_code[i].text[0] = '\0';      /* texts' pages stay untouched) */
-    if (!code || replace_symbols[i].event == 0)
-      continue;
+    if (!code || !install_is_call(i))
+      continue;                /* libc's fallocate, ftruncate, syscall: see the top */
     install_code[i].name = replace_symbols[i].name;
     install_code[i].target = replace_symbols[i].entry;
   }
@@ -448,7 +487,7 @@ PH_STARTUP void install_run(void)
         }
     }
     for (unsigned i = 0; i < n; i++) {
-      if (replace_symbols[i].event == 0)
+      if (!install_is_call(i))
         continue;
       const patch_site_t *ps = &install_code[install_code_alias[i]];
       if (install_code[i].entry == NULL)
@@ -485,6 +524,15 @@ PH_STARTUP void install_run(void)
     install_sym_t *st = &install_syms[i];
     if (s->event == 0 || st->method == PINHEAP_INSTALL_NONE || !events)
       continue;
+    if (!install_is_call(i)) {
+      if (st->method == PINHEAP_INSTALL_RELOC && st->slots == 0) {
+        uncalled++;
+        continue;
+      }
+      st->verified = install_verify_derived(i, probing);
+      missed += !st->verified;
+      continue;
+    }
     /* code patched: glibc's own function must fire the event */
     int code_ok = st->code != PINHEAP_CODE_PATCHED ||
                   (probing && install_probe_call(s->event, install_code[install_code_alias[i]].entry));

@@ -238,13 +238,13 @@ PH_STARTUP static unsigned char *patch_tramp_map(uintptr_t lo, uintptr_t hi)
     for (int k = 0; k < 2; k++) {
       if (k == 0 && d > lo)
         continue;
-      long r = syscall(SYS_mmap, cand[k], page, PROT_READ | PROT_WRITE | PROT_EXEC,
+      long r = ph_syscall(SYS_mmap, cand[k], page, PROT_READ | PROT_WRITE | PROT_EXEC,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0L);
       if (r == -1)
         continue;
       if ((uintptr_t)r == cand[k])
         return (unsigned char *)r;
-      syscall(SYS_munmap, r, page);  /* an old kernel took it as a hint */
+      ph_syscall(SYS_munmap, r, page);  /* an old kernel took it as a hint */
     }
   }
   return NULL;
@@ -408,7 +408,7 @@ PH_STARTUP int patch_threads_running(void)
 #endif
   char buf[4096];
   int saved = errno;
-  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+  int fd = (int)ph_syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
   long have = 0, n;
 
   if (fd < 0) {
@@ -416,9 +416,9 @@ PH_STARTUP int patch_threads_running(void)
     return 1;                     /* unknown: assume they do */
   }
   while (have < (long)sizeof(buf) - 1 &&
-         (n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have)) > 0)
+         (n = ph_syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have)) > 0)
     have += n;
-  syscall(SYS_close, fd);
+  ph_syscall(SYS_close, fd);
   errno = saved;
   buf[have] = '\0';
   const char *t = strstr(buf, "\nThreads:");

@@ -370,14 +370,14 @@ static PH_NOINLINE uintptr_t peers_brk_via(void *e, void *addr)
   peers_busy = was;
   peers_busy_addr = saved;
   errno = err;
-  return (uintptr_t)syscall(SYS_brk, 0);   /* the break the hook left */
+  return (uintptr_t)ph_syscall(SYS_brk, 0);   /* the break the hook left */
 }
 
 PH_HOT void *peers_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
   void *e = peers_route(PEERS_MMAP, addr);
   if (ph_likely(e == NULL))
-    return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+    return (void *)ph_syscall(SYS_mmap, addr, len, prot, flags, fd, off);
   return peers_mmap_via(e, addr, len, prot, flags, fd, off);
 }
 
@@ -385,7 +385,7 @@ PH_HOT int peers_munmap(void *addr, size_t len)
 {
   void *e = peers_route(PEERS_MUNMAP, addr);
   if (ph_likely(e == NULL))
-    return (int)syscall(SYS_munmap, addr, len);
+    return (int)ph_syscall(SYS_munmap, addr, len);
   return peers_munmap_via(e, addr, len);
 }
 
@@ -393,7 +393,7 @@ PH_HOT void *peers_mremap(void *addr, size_t old_len, size_t new_len, int flags,
 {
   void *e = peers_route(PEERS_MREMAP, addr);
   if (ph_likely(e == NULL))
-    return (void *)syscall(SYS_mremap, addr, old_len, new_len, flags, new_addr);
+    return (void *)ph_syscall(SYS_mremap, addr, old_len, new_len, flags, new_addr);
   return peers_mremap_via(e, addr, old_len, new_len, flags, new_addr);
 }
 
@@ -401,7 +401,7 @@ PH_HOT int peers_madvise(void *addr, size_t len, int advice)
 {
   void *e = peers_route(PEERS_MADVISE, addr);
   if (ph_likely(e == NULL))
-    return (int)syscall(SYS_madvise, addr, len, advice);
+    return (int)ph_syscall(SYS_madvise, addr, len, advice);
   return peers_madvise_via(e, addr, len, advice);
 }
 
@@ -409,7 +409,7 @@ PH_HOT void *peers_shmat(int shmid, const void *addr, int flags)
 {
   void *e = peers_route(PEERS_SHMAT, addr);
   if (ph_likely(e == NULL))
-    return (void *)syscall(SYS_shmat, shmid, addr, flags);
+    return (void *)ph_syscall(SYS_shmat, shmid, addr, flags);
   return peers_shmat_via(e, shmid, addr, flags);
 }
 
@@ -417,7 +417,7 @@ PH_HOT int peers_shmdt(const void *addr)
 {
   void *e = peers_route(PEERS_SHMDT, addr);
   if (ph_likely(e == NULL))
-    return (int)syscall(SYS_shmdt, addr);
+    return (int)ph_syscall(SYS_shmdt, addr);
   return peers_shmdt_via(e, addr);
 }
 
@@ -425,7 +425,7 @@ PH_HOT uintptr_t peers_brk(void *addr)
 {
   void *e = peers_route(PEERS_BRK, addr);
   if (ph_likely(e == NULL))
-    return (uintptr_t)syscall(SYS_brk, addr);
+    return (uintptr_t)ph_syscall(SYS_brk, addr);
   return peers_brk_via(e, addr);
 }
 

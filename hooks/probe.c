@@ -148,7 +148,7 @@ static int dir_scan(const char *dirpath, const char *dir, size_t first, unit_sca
   }
   if (fd >= 0) {
     while (scan != NULL ? open_units > 0 : !found) {
-      long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+      long n = ph_syscall(SYS_getdents64, fd, buf, sizeof(buf));
       if (n <= 0)
         break;   /* end of directory, or an error: what was seen is the answer */
       for (long off = 0; off < n && (scan != NULL ? open_units > 0 : !found);) {

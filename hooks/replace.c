@@ -1,9 +1,11 @@
 /*
  * replace.c -- the only unprefixed symbols pinheap defines (the allow-list
  * of test/nm_allowlist.txt): the malloc family, each one indirect jump
- * through dispatch_table, and the memory calls (mmap, mmap64, munmap,
- * mremap, madvise, shmat, shmdt, brk, sbrk), each a call of its event entry
- * point (hooks/events.h), which runs the event chain and enters the kernel.
+ * through dispatch_table, the memory calls (mmap, mmap64, munmap, mremap,
+ * madvise, shmat, shmdt, brk, sbrk), each a call of its event entry point
+ * (hooks/events.h), which runs the event chain and enters the kernel, and
+ * the calls that release pages through a file (fallocate, ftruncate,
+ * truncate and their 64 names) and syscall() (hooks/files.c).
  *
  * Linked whole into a runtime's core library that the program loads at
  * start-up, these interpose glibc's for the whole process, glibc's internal
@@ -103,6 +105,49 @@ PH_HOT PH_REPLACE int brk(void *addr) { return events_brk(addr); }
 PH_HOT PH_REPLACE void *sbrk(intptr_t increment) { return events_sbrk(increment); }
 
 /* ======================================================================= */
+/*  releases through a file, syscall() (hooks/files.c)                      */
+/* ======================================================================= */
+
+/* No call event of their own: the pages of the file's mappings that the
+ * call takes out are reported (VM_UNMAPPED) before it.  On LP64 the 64
+ * names take the same off_t. */
+PH_REPLACE int fallocate(int fd, int mode, off_t off, off_t len)
+{
+  return files_fallocate(fd, mode, off, len);
+}
+
+PH_REPLACE int fallocate64(int fd, int mode, off_t off, off_t len)
+{
+  return files_fallocate(fd, mode, off, len);
+}
+
+PH_REPLACE int ftruncate(int fd, off_t len) { return files_ftruncate(fd, len); }
+PH_REPLACE int ftruncate64(int fd, off_t len) { return files_ftruncate(fd, len); }
+PH_REPLACE int truncate(const char *path, off_t len) { return files_truncate(path, len); }
+PH_REPLACE int truncate64(const char *path, off_t len) { return files_truncate(path, len); }
+
+#if PH_RAW_SYSCALL
+/* The memory numbers go to their entry points, as the libc calls do; every
+ * other one is the system call, as glibc's syscall() makes it (six
+ * argument words passed on whatever the number takes, -1 and errno for
+ * -4095..-1).  Defined with named arguments under the assembler name
+ * "syscall" rather than as `long syscall(long, ...)`: on x86-64 and
+ * aarch64 a variadic call passes its first arguments exactly as named ones
+ * (registers, then the stack, where glibc's syscall.S reads the sixth too),
+ * and the fast path then spills no register save area for a va_list --
+ * 14 instructions to the trap and back where the va_list version took 32,
+ * glibc's 11 (callgrind, syscall(SYS_getppid)). */
+PH_HOT PH_REPLACE long replace_syscall(long nr, long a, long b, long c, long d, long e, long f)
+    __asm__("syscall");
+PH_HOT PH_REPLACE long replace_syscall(long nr, long a, long b, long c, long d, long e, long f)
+{
+  if (ph_likely(!files_syscall_is_memory(nr)))
+    return ph_syscall6(nr, a, b, c, d, e, f);
+  return files_syscall(nr, a, b, c, d, e, f);
+}
+#endif
+
+/* ======================================================================= */
 /*  who we are                                                              */
 /* ======================================================================= */
 
@@ -138,6 +183,15 @@ OWN(void *, shmat, (int, const void *, int))
 OWN(int, shmdt, (const void *))
 OWN(int, brk, (void *))
 OWN(void *, sbrk, (intptr_t))
+OWN(int, fallocate, (int, int, off_t, off_t))
+OWN(int, fallocate64, (int, int, off_t, off_t))
+OWN(int, ftruncate, (int, off_t))
+OWN(int, ftruncate64, (int, off_t))
+OWN(int, truncate, (const char *, off_t))
+OWN(int, truncate64, (const char *, off_t))
+#if PH_RAW_SYSCALL
+OWN(long, syscall, (long, long, long, long, long, long, long))
+#endif
 #undef OWN
 #pragma GCC diagnostic pop
 
@@ -159,6 +213,17 @@ const replace_symbol_t replace_symbols[] = {
   { "shmdt", PINHEAP_EVENT_SHMDT, (void *)own_shmdt, (void *)events_shmdt },
   { "brk", PINHEAP_EVENT_BRK, (void *)own_brk, (void *)events_brk },
   { "sbrk", PINHEAP_EVENT_SBRK, (void *)own_sbrk, (void *)events_sbrk },
+  /* no call event: they derive VM_UNMAPPED only (install.c verifies them
+   * by what the process resolves, syscall by its munmap number) */
+  { "fallocate", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_fallocate, (void *)files_fallocate },
+  { "fallocate64", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_fallocate64, (void *)files_fallocate },
+  { "ftruncate", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_ftruncate, (void *)files_ftruncate },
+  { "ftruncate64", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_ftruncate64, (void *)files_ftruncate },
+  { "truncate", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_truncate, (void *)files_truncate },
+  { "truncate64", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_truncate64, (void *)files_truncate },
+#if PH_RAW_SYSCALL
+  { "syscall", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_syscall, (void *)own_syscall },
+#endif
   { "malloc", 0, (void *)replace_own_malloc, (void *)replace_own_malloc },
   { "free", 0, (void *)replace_own_free, (void *)replace_own_free },
   { "calloc", 0, (void *)own_calloc, (void *)own_calloc },

@@ -253,7 +253,7 @@ int PINHEAP_NAME(open)(void)
              object_of(p_munmap), PINHEAP_NAME(install_text)());
     text_add(why);
   } else {
-    long r = syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+    long r = ph_syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
     if (r != -1 && WATCH(&w, (void *)r, page, ((int (*)(void *, size_t))p_munmap)((void *)r, page)))
       level |= PINHEAP_SUPPORT_MUNMAP;
     else

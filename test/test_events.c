@@ -52,46 +52,8 @@ static void interposed_or_skip(void)
                  m, PINHEAP_NAME(replace_self).self_munmap);
 }
 
-/* ---- the recording handler (never allocates) ---------------------------- */
-#define REC_MAX 4096
-
-typedef struct rec_s {
-  int type;
-  pinheap_event_t ev;
-  void *arg;
-} rec_t;
-
-static rec_t rec_log[REC_MAX];
-static atomic_int rec_count;
-
-static int rec_handler(int type, pinheap_event_t *ev, void *arg)
-{
-  int i = atomic_fetch_add(&rec_count, 1);
-  if (i < REC_MAX) {
-    rec_log[i].type = type;
-    rec_log[i].ev = *ev;
-    rec_log[i].arg = arg;
-  }
-  return PINHEAP_EVENT_PASS;
-}
-
-static int rec_n(void)
-{
-  int n = atomic_load(&rec_count);
-  cr_assert(n <= REC_MAX, "more than %d events", REC_MAX);
-  return n;
-}
-
-static void rec_start(int events)
-{
-  atomic_store(&rec_count, 0);
-  cr_assert_eq(PINHEAP_NAME(set_event_handler)(events, 0, rec_handler, NULL), 0);
-}
-
-static void rec_stop(void)
-{
-  cr_assert_eq(PINHEAP_NAME(unset_event_handler)(PINHEAP_EVENT_ALL, rec_handler, NULL), 0);
-}
+/* ---- the recording handler (never allocates): rec.h --------------------- */
+#include "rec.h"
 
 /* How many VM_MAPPED / VM_UNMAPPED events reported exactly [addr, addr+len)
  * with this source. */

@@ -335,7 +335,10 @@ static void text_print(const info_opts_t *opts, const info_t *info)
       snprintf(slots, sizeof(slots), "%u (%u)", ii.slots, ii.objects);
     printf("  %-20s %-10s %-9s %-24s %s\n", ii.symbol, install_method_name(ii.method),
            ii.method == PINHEAP_INSTALL_NONE ? "-" : ii.verified ? "yes" : "no", slots,
-           ii.event == 0 ? "-" : install_code_name(ii.code));
+           ii.event == 0 ? "-"
+           : ii.event & PINHEAP_EVENT_CALLS ? install_code_name(ii.code)
+           : strcmp(ii.symbol, "syscall") == 0 ? "not patched (memory numbers: their calls' events)"
+                                               : "not patched (no call event: VM_UNMAPPED only)");
     if (ii.code_text != NULL && ii.code_text[0] != '\0' &&
         (ii.code == PINHEAP_CODE_FOREIGN || ii.code == PINHEAP_CODE_FAILED))
       printf("    %s\n", ii.code_text);
