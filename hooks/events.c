@@ -763,15 +763,53 @@ static uintptr_t events_curbrk(void)
   return (uintptr_t)cur;
 }
 
+/* Where the heap starts (start_brk, field 47 of /proc/self/stat): the
+ * kernel refuses a break below it, and moves nothing.  Read once; 0 if it
+ * cannot be read (then no shrink is reported below the first page). */
+static uintptr_t events_start_brk(void)
+{
+  static uintptr_t start;                   /* 1: unreadable */
+  uintptr_t v = __atomic_load_n(&start, __ATOMIC_RELAXED);
+  if (v != 0)
+    return v == 1 ? 0 : v;
+  char buf[1024];
+  int saved = errno;
+  long fd = ph_syscall(SYS_openat, AT_FDCWD, "/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  long n = fd >= 0 ? ph_syscall(SYS_read, (int)fd, buf, sizeof(buf) - 1) : -1;
+  if (fd >= 0)
+    ph_syscall(SYS_close, (int)fd);
+  errno = saved;
+  v = 1;
+  if (n > 0) {
+    buf[n] = '\0';
+    const char *p = NULL;
+    for (long i = n - 1; i >= 0 && p == NULL; i--)   /* after the command's ')' */
+      if (buf[i] == ')')
+        p = buf + i + 1;
+    int field = 2;                           /* the ')' ends field 2 */
+    for (; p != NULL && *p != '\0' && field < 47; p++)
+      field += *p == ' ';
+    uintptr_t x = 0;
+    for (; p != NULL && *p >= '0' && *p <= '9'; p++)
+      x = x * 10 + (uintptr_t)(*p - '0');
+    if (x != 0)
+      v = x;
+  }
+  __atomic_store_n(&start, v, __ATOMIC_RELAXED);
+  return v == 1 ? 0 : v;
+}
+
 /* Moves the break to addr: VM_UNMAPPED before a shrink, VM_MAPPED after a
- * growth (the whole pages between the old and new break).  As the system
- * call: the break after it (the old one if the kernel refused). */
+ * growth (the whole pages between the old and new break).  A break below
+ * the heap's start (brk(0), glibc's way of asking) moves nothing and is
+ * reported as nothing.  As the system call: the break after it (the old
+ * one if the kernel refused). */
 static uintptr_t events_brk_set(void *addr, bool report)
 {
   uintptr_t old = events_curbrk(), want = (uintptr_t)addr;
   uintptr_t old_top = events_page_up(old), want_top = events_page_up(want);
 
-  if (want_top < old_top && report)
+  if (want_top < old_top && report && want >= events_start_brk() && want != 0)
     events_vm_unmapped((void *)want_top, old_top - want_top, PINHEAP_EVENT_SOURCE_APP);
   uintptr_t now = report ? peers_brk(addr) : (uintptr_t)ph_syscall(SYS_brk, addr);
   __atomic_store_n(&__curbrk, (void *)now, __ATOMIC_RELAXED);

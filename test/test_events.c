@@ -359,6 +359,21 @@ Test(events, mmap_fixed_over_mapping, .init = interposed_or_skip)
   munmap(p, 4 * page);
 }
 
+/* brk below the heap's start (brk(0): glibc's way of asking) moves nothing
+ * and releases nothing.  Before: VM_UNMAPPED for [0, the break), which a
+ * registration cache takes as the loss of everything below the break. */
+Test(events, brk_below_the_heap_releases_nothing, .init = interposed_or_skip)
+{
+  char *cur = sbrk(0);
+  rec_start(PINHEAP_EVENT_VM_UNMAPPED);
+  brk(NULL);
+  brk((char *)cur - ((uintptr_t)cur & 0xfffffff));   /* far below: refused */
+  int n = rec_n();
+  rec_stop();
+  cr_assert_eq(n, 0, "brk below the heap's start reported %d release(s)", n);
+  cr_assert_eq(sbrk(0), cur, "the break moved");
+}
+
 Test(events, sbrk_brk_events, .init = interposed_or_skip)
 {
   char *old = sbrk(0);
