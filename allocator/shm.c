@@ -60,7 +60,7 @@ extern char **environ;
 #endif
 
 #define SHM_MAGIC    0x316d68737061656eULL   /* "neapshm1" */
-#define SHM_VERSION  2u
+#define SHM_VERSION  3u
 #define SHM_MAX_PROCS PARAM_RANKS_MAX
 #define SHM_SLOT     ((uintptr_t)1 << (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS))  /* 4 GiB */
 #define SHM_LEAF_BYTES (sizeof(uintptr_t) << PH_OWNER_LEAF_BITS)
@@ -73,10 +73,14 @@ extern char **environ;
 
 enum { SHM_INIT = 0, SHM_READY = 1, SHM_DEAD = 2 };
 
+#define SHM_REC_ARENAS 16
 typedef struct shm_rec_s {
   _Atomic int pid;           /* 0: left (or never joined) */
   int joined;                /* 1 once the process took its index */
   _Atomic uint64_t heard;    /* its listeners heard every release posted before */
+  /* The heaps of this index (mstate_t * in the region; 0: none), which a
+   * process taking the index over after its holder ended adopts. */
+  _Atomic uint64_t arenas[SHM_REC_ARENAS];
 } shm_rec_t;
 
 /* A release posted to the ring (below: "releases every process hears"). */
@@ -123,6 +127,8 @@ static bool shm_left;                       /* the child of a fork: a private co
 static atomic_bool shm_full;                /* the region filled up, fallback on */
 static atomic_flag shm_full_said = ATOMIC_FLAG_INIT;
 static mstate_t *_Atomic shm_fb_heap;
+static uint32_t shm_adopted;                /* bit k: arenas[k] of this process's
+                                               record is its own, or was tried */
 static ph_lock_t shm_fb_lock;
 
 /* ---- messages (no allocation) ---------------------------------------------
@@ -621,30 +627,55 @@ out:
 static bool shm_register(void)
 {
   shm_hdr_t *h = shm_hdr;
-  uint32_t i = atomic_fetch_add(&h->nprocs, 1);
+  int me = (int)getpid();
+  int64_t i = -1;
 
-  if (i >= h->max_procs) {
-    atomic_fetch_sub(&h->refcount, 1);
-    say_begin();
-    say("more than ");
-    say_dec(h->max_procs);
-    say(" processes joined it (the participant count, ");
-    say(shm_conf.ranks_from);
-    say(")");
-    return false;
+  /* A record whose process ended -- it left, or was killed (its pid gone),
+   * or it is this process before it called exec -- is taken over, with its
+   * heaps (shm_adopt): processes that come and go reuse the slices of
+   * those before them instead of using the region up.  A killed process
+   * never gave its reference back: the taker does, once. */
+  uint32_t n = atomic_load_explicit(&h->nprocs, memory_order_acquire);
+  n = n > h->max_procs ? h->max_procs : n;
+  for (uint32_t j = 0; j < n && i < 0; j++) {
+    if (!__atomic_load_n(&h->recs[j].joined, __ATOMIC_ACQUIRE))
+      continue;                               /* being set up */
+    int pid = atomic_load_explicit(&h->recs[j].pid, memory_order_relaxed);
+    if (pid != 0 && pid != me && !pid_gone(pid))
+      continue;
+    if (!atomic_compare_exchange_strong(&h->recs[j].pid, &pid, me))
+      continue;                               /* another process took it */
+    if (pid != 0)
+      atomic_fetch_sub(&h->refcount, 1);      /* the ended one's; ours is held */
+    i = j;
+  }
+  if (i < 0) {
+    i = atomic_fetch_add(&h->nprocs, 1);
+    if (i >= h->max_procs) {
+      atomic_fetch_sub(&h->refcount, 1);
+      say_begin();
+      say("more than ");
+      say_dec(h->max_procs);
+      say(" processes joined it (the participant count, ");
+      say(shm_conf.ranks_from);
+      say(")");
+      return false;
+    }
+    for (uint32_t k = 0; k < SHM_REC_ARENAS; k++)
+      atomic_store_explicit(&h->recs[i].arenas[k], 0, memory_order_relaxed);
+    atomic_store_explicit(&h->recs[i].pid, me, memory_order_release);
+    __atomic_store_n(&h->recs[i].joined, 1, __ATOMIC_RELEASE);
   }
   /* Releases posted before now concern no block this process can have seen. */
-  atomic_store_explicit(&h->recs[i].heard, atomic_load(&h->rel_head), memory_order_relaxed);
-  atomic_store_explicit(&h->recs[i].pid, (int)getpid(), memory_order_release);
-  h->recs[i].joined = 1;
+  atomic_store_explicit(&h->recs[i].heard, atomic_load(&h->rel_head), memory_order_release);
   shm_me = (int)i;
-  /* A record with our pid is this process before it called exec (a shell's
-   * exec, a launcher that execs the program): that image never left, so
-   * its reference goes now -- else the object outlives the job.  Its
-   * blocks stay taken (nothing can reach them any more). */
-  for (uint32_t j = 0; j < i && j < h->max_procs; j++) {
-    int pid = (int)getpid();
-    if (atomic_compare_exchange_strong(&h->recs[j].pid, &pid, 0))
+  /* Another record with our pid is this process before it called exec (a
+   * shell's exec, a launcher that execs the program): that image never
+   * left, so its reference goes now -- else the object outlives the job.
+   * (Its heaps are adopted by whoever takes that record over.) */
+  for (uint32_t j = 0; j < n; j++) {
+    int pid = me;
+    if ((int64_t)j != i && atomic_compare_exchange_strong(&h->recs[j].pid, &pid, 0))
       atomic_fetch_sub(&h->refcount, 1);     /* ours is held: never the last */
   }
   return true;
@@ -820,8 +851,49 @@ void *shm_slice_take(size_t len)
 #define SHM_MS_CHUNK_OFF \
   (align_up(SHM_MS_OFF + sizeof(mstate_t) + PH_CHUNK_HDR, PH_ALIGN) - PH_CHUNK_HDR)
 
+/* A heap of this process's record that its previous holder left (see
+ * shm_register), taken as this process's arena of the given kind: unless
+ * its lock is held -- its holder ended inside an operation, and the heap
+ * may be half changed: it is left alone, its memory lost to the job.
+ * Its blocks that other processes still hold stay theirs to use and free;
+ * the blocks the previous holder's thread caches held are lost.  @return
+ * the heap, or NULL. */
+static mstate_t *shm_adopt(unsigned kind)
+{
+  shm_rec_t *r = &shm_hdr->recs[shm_me];
+
+  for (uint32_t k = 0; k < SHM_REC_ARENAS; k++) {
+    mstate_t *ms = (mstate_t *)(uintptr_t)atomic_load_explicit(&r->arenas[k], memory_order_acquire);
+    if (ms == NULL || (shm_adopted & (1u << k)))
+      continue;
+    shm_adopted |= 1u << k;                     /* tried: once */
+    int free_word = 0;
+    if (!atomic_compare_exchange_strong(&ms->lock.held, &free_word, 1)) {
+      say_begin();
+      say("a heap of a process of the job that ended while using it (at ");
+      say_hex((uintptr_t)ms);
+      say_end(PH_LOG_WARN, ") is left as it is: its memory stays taken");
+      continue;
+    }
+    /* its private huge chunks (the fallback's) went with its process */
+    ms->huge = NULL;
+    ms->huge_count = 0;
+    ms->huge_bytes = 0;
+    ms->kind = kind;                            /* this process's arena tag */
+    for (seg_t *sg = ms->segs; sg != NULL; sg = sg->next)
+      owner_map_set(sg->base, sg->size, seg_owner_value(ms, sg), kind);
+    ph_unlock(&ms->lock);
+    ms_register(ms);
+    return ms;
+  }
+  return NULL;
+}
+
 mstate_t *shm_heap_create(unsigned kind)
 {
+  mstate_t *adopted = shm_adopt(kind);
+  if (adopted != NULL)
+    return adopted;
   size_t len = align_up(PH_DEFAULT_SEGMENT + SHM_MS_CHUNK_OFF + PH_FENCE_SIZE + PH_MIN_CHUNK,
                         PH_GRANULE);
   char *p = shm_slice_take(len);
@@ -835,6 +907,14 @@ mstate_t *shm_heap_create(unsigned kind)
   seg_format(ms, p, len, SHM_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
   ms->top_seg = (seg_t *)p;
   ms->top = seg_first(ms->top_seg);
+  shm_rec_t *r = &shm_hdr->recs[shm_me];
+  for (uint32_t k = 0; k < SHM_REC_ARENAS; k++) {     /* for whoever takes the record over */
+    if (atomic_load_explicit(&r->arenas[k], memory_order_relaxed) == 0) {
+      atomic_store_explicit(&r->arenas[k], (uint64_t)(uintptr_t)ms, memory_order_release);
+      shm_adopted |= 1u << k;
+      break;
+    }
+  }
   return ms;
 }
 
@@ -1127,7 +1207,9 @@ __attribute__((destructor)) static void shm_leave(void)
       shm_rel_retire(&h->rel[i], s);
   }
   atomic_store_explicit(&h->recs[shm_me].pid, 0, memory_order_relaxed);
-  if (atomic_fetch_sub(&h->refcount, 1) == 1) {
+  /* The last reference, or the last live process: the others ended
+   * without leaving (killed), their references never given back. */
+  if (atomic_fetch_sub(&h->refcount, 1) == 1 || shm_all_gone(h)) {
     uint32_t ready = SHM_READY;
     if (atomic_compare_exchange_strong(&h->state, &ready, SHM_DEAD))
       unlink(shm_path);
