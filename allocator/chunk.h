@@ -168,6 +168,19 @@ PH_INLINE void ph_unlock(ph_lock_t *l)
     ph_lock_wake(l);
 }
 
+/* A fork child's copy of a lock whose holder was another thread (gone in
+ * the child): free again.  The caller has made what the lock guarded
+ * usable first (hooks/forks.c). */
+PH_INLINE void ph_lock_reset(ph_lock_t *l)
+{
+  atomic_store_explicit(&l->held, 0, memory_order_relaxed);
+}
+/* 1 when some thread held l (at fork: the forking one, or one now gone). */
+PH_INLINE int ph_lock_held(ph_lock_t *l)
+{
+  return atomic_load_explicit(&l->held, memory_order_relaxed) != 0;
+}
+
 PH_INLINE void ms_lock(mstate_t *ms)
 {
   if (ms->flags & PH_MS_LOCKED)

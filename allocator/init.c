@@ -17,6 +17,10 @@
 static mstate_t gm;                      /* arena 0: the first heap behind malloc() */
 static mstate_t *gm_ready;               /* arena 0 once set up: &gm, or the shared
                                             heap's arena 0 in its region */
+/* Fork: no handler.  Held only while the first heap is made, in the
+ * process's first allocation: before any second thread can exist (making
+ * one allocates: its TLS), and pinheap's fork handlers are registered
+ * after it. */
 static ph_lock_t gm_init_lock;
 
 static atomic_size_t cookie_counter;

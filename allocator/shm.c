@@ -129,6 +129,11 @@ static atomic_flag shm_full_said = ATOMIC_FLAG_INIT;
 static mstate_t *_Atomic shm_fb_heap;
 static uint32_t shm_adopted;                /* bit k: arenas[k] of this process's
                                                record is its own, or was tried */
+/* Fork: held while the fallback heap is made (ms_create: a mapping, the
+ * owner map), outside every heap lock; not in malloc_prefork_lock's order,
+ * which would then have to come first.  shm_fb_heap is published last: a
+ * child forked meanwhile frees the lock (shm_fork_child) and makes its
+ * own when it needs one (the half-made one's mapping is lost). */
 static ph_lock_t shm_fb_lock;
 
 /* ---- messages (no allocation) ---------------------------------------------
@@ -1167,6 +1172,7 @@ void shm_fork_child(void)
 {
   shm_hdr_t *h = shm_hdr;
 
+  ph_lock_reset(&shm_fb_lock);
   if (h == NULL || shm_left)
     return;
   /* A private copy of the part in use, moved over the shared mapping at

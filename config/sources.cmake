@@ -37,5 +37,6 @@ set(PINHEAP_REPLACE_SOURCES
   hooks/ompi.c
   hooks/fabric.c
   hooks/feeds.c
+  hooks/forks.c
   hooks/replace.c
 )

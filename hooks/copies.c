@@ -210,6 +210,11 @@ __asm__(".pushsection .note.pinheap,\"a\",%note\n"
 
 #define COPIES_TEXT_MAX 2048
 
+/* Fork: held for a count and a line of text, for the composed text, and
+ * around a dlopen(RTLD_NOLOAD) that pins the serving copy; not taken before
+ * fork (ld.so's lock inside).  A child forked meanwhile frees it
+ * (copies_fork_child): at worst a note or text cut short, and the pin is
+ * tried again. */
 PH_HOT_DATA static ph_lock_t copies_lock;
 PH_HOT_DATA static int copies_started;          /* 0 no, 1 running, 2 done (release) */
 /* objects by their dlpi_name ("": the program; NULL: not listed) */
@@ -591,6 +596,11 @@ static const char *copies_text_compose(int kind, const char *base)
   copies_text_base[kind][next] = base;
   copies_text_shown[kind] = next + 1;
   return buf;
+}
+
+void copies_fork_child(void)
+{
+  ph_lock_reset(&copies_lock);
 }
 
 const char *copies_text(int kind, const char *base)

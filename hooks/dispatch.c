@@ -61,6 +61,8 @@ const dispatch_libc_t dispatch_libc = {
 __attribute__((weak)) int dispatch_preloaded = 0;  /* not const: a const weak gets folded */
 
 int dispatch_state;                         /* DISPATCH_*; written once */
+/* Fork: held only while the decision is taken (once, no fork inside); a
+ * child forked meanwhile frees it and decides again (dispatch_fork_child). */
 static ph_lock_t dispatch_lock;
 static __thread int dispatch_deciding __attribute__((tls_model("initial-exec")));
 static decision_t dispatch_decision;        /* why */
@@ -496,11 +498,22 @@ int PINHEAP_NAME(malloc_init)(void)
   return 0;
 }
 
+/* The decision publishes dispatch_state last, after every pointer of the
+ * table (each correct on its own): a child whose decision was lost with
+ * the thread taking it still finds the state undecided, and takes it. */
+void dispatch_fork_child(void)
+{
+  if (!dispatch_deciding)      /* this thread forked from inside it: it goes on */
+    ph_lock_reset(&dispatch_lock);
+}
+
 /* Before main, in case nothing allocated earlier.  The real work is
- * idempotent and also reachable from the first malloc. */
+ * idempotent and also reachable from the first malloc.  The fork handler
+ * before the installation: a late load installs while threads run. */
 __attribute__((constructor(101))) static void dispatch_ctor(void)
 {
   dispatch_decide();
+  forks_init();
   install_run();
 }
 

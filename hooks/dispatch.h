@@ -230,4 +230,22 @@ PH_HIDDEN int feeds_objects(const char *const *prefixes, int n, char (*paths)[FE
  *  so); NULL when it cannot be opened. */
 PH_HIDDEN void *feeds_open(const char *prefix, char path[FEEDS_PATH_MAX]);
 
+/* ---- forks.c -------------------------------------------------------------- */
+/** Registers the hooks' fork handler once (pthread_atfork); from the
+ *  constructor, before installation, and from pinheap_open().  May
+ *  allocate: never from inside an allocation call. */
+PH_HIDDEN void forks_init(void);
+/** The fork child's part of each file whose lock has no prefork handler
+ *  (the order and the reasons: hooks/README.md, "Fork"): each frees its
+ *  lock if a thread the child lacks held it, after making what it guards
+ *  usable.  Called by forks.c only (patch_fork_child, peers_fork_child and
+ *  reloc_fork_child are declared in their files' headers). */
+PH_HIDDEN void dispatch_fork_child(void);
+PH_HIDDEN void install_fork_child(void);
+PH_HIDDEN void selftest_fork_child(void);
+PH_HIDDEN void ucx_fork_child(void);
+PH_HIDDEN void ompi_fork_child(void);
+PH_HIDDEN void fabric_fork_child(void);
+PH_HIDDEN void copies_fork_child(void);
+
 #endif /* PINHEAP_DISPATCH_H */

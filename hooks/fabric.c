@@ -157,6 +157,7 @@ static uintptr_t fabric_pend_lo = UINTPTR_MAX, fabric_pend_hi;
 static unsigned long fabric_pend_gen;
 
 static size_t fabric_told, fabric_kept;  /* counts, for the info tool */
+
 static __thread int fabric_in_notify __attribute__((tls_model("initial-exec")));
 
 /* ---- the lock ------------------------------------------------------------- */
@@ -498,6 +499,34 @@ int PINHEAP_NAME(fabric_monitor_import)(void)
   int rc = fabric_imported ? 0 : fabric_import_locked();
   ph_unlock(&fabric_lock);
   return rc;
+}
+
+/* Fork: fabric_sub_lock and fabric_pend_lock are held for a few loads and
+ * stores, fabric_lock across the import (calls into libfabric and the
+ * events).  None is taken before fork: the import would make fork wait on
+ * libfabric, and the other two are taken under libfabric's monitor lock and
+ * on the event path, below locks whose prefork handlers run in no fixed
+ * order.  A child forked while another thread held one frees it; a hull
+ * that thread may have left half widened becomes the whole address space,
+ * which only makes libfabric drop more of its cache: the kept releases are
+ * told at the child's next attach point, and every release meets the
+ * subscribed hull.  fabric_imported is published last: imported again. */
+void fabric_fork_child(void)
+{
+  if (ph_lock_held(&fabric_sub_lock)) {
+    __atomic_store_n(&fabric_sub_lo, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fabric_sub_hi, UINTPTR_MAX, __ATOMIC_RELAXED);
+    __atomic_store_n(&fabric_subs, fabric_subs > 0 ? fabric_subs : 1, __ATOMIC_RELEASE);
+    ph_lock_reset(&fabric_sub_lock);
+  }
+  if (ph_lock_held(&fabric_pend_lock)) {
+    fabric_pend_lo = 0;
+    fabric_pend_hi = UINTPTR_MAX;
+    fabric_pend_gen++;
+    __atomic_store_n(&fabric_pending, 1, __ATOMIC_RELEASE);
+    ph_lock_reset(&fabric_pend_lock);
+  }
+  ph_lock_reset(&fabric_lock);
 }
 
 /* ---- attach points, the info tool, the tests ----------------------------- */

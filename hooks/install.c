@@ -90,9 +90,20 @@ typedef struct install_sym_s {
 } install_sym_t;
 
 /* Written by install_run() under install_lock before install_state is
- * published (release); read-only after. */
+ * published (release); read-only after.
+ *
+ * Fork: the lock is held for the whole installation (milliseconds, while
+ * other threads run when the object is loaded late), across calls into
+ * the events (handlers, the probe's calls) and relocation patching, whose
+ * locks have fork handlers of their own, registered in any order: taken
+ * before fork it could deadlock with them, and fork would wait.  A child
+ * forked while another thread installed frees it (install_fork_child) and
+ * keeps what was done before the fork, said in the text: the installation
+ * is not run again there (slots and entries already patched would be seen
+ * as libc's own). */
 PH_HOT_DATA static ph_lock_t install_lock;
 PH_HOT_DATA static int install_state;              /* 0 not run, 1 running, 2 done */
+static __thread int install_inside __attribute__((tls_model("initial-exec")));  /* 1: this thread runs it */
 PH_HOT_DATA static int install_patched;            /* steps (a) and (b) are done */
 static install_sym_t install_syms[INSTALL_MAX];
 PH_COLD_BSS static reloc_entry_t install_table[INSTALL_MAX];  /* written only for (b) */
@@ -387,6 +398,7 @@ PH_STARTUP void install_run(void)
     ph_unlock(&install_lock);    /* done, or this thread is inside it */
     return;
   }
+  install_inside = 1;
   const params_t *params = params_get();
   const char *tool = install_tool();
   int patch = install_may_patch(tool);
@@ -684,8 +696,19 @@ PH_STARTUP void install_run(void)
   text_dec(us > 0 ? (uint64_t)us : 0);
   text_add(" us. ");
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
+  install_inside = 0;
   ph_unlock(&install_lock);
   feeds_attach();              /* UCX's libucm, Open MPI's hooks, if loaded: fed from now on */
+}
+
+void install_fork_child(void)
+{
+  if (install_inside || __atomic_load_n(&install_state, __ATOMIC_RELAXED) != 1)
+    return;                    /* not running, or this thread runs it and goes on */
+  text_add("A fork() on another thread interrupted the installation: this process, the "
+           "child, has what was installed before it, and the rest stays libc's. ");
+  __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
+  ph_lock_reset(&install_lock);
 }
 
 int install_late(void)

@@ -64,6 +64,9 @@ typedef int ompi_register_fn(ompi_callback_fn *fn, void *cbdata);
 typedef int ompi_support_fn(void);
 typedef void ompi_set_support_fn(int support);
 
+/* Fork: held for a few stores, ompi_found last; a child forked meanwhile
+ * frees it (ompi_fork_child) and, finding nothing published, attaches
+ * again. */
 static ph_lock_t ompi_lock;
 static int ompi_found;                   /* 1 once fed; under ompi_lock, read atomically */
 static ompi_release_hook_fn *ompi_release_hook;
@@ -180,6 +183,11 @@ static void ompi_attach_found(void *h, const char *path)
     __atomic_store_n(&ompi_wrapped, 1, __ATOMIC_RELEASE);
   PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_VM_UNMAPPED, 0, ompi_feed, NULL);
   ompi_take_start();           /* Open MPI's hooks may be on already */
+}
+
+void ompi_fork_child(void)
+{
+  ph_lock_reset(&ompi_lock);
 }
 
 void ompi_feed_attach(void)

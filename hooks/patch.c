@@ -75,6 +75,14 @@
 #define PATCH_FIND_MAX 32                      /* sites patch_find reads from libc at once */
 #define PATCH_REACH ((int64_t)0x7fff0000)      /* a little under 2 GiB */
 
+/* Fork: held while sites are patched or undone, around mprotect and the
+ * trampoline's mapping (whose events reach handlers); not taken before
+ * fork, for the same reasons as install_lock (install.c).  With other
+ * threads running (PATCH_THREADS: the only case in which another thread
+ * can hold it at a fork) nothing is written, so a child forked meanwhile
+ * finds libc's code whole; it frees the lock (patch_fork_child), and a
+ * site left between states is looked at again by the next call, which
+ * reads the code itself. */
 PH_HOT_DATA static ph_lock_t patch_lock;
 PH_HOT_DATA static unsigned char *patch_tramp;            /* the trampoline page, or NULL */
 PH_HOT_DATA static size_t patch_tramp_used;               /* bytes of it written */
@@ -596,6 +604,11 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
   return done;
 }
 
+void patch_fork_child(void)
+{
+  ph_lock_reset(&patch_lock);
+}
+
 int patch_undo(patch_site_t *sites, size_t n, unsigned flags)
 {
   int undone = 0;
@@ -655,6 +668,8 @@ int patch_undo(patch_site_t *sites, size_t n, unsigned flags)
   (void)sites, (void)n, (void)flags;
   return -ENOSYS;
 }
+
+void patch_fork_child(void) {}
 
 PH_STARTUP int patch_threads_running(void)
 {

@@ -75,6 +75,8 @@ PH_HIDDEN int patch_apply(patch_site_t *sites, size_t n, unsigned flags);
  *  is undone.
  *  @return how many were undone; -ENOSYS off x86-64. */
 PH_HIDDEN int patch_undo(patch_site_t *sites, size_t n, unsigned flags);
+/** In a fork child (hooks/forks.c): frees the patcher's lock. */
+PH_HIDDEN void patch_fork_child(void);
 
 /** Whether other threads than the caller may exist: glibc's
  *  __libc_single_threaded, then /proc/self/status. */

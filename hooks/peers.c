@@ -67,7 +67,10 @@ static unsigned char peers_was_own[PEERS_N];
 static peers_range_t peers_self;
 static peers_range_t peers_exempts[PEERS_EXEMPT_MAX];
 static int peers_nexempt;
-static ph_lock_t peers_lock;   /* set-up only */
+/* Set-up only: a few stores, no call out.  Fork: a child forked while
+ * another thread held it frees it (peers_fork_child); an entry or exempt
+ * range not stored yet is looked for again by the next set-up call. */
+static ph_lock_t peers_lock;
 
 /* The call this thread forwards through a hook, if any: its address. */
 static __thread int peers_busy __attribute__((tls_model("initial-exec")));
@@ -128,6 +131,11 @@ static int peers_in(const peers_range_t *r, const void *addr)
   return (uintptr_t)addr >= r->lo && (uintptr_t)addr < r->hi;
 }
 
+void peers_fork_child(void)
+{
+  ph_lock_reset(&peers_lock);
+}
+
 void peers_exempt(const void *addr)
 {
   peers_range_t r = peers_object_of(addr);
@@ -174,6 +182,15 @@ static const void *peers_jump_end(const void *c)
       return t2;
   }
   return t;
+}
+
+PH_STARTUP bool peers_exempt_at(const void *addr)
+{
+  int n = __atomic_load_n(&peers_nexempt, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < n; i++)
+    if (peers_in(&peers_exempts[i], addr))
+      return true;
+  return false;
 }
 
 /* 1 when the jump at the start of entry goes to someone who must hear

@@ -41,6 +41,12 @@ PH_HIDDEN void peers_snapshot(const patch_site_t *sites, size_t n);
 /** The object holding addr is a consumer pinheap feeds directly (libucm,
  *  libopen-pal): calls are never forwarded through its hooks. */
 PH_HIDDEN void peers_exempt(const void *addr);
+/** Is addr (a return address) in a consumer pinheap feeds directly?  Its
+ *  hooks announce a call themselves (into pinheap's chain too) and then make
+ *  it with syscall(): that call is not announced again. */
+PH_HIDDEN bool peers_exempt_at(const void *addr);
+/** In a fork child (hooks/forks.c): frees the set-up lock. */
+PH_HIDDEN void peers_fork_child(void);
 
 /* ---- the system calls, forwarded where someone else hooked libc --------- */
 PH_HIDDEN void *peers_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);

@@ -719,6 +719,9 @@ typedef struct reloc_note_s {
   int overflow;
 } reloc_note_t;
 
+/* Fork: only ever tried (trylock), so nothing waits on it; a child forked
+ * while another thread held it makes it new (reloc_fork_child), or it
+ * would note with the small table for ever. */
 PH_HOT_DATA static pthread_mutex_t reloc_note_lock = PTHREAD_MUTEX_INITIALIZER;
 /* events.c; weak: the patcher's test fixture builds reloc.c without it */
 extern void events_vm_unmapped(void *addr, size_t len, int source) __attribute__((weak));
@@ -1053,10 +1056,17 @@ PH_STARTUP static void reloc_defs_write(reloc_def_t *defs, size_t n, int restore
  * binding; dlsym) find the replacements.  The lookups run without
  * reloc_mutex (dlsym and dl_iterate_phdr take ld.so's lock); the writes,
  * batched per segment, under it. */
+/* Fork: held across dlsym and dl_iterate_phdr (ld.so's lock) with
+ * reloc_mutex inside it, so not taken before fork (reloc_prefork would
+ * then have to run after it, and handlers run in whatever order they were
+ * registered in); it guards only the scratch table, emptied at each use:
+ * a child forked while another thread held it makes it new
+ * (reloc_fork_child). */
+PH_HOT_DATA static pthread_mutex_t reloc_defs_lock = PTHREAD_MUTEX_INITIALIZER;
+
 PH_STARTUP static void reloc_defs_patch(reloc_entry_t *table, size_t n)
 {
   PH_COLD_BSS static reloc_def_find_t f;  /* reloc_defs_lock held: too big for a stack */
-  PH_HOT_DATA static pthread_mutex_t reloc_defs_lock = PTHREAD_MUTEX_INITIALIZER;
 
   pthread_mutex_lock(&reloc_defs_lock);
   f.n = 0;
@@ -1145,6 +1155,13 @@ static void reloc_defs_restore(void)
  * thread's pass finds it free. */
 static void reloc_prefork(void) { pthread_mutex_lock(&reloc_mutex); }
 static void reloc_postfork(void) { pthread_mutex_unlock(&reloc_mutex); }
+
+void reloc_fork_child(void)
+{
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  reloc_note_lock = fresh;
+  reloc_defs_lock = fresh;
+}
 
 PH_STARTUP int reloc_install(reloc_entry_t *table, size_t n)
 {

@@ -43,8 +43,19 @@ typedef struct selftest_watch_s {
 /* Everything below is written by pinheap_open() under selftest_lock.  The
  * text is composed in the buffer not published and then published, so a
  * reader of the previous text never sees it half rewritten by the next
- * pinheap_open() (only by the one after that). */
+ * pinheap_open() (only by the one after that).
+ *
+ * Fork: the lock is held for milliseconds, across the release listeners
+ * (the application's too, which may fork), so it is not taken before fork
+ * (fork would wait for the self-test, and a listener forking inside it
+ * would wait for itself).  A child forked while another thread ran the
+ * self-test frees it instead (selftest_fork_child): nothing half done is
+ * visible, the run published nothing, and the child's own
+ * pinheap_open() runs it again.  The watch is static, not on the stack, so
+ * that run finds the listener the lost one left registered (EEXIST) and
+ * takes it away. */
 static ph_lock_t selftest_lock;
+PH_COLD_BSS static selftest_watch_t selftest_watch;
 static int selftest_done;
 static int selftest_level;
 static int selftest_fallback;     /* glibc told never to give memory back */
@@ -213,7 +224,7 @@ static int selftest_glibc(selftest_watch_t *w, char *why, size_t whylen)
 
 int PINHEAP_NAME(open)(void)
 {
-  selftest_watch_t w = { NULL, 0, 0 };
+  selftest_watch_t *w = &selftest_watch;
   char why[768];
   int level = 0;
   size_t page = os_page_size();
@@ -222,6 +233,7 @@ int PINHEAP_NAME(open)(void)
   if (ph_unlikely(serving != NULL))
     return serving->open();
   dispatch_decide();
+  forks_init();                /* done by the constructor already, unless it has not run */
   feeds_attach();              /* UCX's libucm, Open MPI may have come with a component since */
   ph_lock(&selftest_lock);
   selftest_text = selftest_texts[!__atomic_load_n(&selftest_shown, __ATOMIC_RELAXED)];
@@ -236,7 +248,7 @@ int PINHEAP_NAME(open)(void)
     text_add(why);
     goto publish;
   }
-  PINHEAP_NAME(register_release)(selftest_listener, &w);
+  PINHEAP_NAME(register_release)(selftest_listener, w);
 
   /* MUNMAP: the process's munmap must reach pinheap and report. */
   void *p_munmap = install_resolved("munmap");
@@ -254,7 +266,7 @@ int PINHEAP_NAME(open)(void)
     text_add(why);
   } else {
     long r = ph_syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
-    if (r != -1 && WATCH(&w, (void *)r, page, ((int (*)(void *, size_t))p_munmap)((void *)r, page)))
+    if (r != -1 && WATCH(w, (void *)r, page, ((int (*)(void *, size_t))p_munmap)((void *)r, page)))
       level |= PINHEAP_SUPPORT_MUNMAP;
     else
       text_add("munmap of a test page did not reach the release listeners. ");
@@ -269,7 +281,7 @@ int PINHEAP_NAME(open)(void)
              "missing. ");
   } else if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) != DISPATCH_ENABLED &&
              install_glibc_releases_patched()) {
-    if (selftest_glibc(&w, why, sizeof(why))) {
+    if (selftest_glibc(w, why, sizeof(why))) {
       level |= PINHEAP_SUPPORT_FREE | PINHEAP_SUPPORT_CHUNK;
       text_add("pinheap is disabled, so glibc's malloc is in use; libc's memory functions are "
                "code-patched, so glibc's own frees and trims are seen (tested: free of a block "
@@ -282,13 +294,13 @@ int PINHEAP_NAME(open)(void)
     text_add("pinheap is disabled, so glibc's malloc is in use; glibc's frees and trims call the "
              "kernel directly and are invisible (libc's code is not patched: see the "
              "installation text): FREE and CHUNK support missing. ");
-  } else if (selftest_allocator(&w, why, sizeof(why))) {
+  } else if (selftest_allocator(w, why, sizeof(why))) {
     level |= PINHEAP_SUPPORT_FREE | PINHEAP_SUPPORT_CHUNK;
   } else {
     text_add(why);
     text_add("FREE and CHUNK support missing. ");
   }
-  PINHEAP_NAME(unregister_release)(selftest_listener, &w);
+  PINHEAP_NAME(unregister_release)(selftest_listener, w);
 
   /* The old fallback: with leave-pinned asked for and glibc in charge,
    * tell glibc never to give memory back on its own (not a memory
@@ -321,6 +333,14 @@ publish:
   __atomic_store_n(&selftest_done, 1, __ATOMIC_RELEASE);
   ph_unlock(&selftest_lock);
   return 0;
+}
+
+/* Whoever held the lock is gone, or is the forking thread, which goes on
+ * and unlocks a free lock (harmless).  The interrupted run published
+ * nothing: the text, level and done flag are the last complete run's. */
+void selftest_fork_child(void)
+{
+  ph_lock_reset(&selftest_lock);
 }
 
 int PINHEAP_NAME(support_level)(void)

@@ -82,6 +82,11 @@ typedef int ucx_set_handler_fn(int events, int priority, ucx_callback_fn *cb, vo
 
 enum { UCX_NOT_FOUND = 0, UCX_FED_EXTERNAL, UCX_SHARED };
 
+/* Fork: held across a call into libucm (ucm_set_external_event, its own
+ * locks), so not taken before fork.  ucx_mode is published last: a child
+ * forked while another thread attached frees the lock (ucx_fork_child)
+ * and attaches again at its next attach point (the second
+ * ucm_set_external_event sets the same bits). */
 static ph_lock_t ucx_lock;
 static int ucx_mode;                 /* UCX_*; set once, under ucx_lock */
 static ucx_vm_fn *ucx_vm_mmap;
@@ -261,6 +266,11 @@ static void ucx_check_taken(void)
   ph_unlock(&ucx_lock);
   if (first)
     ucx_take(ucx_set_handler);
+}
+
+void ucx_fork_child(void)
+{
+  ph_lock_reset(&ucx_lock);
 }
 
 void ucx_feed_attach(void)

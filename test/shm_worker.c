@@ -1017,8 +1017,9 @@ static int hammer(int fd)
         sent += HAMMER_BATCH;
         continue;
       }
-      peer = false;             /* killed, having freed some of the batch or not: */
-    }                           /* the batch stays allocated (leaked) */
+      peer = false;             /* killed, having freed some of the batch (p is */
+      continue;                 /* its last) or not: the batch stays allocated */
+    }
     PINHEAP_NAME(free)(own[i % 64]);
     own[i % 64] = p;
     if (!peer)

@@ -333,24 +333,39 @@ static void *blocked_releaser(void *arg)
   return NULL;
 }
 
-Test(hooks, fork_child_does_not_wait_for_the_parents_calls, .timeout = 30)
+/* Starts a thread running fn, waits until it says (*in) that it is held
+ * inside pinheap, and forks: the child exits with child()'s value, killed
+ * by SIGALRM if it waits 10 s; then lets the thread go (*go) and joins
+ * it.  @return the child's wait status. */
+static int fork_while_held(void *(*fn)(void *), atomic_int *in, atomic_int *go, int (*child)(void))
 {
   pthread_t t;
   int status;
 
-  cr_assert_eq(PINHEAP_NAME(register_release)(blocking_listener, NULL), 0);
-  cr_assert_eq(pthread_create(&t, NULL, blocked_releaser, NULL), 0);
-  while (!atomic_load(&blocker_in))
+  cr_assert_eq(pthread_create(&t, NULL, fn, NULL), 0);
+  while (!atomic_load(in))
     sched_yield();
   pid_t pid = fork();
   cr_assert(pid >= 0);
   if (pid == 0) {
     alarm(10);
-    _exit(PINHEAP_NAME(unregister_release)(blocking_listener, NULL) == 0 ? 0 : 3);
+    _exit(child());
   }
   cr_assert_eq(waitpid(pid, &status, 0), pid);
-  atomic_store(&blocker_go, 1);
+  atomic_store(go, 1);
   pthread_join(t, NULL);
+  return status;
+}
+
+static int unregister_child(void)
+{
+  return PINHEAP_NAME(unregister_release)(blocking_listener, NULL) == 0 ? 0 : 3;
+}
+
+Test(hooks, fork_child_does_not_wait_for_the_parents_calls, .timeout = 30)
+{
+  cr_assert_eq(PINHEAP_NAME(register_release)(blocking_listener, NULL), 0);
+  int status = fork_while_held(blocked_releaser, &blocker_in, &blocker_go, unregister_child);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
             "the child could not unregister (status 0x%x; SIGALRM = it waited forever)", status);
   cr_assert_eq(PINHEAP_NAME(unregister_release)(blocking_listener, NULL), 0);
@@ -421,6 +436,57 @@ Test(hooks, open_from_threads_while_memory_is_released, .timeout = 120)
   long before = atomic_load(&hook_munmaps);
   page_cycle();
   cr_assert_eq(atomic_load(&hook_munmaps), before + 1);
+}
+
+/* ---- fork while another thread is inside pinheap_open() (issue 24) ------ */
+
+/* The opener thread's own listener holds it inside the self-test (its
+ * munmap of a test page: one page, on that thread, while armed) until the
+ * main thread has forked; only in the parent process, so that the child's
+ * self-test passes through. */
+static __thread int stuck_is_opener;
+static pid_t stuck_parent;
+static atomic_int stuck_armed, stuck_in, stuck_go;
+
+static void stuck_listener(void *addr, size_t len, int from_alloc, void *ctx)
+{
+  (void)addr, (void)from_alloc, (void)ctx;
+  if (getpid() != stuck_parent || !stuck_is_opener || len != page_size() ||
+      !atomic_exchange(&stuck_armed, 0))
+    return;
+  atomic_store(&stuck_in, 1);
+  while (!atomic_load(&stuck_go))
+    sched_yield();
+}
+
+static void *stuck_open(void *arg)
+{
+  (void)arg;
+  stuck_is_opener = 1;
+  PINHEAP_NAME(open)();              /* the feeds are looked for once, unarmed */
+  atomic_store(&stuck_armed, 1);
+  PINHEAP_NAME(open)();
+  return NULL;
+}
+
+/* A child left waiting on the self-test's lock is killed by its alarm. */
+static int open_child(void)
+{
+  PINHEAP_NAME(open)();
+  return PINHEAP_NAME(support_level)() == PINHEAP_SUPPORT_MUNMAP ? 0 : 4;
+}
+
+Test(hooks, fork_child_opens_while_another_thread_is_inside_open, .timeout = 30)
+{
+  stuck_parent = getpid();
+  cr_assert_eq(PINHEAP_NAME(register_release)(stuck_listener, NULL), 0);
+  int status = fork_while_held(stuck_open, &stuck_in, &stuck_go, open_child);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "the child's pinheap_open() failed (status 0x%x; SIGALRM = it waited forever "
+            "for the lock the parent's other thread held)", status);
+  cr_assert_eq(PINHEAP_NAME(support_level)(), PINHEAP_SUPPORT_MUNMAP, "%s",
+               PINHEAP_NAME(support_text)());
+  cr_assert_eq(PINHEAP_NAME(unregister_release)(stuck_listener, NULL), 0);
 }
 
 /* ---- reallocarray before the decision (issue 8, item 1.8) --------------- */
