@@ -62,6 +62,9 @@
  *                   bytes until NULL or a block outside the region (the
  *                   region is full for it),
  *                   prints "full", then as hold
+ *   brief [die]     a short-lived process: allocates 1.5 MiB in blocks of many
+ *                   sizes (all in the region), frees all but a few, prints
+ *                   "brief ok INDEX" and exits (die: SIGKILLs itself)
  *   hammer FD       sends blocks of 3 KiB - 300 KiB to FD, 512 at a time (eat
  *                   frees them and acks) while allocating and freeing its own; once a write
  *                   fails (the peer was killed) goes on for 20000 more
@@ -1133,6 +1136,23 @@ int main(int argc, char **argv)
     PINHEAP_NAME(free)(kept);
     printf("full after %ld\n", n);
     argv[1] = "hold";
+  }
+  if (strcmp(argv[1], "brief") == 0) {
+    void *b[300];
+    for (int i = 0; i < 300; i++) {
+      size_t sz = i % 10 == 9 ? 100000 : 100 + (size_t)i * 17;
+      b[i] = PINHEAP_NAME(malloc)(sz);
+      if (b[i] == NULL || !PINHEAP_NAME(shm_contains)(b[i]))
+        fail("a block in the region (block, errno)", i, errno);
+      memset(b[i], 0x5b, sz);
+    }
+    for (int i = 0; i < 300; i++)
+      if (i % 50 != 0)
+        PINHEAP_NAME(free)(b[i]);
+    printf("brief ok %d\n", PINHEAP_NAME(shm_index)());
+    if (argc == 3 && strcmp(argv[2], "die") == 0)
+      raise(SIGKILL);
+    return 0;
   }
   if (strcmp(argv[1], "hold") == 0)
     signal(SIGTERM, on_term);

@@ -890,6 +890,54 @@ Test(shm, a_peers_double_free_ends_the_peer_alone)
             workers[b - 1].status, out);
 }
 
+/* ---- processes that end without leaving --------------------------------- */
+
+/* Members killed (no destructor ran): the last live one unlinks the object
+ * as it leaves.  Before: the object stayed (the dead ones' references). */
+Test(shm, the_last_live_member_unlinks_after_others_were_killed)
+{
+  job_set("lastlive");
+  char *hold[] = { "hold", NULL };
+  int a = spawn(hold, NULL);
+  cr_assert(output_has(a, "ready", 10000), "%s", workers[a].text);
+  int b = spawn(hold, NULL), c = spawn(hold, NULL);
+  cr_assert(output_has(b, "ready", 10000) && output_has(c, "ready", 10000));
+  kill(workers[b].pid, SIGKILL);
+  kill(workers[c].pid, SIGKILL);
+  finish(b, 5000);
+  finish(c, 5000);
+  kill(workers[a].pid, SIGTERM);
+  const char *out = finish(a, 10000);
+  cr_assert(exited_ok(a), "status %#x: %s", workers[a].status, out);
+  cr_assert(!shm_exists(), "the object stayed after the last live member left");
+}
+
+/* Short-lived processes, one after the other, beside a long-lived one, in
+ * a 16 MiB region: each takes over the record and the heaps of one before
+ * it -- left or killed -- instead of slices of its own.  Before: the 14th
+ * found the region full. */
+Test(shm, short_lived_processes_reuse_the_region, .timeout = 300)
+{
+  job_set("brief");
+  char *env[] = { "PINHEAP_SHM_SIZE=16M", NULL };
+  char *hold[] = { "hold", NULL };
+  int a = spawn(hold, env);
+  cr_assert(output_has(a, "ready", 10000), "%s", workers[a].text);
+  for (int k = 0; k < 40; k++) {
+    char *brief[] = { "brief", k % 4 == 3 ? "die" : NULL, NULL };
+    int w = spawn(brief, env);
+    const char *out = finish(w, 20000);
+    bool died = WIFSIGNALED(workers[w].status) && WTERMSIG(workers[w].status) == SIGKILL;
+    cr_assert((k % 4 == 3 ? died : exited_ok(w)) && strstr(out, "brief ok ") != NULL,
+              "short-lived process %d (status %#x): %s", k, workers[w].status, out);
+    nworkers = 1;                       /* its slot is free again */
+  }
+  kill(workers[a].pid, SIGTERM);
+  const char *out = finish(a, 10000);
+  cr_assert(exited_ok(a), "status %#x: %s", workers[a].status, out);
+  cr_assert(!shm_exists(), "the object stayed after the last member left");
+}
+
 /* The final check: nothing of this test binary's jobs is left in /dev/shm. */
 Test(shm_zz, nothing_left_in_dev_shm)
 {
