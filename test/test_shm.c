@@ -868,6 +868,8 @@ Test(shm, a_peer_killed_while_freeing_never_hangs_the_owner, .timeout = 600)
     cr_assert(exited_ok(b - 1) && strstr(out, "hammer ok") != NULL,
               "round %d: the owner did not finish after its peer was killed (status %#x; "
               "SIGKILL = it hung 30 s): %s", r, workers[b - 1].status, out);
+    cr_assert(!shm_exists(), "round %d: the object stayed after the owner, the last live "
+              "member, left", r);
     cleanup();
   }
 }
