@@ -305,6 +305,8 @@
 #define shm_fallback_active     PINHEAP_NAME(shm_fallback_active)
 #define shm_fallback_heap       PINHEAP_NAME(shm_fallback_heap)
 #define shm_fork_child          PINHEAP_NAME(shm_fork_child)
+#define shm_fork_prepare        PINHEAP_NAME(shm_fork_prepare)
+#define shm_fork_parent         PINHEAP_NAME(shm_fork_parent)
 #define forks_init              PINHEAP_NAME(forks_init)
 #define dispatch_fork_child     PINHEAP_NAME(dispatch_fork_child)
 #define install_fork_child      PINHEAP_NAME(install_fork_child)

@@ -105,8 +105,21 @@ PH_HOT mstate_t *heap_default(void)
   return h;
 }
 
-/* Fork in the shared heap's mode: the child leaves the region (a private
- * copy), then every lock is released as usual. */
+/* Fork in the shared heap's mode: with every lock held, the parent takes
+ * the snapshot of the region the child gets (shm.c); the child leaves the
+ * region for it (a private copy), then every lock is released as usual. */
+static void front_prefork(void)
+{
+  malloc_prefork_lock();
+  shm_fork_prepare();
+}
+
+static void front_postfork_parent(void)
+{
+  shm_fork_parent();
+  malloc_postfork_unlock();
+}
+
 static void front_postfork_child(void)
 {
   shm_fork_child();
@@ -126,7 +139,7 @@ PH_HOT bool front_init(void)
     return false;                       /* starting on another thread, or re-entered */
   arena_init();
   tcache_init();
-  pthread_atfork(malloc_prefork_lock, malloc_postfork_unlock, front_postfork_child);
+  pthread_atfork(front_prefork, front_postfork_parent, front_postfork_child);
   atomic_store_explicit(&front_state, 2, memory_order_release);
   return true;
 }

@@ -350,6 +350,10 @@ PH_HIDDEN mstate_t *shm_fallback_heap(void);
 /** Fork, in the child: the child gets a private copy of the region at the
  *  same address (its blocks stay valid; the others' heap is untouched). */
 PH_HIDDEN void shm_fork_child(void);
+/** Fork, in the parent with every allocator lock held: the snapshot of the
+ *  region the child gets (shm_fork_child); and after the fork, its end. */
+PH_HIDDEN void shm_fork_prepare(void);
+PH_HIDDEN void shm_fork_parent(void);
 /* Releases every process hears (shm.c: "releases every process hears"). */
 enum shm_post_e {
   SHM_POST_NOW,    /* no other process attached: the caller gives the pages back now */

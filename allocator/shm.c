@@ -127,6 +127,10 @@ static bool shm_left;                       /* the child of a fork: a private co
 static atomic_bool shm_full;                /* the region filled up, fallback on */
 static atomic_flag shm_full_said = ATOMIC_FLAG_INIT;
 static mstate_t *_Atomic shm_fb_heap;
+static int shm_fd = -1;                     /* the object, kept open (fork's snapshot) */
+static uint64_t shm_fd_dev, shm_fd_ino;     /* what it must still be */
+static void *shm_snap;                      /* fork: the parent's snapshot, or NULL */
+static size_t shm_snap_len;
 static uint32_t shm_adopted;                /* bit k: arenas[k] of this process's
                                                record is its own, or was tried */
 /* Fork: held while the fallback heap is made (ms_create: a mapping, the
@@ -241,14 +245,18 @@ static void str_cat(char *dst, size_t cap, const char *src)
 }
 
 /* Has the process pid ended?  One that its parent has not reaped yet (a
- * zombie) still answers kill(pid, 0): the state in /proc/<pid>/stat tells. */
+ * zombie) still answers kill(pid, 0): the state in /proc/<pid>/stat tells;
+ * so does one that is exiting (a SIGKILL being carried out: its descriptors
+ * may be closed already, so its peers see it go before it is a zombie) --
+ * PF_EXITING in the flags (field 9). */
+#define SHM_PF_EXITING 0x4u
 static bool pid_gone(int pid)
 {
   int saved = errno;
   bool gone = pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
 
   if (!gone && pid > 0) {
-    char path[48] = "/proc/", num[24], buf[128];
+    char path[48] = "/proc/", num[24], buf[256];
     str_cat(path, sizeof(path), ph_fmt_dec(num, (uint64_t)pid));
     str_cat(path, sizeof(path), "/stat");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -258,6 +266,15 @@ static bool pid_gone(int pid)
       buf[n > 0 ? n : 0] = '\0';
       const char *p = strrchr(buf, ')');  /* after the command's name, which may hold one */
       gone = p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+      if (!gone && p != NULL) {
+        int field = 2;                    /* ')' ends field 2 */
+        for (p++; *p != '\0' && field < 9; p++)
+          field += *p == ' ';
+        unsigned long flags = 0;
+        for (; *p >= '0' && *p <= '9'; p++)
+          flags = flags * 10 + (unsigned long)(*p - '0');
+        gone = field == 9 && (flags & SHM_PF_EXITING) != 0;
+      }
     }
   }
   errno = saved;
@@ -705,6 +722,21 @@ static void shm_abandon(bool referenced)
   shm_me = -1;
 }
 
+/* Keeps the object's descriptor (close-on-exec) for fork's snapshot, which
+ * reads where the object has data (SEEK_DATA), with what it is, so that a
+ * descriptor the program closed and reused is noticed. */
+static void shm_keep_fd(int fd)
+{
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return;
+  }
+  shm_fd = fd;
+  shm_fd_dev = (uint64_t)st.st_dev;
+  shm_fd_ino = (uint64_t)st.st_ino;
+}
+
 mstate_t *shm_start(void)
 {
   shm_conf_eval(environ, &shm_conf);
@@ -732,7 +764,7 @@ mstate_t *shm_start(void)
         close(fd);
         return shm_fail();
       }
-      close(fd);
+      shm_keep_fd(fd);
       break;
     }
     if (errno != EEXIST) {
@@ -757,9 +789,11 @@ mstate_t *shm_start(void)
       return shm_fail();
     }
     int rc = shm_join(fd, deadline);
-    close(fd);
-    if (rc == JOIN_OK)
+    if (rc == JOIN_OK) {
+      shm_keep_fd(fd);
       break;
+    }
+    close(fd);
     if (rc == JOIN_FAIL)
       return shm_fail();
     if (shm_now_ms() > deadline) {
@@ -1168,6 +1202,71 @@ int shm_rel_poll(void)
 
 /* ---- fork and exit ------------------------------------------------------- */
 
+/* The part of the region in use, page-rounded. */
+static size_t shm_used(const shm_hdr_t *h)
+{
+  size_t used = align_up((size_t)atomic_load(&h->cursor), os_page_size());
+  return used > h->size ? (size_t)h->size : used;
+}
+
+/* Copies [off, end) of the region into the snapshot, only where the object
+ * has data (SEEK_DATA / SEEK_HOLE on its descriptor): a hole -- pages never
+ * written, or given back -- reads as zeros in both and is not touched, so
+ * a region of 1 GiB with a few pages written costs a few pages.  Without
+ * the descriptor (the program closed it), everything is copied. */
+static void shm_snap_copy(const shm_hdr_t *h, char *snap, size_t used)
+{
+  struct stat st;
+  bool sparse = shm_fd >= 0 && fstat(shm_fd, &st) == 0 && (uint64_t)st.st_dev == shm_fd_dev &&
+                (uint64_t)st.st_ino == shm_fd_ino;
+  if (!sparse) {
+    memcpy(snap, h, used);
+    return;
+  }
+  off_t off = 0;
+  while ((size_t)off < used) {
+    off_t data = (off_t)ph_syscall(SYS_lseek, shm_fd, off, SEEK_DATA);
+    if (data < 0)
+      break;                                  /* ENXIO: no data after off */
+    off_t hole = (off_t)ph_syscall(SYS_lseek, shm_fd, data, SEEK_HOLE);
+    if (hole < 0 || (size_t)data >= used)
+      break;
+    size_t end = (size_t)hole < used ? (size_t)hole : used;
+    memcpy(snap + data, (const char *)h + data, end - (size_t)data);
+    off = (off_t)end;
+  }
+}
+
+/* Fork, in the parent, with every lock of the allocator held (its heaps are
+ * consistent): a private snapshot of the part of the region in use, which
+ * the child moves over the region (shm_fork_child).  Taken before fork
+ * returns, so that the child sees its parent's heaps as they were at the
+ * fork, and none of what the parent or the others write after. */
+void shm_fork_prepare(void)
+{
+  shm_hdr_t *h = shm_hdr;
+
+  shm_snap = NULL;
+  if (h == NULL || shm_left || shm_me < 0)
+    return;
+  size_t used = shm_used(h);
+  void *snap = shm_sys_mmap(NULL, used, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
+  if (snap == MAP_FAILED)
+    return;                                   /* the child makes do (below) */
+  shm_snap_copy(h, snap, used);
+  shm_snap = snap;
+  shm_snap_len = used;
+}
+
+/* Fork, in the parent: the snapshot goes. */
+void shm_fork_parent(void)
+{
+  if (shm_snap != NULL)
+    shm_sys_munmap(shm_snap, shm_snap_len);
+  shm_snap = NULL;
+}
+
 void shm_fork_child(void)
 {
   shm_hdr_t *h = shm_hdr;
@@ -1175,23 +1274,38 @@ void shm_fork_child(void)
   ph_lock_reset(&shm_fb_lock);
   if (h == NULL || shm_left)
     return;
-  /* A private copy of the part in use, moved over the shared mapping at
-   * the same address: the child's blocks stay where they are, and what the
-   * child does no longer reaches the job's heap.  (The parent holds every
-   * lock of its heaps now, so its arenas are consistent in the copy.) */
-  size_t used = align_up((size_t)atomic_load(&h->cursor), os_page_size());
-  used = used > h->size ? (size_t)h->size : used;
-  void *copy = shm_sys_mmap(NULL, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
-  if (copy == MAP_FAILED)
-    ph_fatal("fork", "no memory for the child's copy of the shared heap at", h);
-  memcpy(copy, h, used);
+  /* The parent's snapshot, moved over the shared mapping at the same
+   * address: the child's blocks stay where they are, and what the child
+   * does no longer reaches the job's heap.  Other processes' heaps in it
+   * are foreign: never locked (heap.c), their blocks the child frees stay
+   * in its copy. */
+  size_t used = shm_snap != NULL ? shm_snap_len : shm_used(h);
+  void *copy = shm_snap;
+  if (copy == NULL) {              /* no snapshot: copied now, as it is */
+    copy = shm_sys_mmap(NULL, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+    if (copy == MAP_FAILED)
+      ph_fatal("fork", "no memory for the child's copy of the shared heap at", h);
+    shm_snap_copy(h, copy, used);
+  }
   if (ph_syscall(SYS_mremap, copy, used, used, MREMAP_MAYMOVE | MREMAP_FIXED, h) != (long)(uintptr_t)h)
     ph_fatal("fork", "cannot move the child's copy of the shared heap to", h);
+  shm_snap = NULL;
   /* beyond the part in use: nothing of the job's, and no new slices */
   if (h->size > used)
     shm_sys_mmap((char *)h + used, (size_t)h->size - used, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1);
-  shm_left = true;                             /* new slices: private mappings */
+  /* bundles other processes handed this process's heaps while the
+   * snapshot was taken may be torn in it: the parent takes them back */
+  shm_rec_t *r = &h->recs[shm_me];
+  for (uint32_t k = 0; k < SHM_REC_ARENAS; k++) {
+    mstate_t *ms = (mstate_t *)(uintptr_t)atomic_load_explicit(&r->arenas[k], memory_order_relaxed);
+    if (ms != NULL && (shm_adopted & (1u << k)))
+      atomic_store_explicit(&ms->remote, NULL, memory_order_relaxed);
+  }
+  if (shm_fd >= 0)
+    close(shm_fd);                 /* the child's copy is no longer the object */
+  shm_fd = -1;
+  shm_left = true;                 /* new slices: private mappings */
 }
 
 /* The last process to leave unlinks the object. */

@@ -65,6 +65,12 @@
  *   brief [die]     a short-lived process: allocates 1.5 MiB in blocks of many
  *                   sizes (all in the region), frees all but a few, prints
  *                   "brief ok INDEX" and exits (die: SIGKILLs itself)
+ *   fork_snap       holds a block of 32 MiB and one of 1 GiB with one page
+ *                   written, forks and writes the first block's last byte at
+ *                   once: the child sees the block as it was at the fork,
+ *                   and its copy of the region holds the pages written, not
+ *                   the holes (its resident memory stays small); prints
+ *                   "fork_snap ok" and the fork's time
  *   hammer FD       sends blocks of 3 KiB - 300 KiB to FD, 512 at a time (eat
  *                   frees them and acks) while allocating and freeing its own; once a write
  *                   fails (the peer was killed) goes on for 20000 more
@@ -93,6 +99,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pinheap.h"
@@ -999,7 +1006,11 @@ static int hammer(int fd)
   bool peer = true;
 
   char ack;
+  int peer_pid = 0;               /* the peer says it first (a socket pair's
+                                     credentials are its maker's) */
 
+  if (read(fd, &peer_pid, sizeof(peer_pid)) != (ssize_t)sizeof(peer_pid))
+    peer_pid = 0;                  /* killed before it could */
   signal(SIGPIPE, SIG_IGN);
   for (long i = 0; after < 20000; i++) {
     seed = seed * 1103515245u + 12345u;
@@ -1034,6 +1045,21 @@ static int hammer(int fd)
     PINHEAP_NAME(free)(own[i]);
   if (PINHEAP_NAME(malloc_check)() != 0)
     fail("malloc_check", 1, 0);
+  /* The peer's socket closed as it died; it may still be dying.  Leave
+   * once it has ended (a zombie or reaped, 5 s at most), so that this
+   * process is the last live member: the test checks it unlinks. */
+  for (int t = 0; t < 5000 && peer_pid > 0 && kill(peer_pid, 0) == 0; t++) {
+    char path[64], st[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", peer_pid);
+    FILE *f = fopen(path, "r");
+    char *r = f != NULL ? fgets(st, sizeof(st), f) : NULL;
+    if (f != NULL)
+      fclose(f);
+    char *p = r != NULL ? strrchr(st, ')') : NULL;
+    if (p != NULL && (p[2] == 'Z' || p[2] == 'X'))
+      break;
+    usleep(1000);
+  }
   printf("hammer ok sent %ld\n", sent);
   return 0;
 }
@@ -1045,8 +1071,11 @@ static int eat(int fd, bool twice)
   void *warm = PINHEAP_NAME(malloc)(16);   /* joins the heap first */
   long n = 0;
   char ack = 1;
+  int me = (int)getpid();
 
   PINHEAP_NAME(free)(warm);
+  if (write(fd, &me, sizeof(me)) != (ssize_t)sizeof(me))
+    return 0;
   for (;;) {
     size_t have = 0;
     while (have < sizeof(batch)) {
@@ -1136,6 +1165,46 @@ int main(int argc, char **argv)
     PINHEAP_NAME(free)(kept);
     printf("full after %ld\n", n);
     argv[1] = "hold";
+  }
+  if (strcmp(argv[1], "fork_snap") == 0) {
+    size_t n = (size_t)32 << 20, big = (size_t)1 << 30;
+    unsigned char *b = PINHEAP_NAME(malloc)(n), *g = PINHEAP_NAME(malloc)(big);
+    if (b == NULL || g == NULL || !PINHEAP_NAME(shm_contains)(g))
+      fail("blocks in the region", errno, 0);
+    memset(b, 0x3e, n);
+    g[big / 2] = 0x11;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      usleep(20000);                       /* the parent has written by now */
+      long rss_kb = 0;
+      FILE *f = fopen("/proc/self/status", "r");
+      char line[128];
+      while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "VmRSS: %ld", &rss_kb) == 1)
+          break;
+      if (f != NULL)
+        fclose(f);
+      if (b[n - 1] != 0x3e)
+        _exit(10);                         /* the parent's write after the fork */
+      if (g[big / 2] != 0x11 || g[0] != 0)
+        _exit(11);
+      _exit(rss_kb > (256 << 10) ? 12 : 0);  /* more than 256 MiB: the holes */
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    b[n - 1] = 0x77;                       /* at once, after fork returned */
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+      fail("fork", errno, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      fail(WIFEXITED(st) && WEXITSTATUS(st) == 10   ? "the child saw a write made after the fork"
+           : WIFEXITED(st) && WEXITSTATUS(st) == 12 ? "the child's copy faulted in the holes"
+                                                    : "the child (status)",
+           st, 0);
+    printf("fork_snap ok %.2f ms\n",
+           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    return 0;
   }
   if (strcmp(argv[1], "brief") == 0) {
     void *b[300];

@@ -892,6 +892,22 @@ Test(shm, a_peers_double_free_ends_the_peer_alone)
             workers[b - 1].status, out);
 }
 
+/* fork takes its snapshot of the region before it returns in the parent,
+ * and only where the object has data.  Before: the child copied the region
+ * after fork had returned (it saw the parent's later write) and faulted in
+ * every hole (a 1 GiB block with one page written: 1 GiB resident). */
+Test(shm, fork_snapshots_the_region_at_the_fork_and_skips_holes, .timeout = 120)
+{
+  job_set("forksnap");
+  char *env[] = { "PINHEAP_SHM_SIZE=2G", NULL };
+  char *args[] = { "fork_snap", NULL };
+  int w = spawn(args, env);
+  const char *out = finish(w, 60000);
+  cr_assert(exited_ok(w) && strstr(out, "fork_snap ok") != NULL, "status %#x: %s",
+            workers[w].status, out);
+  cr_assert(!shm_exists(), "left behind");
+}
+
 /* ---- processes that end without leaving --------------------------------- */
 
 /* Members killed (no destructor ran): the last live one unlinks the object
