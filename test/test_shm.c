@@ -848,7 +848,7 @@ Test(shm, foreign_pointer_is_caught)
 /* The peer frees the owner's blocks (above 2 KiB: before, under the
  * owner's heap lock) and is SIGKILLed at a random moment: the owner goes
  * on and finishes.  Before: the owner hung (5 of 5). */
-Test(shm, a_peer_killed_while_freeing_never_hangs_the_owner, .timeout = 600)
+Test(shm, a_peer_killed_while_freeing_never_hangs_the_owner)
 {
   const char *scale = getenv("PINHEAP_TEST_SCALE");
   int rounds = (int)(200 * (scale != NULL ? atof(scale) : 1.0));
@@ -896,7 +896,7 @@ Test(shm, a_peers_double_free_ends_the_peer_alone)
  * and only where the object has data.  Before: the child copied the region
  * after fork had returned (it saw the parent's later write) and faulted in
  * every hole (a 1 GiB block with one page written: 1 GiB resident). */
-Test(shm, fork_snapshots_the_region_at_the_fork_and_skips_holes, .timeout = 120)
+Test(shm, fork_snapshots_the_region_at_the_fork_and_skips_holes)
 {
   job_set("forksnap");
   char *env[] = { "PINHEAP_SHM_SIZE=2G", NULL };
@@ -934,7 +934,7 @@ Test(shm, the_last_live_member_unlinks_after_others_were_killed)
  * a 16 MiB region: each takes over the record and the heaps of one before
  * it -- left or killed -- instead of slices of its own.  Before: the 14th
  * found the region full. */
-Test(shm, short_lived_processes_reuse_the_region, .timeout = 300)
+Test(shm, short_lived_processes_reuse_the_region)
 {
   job_set("brief");
   char *env[] = { "PINHEAP_SHM_SIZE=16M", NULL };
