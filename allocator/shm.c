@@ -43,6 +43,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -441,8 +442,22 @@ static bool shm_create(int fd)
   struct statfs sf;
   size_t size = shm_conf.size, span = shm_span(size);
 
-  /* (the raw call: the archive's exported ftruncate announces releases) */
-  if (fchmod(fd, 0600) != 0 || ph_syscall(SYS_ftruncate, fd, (off_t)size) != 0) {
+  /* The creator's pid goes in first, while the object is still shorter
+   * than a header (a joiner waits for the size): a creator killed between
+   * sizing and writing the header would otherwise leave a sized object
+   * with no creator to check, and every joiner waiting out its timeout.
+   * (The raw ftruncate: the archive's exported one announces releases.) */
+  int me = (int)getpid();
+  /* Test hook: a creator that stalls before it sizes the object (2). */
+  for (char **e = environ; e != NULL && *e != NULL; e++) {
+    if (strcmp(*e, "PINHEAP_SHM_TEST_STALL=2") == 0) {
+      for (;;)
+        pause();
+    }
+  }
+  if (fchmod(fd, 0600) != 0 ||
+      pwrite(fd, &me, sizeof(me), (off_t)offsetof(shm_hdr_t, creator_pid)) != (ssize_t)sizeof(me) ||
+      ph_syscall(SYS_ftruncate, fd, (off_t)size) != 0) {
     say_begin();
     say("cannot size the new object to ");
     say_dec(size);
@@ -503,7 +518,7 @@ static bool shm_create(int fd)
     atomic_store_explicit(&h->rel[i].turn, i, memory_order_relaxed);
   atomic_store_explicit(&h->nprocs, 1, memory_order_relaxed);
   shm_me = 0;
-  /* Test hook: a creator that stalls before "ready" (test/test_shm.c). */
+  /* Test hook: a creator that stalls before "ready" (test/test_shm.c, 1). */
   for (char **e = environ; e != NULL && *e != NULL; e++) {
     if (strcmp(*e, "PINHEAP_SHM_TEST_STALL=1") == 0) {
       for (;;)
@@ -569,7 +584,22 @@ static int shm_join(int fd, uint64_t deadline)
     say(" if it is not in use)");
     return JOIN_FAIL;
   }
+  uint64_t unsized_since = shm_now_ms();
   while ((size_t)st.st_size < hsize) {        /* the creator has not sized it yet */
+    /* Its creator holds its lock until it is ready: unsized and unlocked
+     * for a while, it ended (killed between create and size).  This process
+     * keeps the lock while it unlinks it (if the name is still that very
+     * object), so that one joiner only replaces it. */
+    if (shm_now_ms() - unsized_since >= 50 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      struct stat by_name;
+      if (fstat(fd, &st) == 0 && (size_t)st.st_size < hsize && stat(shm_path, &by_name) == 0 &&
+          by_name.st_ino == st.st_ino && by_name.st_dev == st.st_dev) {
+        unlink(shm_path);
+        flock(fd, LOCK_UN);
+        return JOIN_RETRY;
+      }
+      flock(fd, LOCK_UN);
+    }
     if (shm_now_ms() > deadline) {
       say_begin();
       say("the object was never sized by its creator within ");
@@ -758,6 +788,16 @@ mstate_t *shm_start(void)
   for (;;) {
     int fd = open(shm_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) {
+      /* Held while the object is set up: a joiner that finds it unsized
+       * and unlocked knows its creator ended (shm_join).  Should a joiner
+       * have taken this object for stale meanwhile (this process stopped
+       * between open and flock), it is no longer the name's: start over. */
+      struct stat by_fd, by_name;
+      if (flock(fd, LOCK_EX) != 0 || fstat(fd, &by_fd) != 0 || stat(shm_path, &by_name) != 0 ||
+          by_fd.st_ino != by_name.st_ino || by_fd.st_dev != by_name.st_dev) {
+        close(fd);
+        continue;
+      }
       created = true;
       if (!shm_create(fd)) {
         shm_abandon(false);
@@ -765,6 +805,7 @@ mstate_t *shm_start(void)
         close(fd);
         return shm_fail();
       }
+      flock(fd, LOCK_UN);
       shm_keep_fd(fd);
       break;
     }

@@ -71,6 +71,10 @@
  *                   and its copy of the region holds the pages written, not
  *                   the holes (its resident memory stays small); prints
  *                   "fork_snap ok" and the fork's time
+ *   fork_time N     allocates 1 MiB in blocks, then times N forks (the child
+ *                   _exits, the parent waits); prints "fork_time MEDIAN_US"
+ *                   (tools/bench/shm/fork_cost.py: with and without the
+ *                   shared heap)
  *   hammer FD       sends blocks of 3 KiB - 300 KiB to FD, 512 at a time (eat
  *                   frees them and acks) while allocating and freeing its own; once a write
  *                   fails (the peer was killed) goes on for 20000 more
@@ -1165,6 +1169,31 @@ int main(int argc, char **argv)
     PINHEAP_NAME(free)(kept);
     printf("full after %ld\n", n);
     argv[1] = "hold";
+  }
+  if (strcmp(argv[1], "fork_time") == 0 && argc == 3) {
+    int n = atoi(argv[2]);
+    double t[256];
+    n = n < 1 ? 1 : n > 256 ? 256 : n;
+    for (int i = 0; i < 1024; i++)
+      memset(PINHEAP_NAME(malloc)(1024), 1, 1024);
+    for (int i = 0; i < n; i++) {
+      struct timespec t0, t1;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      pid_t pid = fork();
+      if (pid == 0)
+        _exit(0);
+      waitpid(pid, NULL, 0);
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      t[i] = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+    }
+    for (int i = 1; i < n; i++)             /* insertion sort: the median */
+      for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+        double x = t[j];
+        t[j] = t[j - 1];
+        t[j - 1] = x;
+      }
+    printf("fork_time %.1f\n", t[n / 2]);
+    return 0;
   }
   if (strcmp(argv[1], "fork_snap") == 0) {
     size_t n = (size_t)32 << 20, big = (size_t)1 << 30;

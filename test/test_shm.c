@@ -654,6 +654,35 @@ static bool wait_sized(int ms)
   return false;
 }
 
+/* A creator killed between creating the object and sizing it: the next
+ * process finds it unsized and unlocked, replaces it at once and runs.
+ * Before: it waited out the start-up timeout and ended ("never sized"). */
+Test(shm, creator_killed_before_sizing_is_replaced)
+{
+  job_set("unsized");
+  char path[256];
+  struct stat st;
+  char *hold[] = { "hold", NULL };
+  char *stall[] = { "PINHEAP_SHM_TEST_STALL=2", NULL };
+  int a = spawn(hold, stall);
+  shm_path_of(path, sizeof(path), job);
+  int t = 0;
+  for (; t < 10000 && stat(path, &st) != 0; t++)
+    usleep(1000);
+  cr_assert(t < 10000 && st.st_size == 0, "the creator did not create the object, unsized");
+  usleep(20000);
+  kill(workers[a].pid, SIGKILL);
+  finish(a, 5000);
+  char *info[] = { "info", NULL };
+  char *quick[] = { "PINHEAP_SHM_TIMEOUT=3000", NULL };
+  int b = spawn(info, quick);
+  const char *out = finish(b, 20000);
+  cr_assert(exited_ok(b) && strncmp(out, "0 0x", 4) == 0,
+            "the next process did not replace the unsized object (status %#x): %s",
+            workers[b].status, out);
+  cr_assert(!shm_exists(), "left behind");
+}
+
 Test(shm, creator_stopped_before_ready_gives_a_bounded_error_then_is_replaced)
 {
   job_set("stall");

@@ -185,6 +185,22 @@ def main():
             ratio("heap", "mpi", n), ratio("raw", "mpi", n), ratio("heap", "raw", n),
             ratio("raw", "ring", n)))
     lines.append("")
+    lines.append("spread: the rounds' own ratios, min-max (heap/mpi, heap~raw) and the time "
+                 "per message of heap, min-max us")
+
+    def spread(a, b, n):
+        if n not in samples[a] or n not in samples[b]:
+            return "-"
+        rs = [samples[b][n][r][0] / samples[a][n][r][0]
+              for r in set(samples[a][n]) & set(samples[b][n])]
+        return "%.2f-%.2f" % (min(rs), max(rs)) if rs else "-"
+
+    for n in sizes:
+        ts = [v[0] for v in samples["heap"][n].values()] if n in samples["heap"] else []
+        lines.append("%-6s heap/mpi %-12s heap~raw %-12s heap %s" % (
+            fmt_size(n), spread("heap", "mpi", n), spread("heap", "raw", n),
+            "%.2f-%.2f" % (min(ts), max(ts)) if ts else "-"))
+    lines.append("")
     lines.append("sender CPU time per message, us (until the send returned)")
     lines.append("%-6s" % "size" + "".join("%-12s" % m for m in shown))
     for n in sizes:
