@@ -1244,6 +1244,8 @@ int shm_rel_poll(void)
 
 /* ---- fork and exit ------------------------------------------------------- */
 
+#define SHM_MADV_POPULATE_WRITE 23   /* Linux 5.14; refused before (then faults) */
+
 /* The part of the region in use, page-rounded. */
 static size_t shm_used(const shm_hdr_t *h)
 {
@@ -1274,6 +1276,8 @@ static void shm_snap_copy(const shm_hdr_t *h, char *snap, size_t used)
     if (hole < 0 || (size_t)data >= used)
       break;
     size_t end = (size_t)hole < used ? (size_t)hole : used;
+    /* the destination's pages made in one call, not one fault each */
+    ph_syscall(SYS_madvise, snap + data, end - (size_t)data, SHM_MADV_POPULATE_WRITE);
     memcpy(snap + data, (const char *)h + data, end - (size_t)data);
     off = (off_t)end;
   }

@@ -71,7 +71,8 @@
  *                   and its copy of the region holds the pages written, not
  *                   the holes (its resident memory stays small); prints
  *                   "fork_snap ok" and the fork's time
- *   fork_time N     allocates 1 MiB in blocks, then times N forks (the child
+ *   fork_time N [KIB] allocates KIB KiB in blocks (default 1024), then times N
+ *                   forks (the child
  *                   _exits, the parent waits); prints "fork_time MEDIAN_US"
  *                   (tools/bench/shm/fork_cost.py: with and without the
  *                   shared heap)
@@ -1170,12 +1171,13 @@ int main(int argc, char **argv)
     printf("full after %ld\n", n);
     argv[1] = "hold";
   }
-  if (strcmp(argv[1], "fork_time") == 0 && argc == 3) {
+  if (strcmp(argv[1], "fork_time") == 0 && (argc == 3 || argc == 4)) {
     int n = atoi(argv[2]);
+    long kib = argc == 4 ? atol(argv[3]) : 1024;
     double t[256];
     n = n < 1 ? 1 : n > 256 ? 256 : n;
-    for (int i = 0; i < 1024; i++)
-      memset(PINHEAP_NAME(malloc)(1024), 1, 1024);
+    for (long i = 0; i < kib; i++)
+      memset(PINHEAP_NAME(malloc)(1000), 1, 1000);
     for (int i = 0; i < n; i++) {
       struct timespec t0, t1;
       clock_gettime(CLOCK_MONOTONIC, &t0);
