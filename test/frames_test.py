@@ -38,8 +38,10 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 
 results = {"passed": 0, "failed": 0}
 # Steps no consumer hooking libc's memory calls can hear, whoever serves
@@ -79,17 +81,29 @@ def run(args, exe, cfg, blind=False, extra=None):
     env.update(extra or {})
     if cfg == "preload":
         env["LD_PRELOAD"] = args.shim
+    outdir = None
     if args.consumer == "opal":
+        # each rank writes its report to a file: mpirun forwards output in
+        # 2 KiB pieces and interleaves the two ranks' lines
+        outdir = tempfile.mkdtemp(prefix="frames-")
+        env["FRAMES_REPORT_DIR"] = outdir
         fwd = []
         for k in ("OMPI_MCA_mpi_leave_pinned", args.param_prefix + "mpi_leave_pinned",
                   "FRAMES_CONSUMER", "PINHEAP_MODE", "LD_PRELOAD", "FRAMES_OPAL_PATCHER",
-                  "OMPI_MCA_memory"):
+                  "OMPI_MCA_memory", "FRAMES_REPORT_DIR"):
             if k in env:
                 fwd += ["-x", k]
         argv = [args.mpirun, "-np", "2", "--oversubscribe", "--mca", "btl", "self,vader"] + fwd + (
             ["--allow-run-as-root"] if os.geteuid() == 0 else []) + argv
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=400)
-    return reports(p.stdout), p
+    if outdir is None:
+        return reports(p.stdout), p
+    text = ""
+    for name in sorted(os.listdir(outdir)):
+        with open(os.path.join(outdir, name)) as f:
+            text += f.read()
+    shutil.rmtree(outdir, ignore_errors=True)
+    return reports(text + p.stdout), p
 
 
 def judge(label, d, consumer):
