@@ -223,6 +223,7 @@
 #define events_symbols_count    PINHEAP_NAME(events_symbols_count)
 #define events_dropped          PINHEAP_NAME(events_dropped)
 #define events_advice_releases  PINHEAP_NAME(events_advice_releases)
+#define events_page_len         PINHEAP_NAME(events_page_len)
 #define events_maps_walk        PINHEAP_NAME(events_maps_walk)
 #define events_shmdt_ranges     PINHEAP_NAME(events_shmdt_ranges)
 #define events_mask             PINHEAP_NAME(events_mask)

@@ -78,7 +78,7 @@ static void ms_fast_bound(mstate_t *ms)
  * deferred lists, whole: only each bundle's first chunk is looked at (the
  * others are checked when their bundle leaves again, or when coalesced).
  * A chunk larger than the deferred sizes comes alone, from another process
- * of the shared heap (heap.c, ms_free_foreign), and is freed at once (the
+ * of the shared heap (heap.c, foreign_hand_back), and is freed at once (the
  * lock may drop for a release, as in ms_fast_consolidate).  A bundle that
  * fails its check ends the process -- unless the heap is shared: then it
  * came from another process, which must not end this one, and the rest of

@@ -201,7 +201,7 @@ PH_HOT static chunk_t *chunk_check_inuse(mstate_t *ms, seg_t *seg, void *mem, co
   if (!chunk_cinuse(c))
     ph_fatal(fn, "double free", mem);
   /* (a larger chunk waits only on its way back from another process of the
-   * shared heap: ms_free_foreign) */
+   * shared heap: foreign_hand_back) */
   if ((chunk_size(c) <= PH_FAST_MAX_CHUNK || ms->source->shared) &&
       chunk_mem_waiting(mem) != waiting)
     ph_fatal(fn, waiting ? "write after free" : "double free", mem);
@@ -271,14 +271,20 @@ static PH_NOINLINE chunk_t *foreign_check(mstate_t *ms, seg_t *seg, void *mem, c
   return c;
 }
 
-/* Frees a block of another process's heap (see foreign_check): marked
- * waiting by one compare-and-swap, so that a second free of it, from any
- * process, finds the mark, then handed to the owner through its heap's
- * remote stack, a bundle of one, which the owner drains under its own
- * lock (defer.c).  A process killed here leaves at most this block. */
-static PH_NOINLINE void ms_free_foreign(mstate_t *ms, seg_t *seg, void *mem, const char *fn)
+/* Is mem (of ms, in segment seg) a block of another process's heap in the
+ * shared region? */
+PH_INLINE bool mem_foreign(const mstate_t *ms, const seg_t *seg, const void *mem)
 {
-  foreign_check(ms, seg, mem, fn);
+  return ph_unlikely(ms->source->shared) && seg != NULL && shm_foreign(mem);
+}
+
+/* Hands the checked block mem of another process's heap (foreign_check)
+ * back to it: marked waiting by one compare-and-swap, so that a second free
+ * of it, from any process, finds the mark, then pushed on its heap's remote
+ * stack, a bundle of one, which the owner drains under its own lock
+ * (defer.c).  A process killed here leaves at most this block. */
+static PH_NOINLINE void foreign_hand_back(mstate_t *ms, void *mem, const char *fn)
+{
   uint64_t *mark = &((uint64_t *)mem)[1];
   uint64_t seen = __atomic_load_n(mark, __ATOMIC_RELAXED);
   if (seen == chunk_free_key ||
@@ -294,8 +300,9 @@ PH_HOT static void ms_free_resolved(mstate_t *ms, seg_t *seg, void *mem, const c
   release_t rel = { NULL, 0 }, idle[4];
   unsigned nidle = 0;
 
-  if (ph_unlikely(ms->source->shared) && seg != NULL && shm_foreign(mem)) {
-    ms_free_foreign(ms, seg, mem, fn);
+  if (mem_foreign(ms, seg, mem)) {
+    foreign_check(ms, seg, mem, fn);
+    foreign_hand_back(ms, mem, fn);
     return;
   }
   if (seg == NULL) {
@@ -384,7 +391,7 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     errno = ENOMEM;
     return NULL;
   }
-  if (ph_unlikely(ms->source->shared) && seg != NULL && shm_foreign(mem)) {
+  if (mem_foreign(ms, seg, mem)) {
     /* another process's block: copied into this process's heap, and
      * handed back to its owner (its lock is not taken here) */
     old_usable = chunk_size(foreign_check(ms, seg, mem, fn)) - PH_CHUNK_OVERHEAD;
@@ -392,7 +399,7 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     if (fresh == NULL)
       return NULL;
     memcpy(fresh, mem, old_usable < n ? old_usable : n);
-    ms_free_foreign(ms, seg, mem, fn);
+    foreign_hand_back(ms, mem, fn);
     return fresh;
   }
   nb = request_to_size(n);
@@ -620,7 +627,7 @@ size_t mem_usable(const void *mem, const char *fn, bool lenient)
     return slab_usable(mem, fn);
   mstate_t *ms = mem_owner(NULL, mem, fn, &seg);
   size_t usable;
-  if (ph_unlikely(ms->source->shared) && seg != NULL && shm_foreign(mem))
+  if (mem_foreign(ms, seg, mem))
     return chunk_size(foreign_check(ms, seg, (void *)mem, fn)) - PH_CHUNK_OVERHEAD;
   ms_lock(ms);
   if (seg == NULL) {

@@ -54,58 +54,34 @@
 
 #include "types.h"
 
-/* ---- the raw system call ------------------------------------------------- */
-/* ph_syscall(nr, args...): the system call nr, with glibc's syscall()
- * semantics (-1 and errno for a result in [-4095, -1]), made by the
- * instruction itself.  pinheap exports its own syscall() (hooks/replace.c:
- * the memory numbers fire the events), and a call of `syscall` from inside
- * the archive -- through the core library's PLT, a slot relocation patching
- * rewrites -- would reach it: each of pinheap's munmaps would fire its event
- * again, or loop (peers_munmap -> syscall -> events_munmap -> peers_munmap).
- * So nothing in the archive but replace.c names `syscall`
- * (test/files_tests.cmake checks the objects).  Elsewhere than x86-64 and
- * aarch64 pinheap exports no syscall() and this is libc's. */
-#if defined(__x86_64__) || defined(__aarch64__)
-#define PH_RAW_SYSCALL 1
-#include <errno.h>
-PH_INLINE long ph_syscall6(long nr, long a, long b, long c, long d, long e, long f)
+#include "raw_syscall.h"   /* ph_syscall: pinheap's own system calls */
+
+/* Field n (numbered from 1, as proc(5) does; n >= 3) of a /proc/<pid>/stat
+ * line read into the NUL-terminated buf: counted from the last ')', which
+ * ends field 2 (the command's name may hold spaces and parentheses).
+ * @return its first character, or NULL if the line has no such field. */
+PH_INLINE const char *ph_stat_field(const char *buf, int n)
 {
-  long r;
-#if defined(__x86_64__)
-  register long r10 __asm__("r10") = d;
-  register long r8 __asm__("r8") = e;
-  register long r9 __asm__("r9") = f;
-  __asm__ volatile("syscall"
-                   : "=a"(r)
-                   : "0"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                   : "rcx", "r11", "memory");
-#else
-  register long x8 __asm__("x8") = nr;
-  register long x0 __asm__("x0") = a;
-  register long x1 __asm__("x1") = b;
-  register long x2 __asm__("x2") = c;
-  register long x3 __asm__("x3") = d;
-  register long x4 __asm__("x4") = e;
-  register long x5 __asm__("x5") = f;
-  __asm__ volatile("svc 0"
-                   : "+r"(x0)
-                   : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
-                   : "memory");
-  r = x0;
-#endif
-  if (ph_unlikely((unsigned long)r > -4096UL)) {
-    errno = (int)-r;
-    return -1;
+  const char *p = NULL;
+  for (const char *q = buf; *q != '\0'; q++)
+    if (*q == ')')
+      p = q + 1;
+  for (int field = 2; p != NULL && field < n; p++) {
+    if (*p == '\0')
+      return NULL;
+    field += *p == ' ';
   }
-  return r;
+  return p;
 }
-#define ph_syscall(...) PH_SYSCALL_PAD_(__VA_ARGS__, 0, 0, 0, 0, 0, 0, 0)
-#define PH_SYSCALL_PAD_(nr, a, b, c, d, e, f, ...)                                        \
-  ph_syscall6((long)(nr), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
-#else
-#define PH_RAW_SYSCALL 0
-#define ph_syscall syscall
-#endif
+
+/* The decimal number at p (NULL: 0). */
+PH_INLINE uint64_t ph_stat_number(const char *p)
+{
+  uint64_t v = 0;
+  for (; p != NULL && *p >= '0' && *p <= '9'; p++)
+    v = v * 10 + (uint64_t)(*p - '0');
+  return v;
+}
 
 /* ======================================================================= */
 /*  error.c -- the only output path; never allocates                        */
@@ -333,7 +309,7 @@ PH_HIDDEN mstate_t *shm_start(void);
 /** Is the shared heap on in this process? */
 PH_HIDDEN bool shm_on(void);
 /** Is mem in a part of the region another process holds?  Its heap is
- *  that process's: its lock is never taken here (heap.c, ms_free_foreign). */
+ *  that process's: its lock is never taken here (heap.c, foreign_hand_back). */
 PH_HIDDEN bool shm_foreign(const void *mem);
 /** A new arena of this process in the region (kind: its kind map byte), or
  *  NULL when the region is full. */

@@ -265,17 +265,9 @@ static bool pid_gone(int pid)
       ssize_t n = read(fd, buf, sizeof(buf) - 1);
       close(fd);
       buf[n > 0 ? n : 0] = '\0';
-      const char *p = strrchr(buf, ')');  /* after the command's name, which may hold one */
-      gone = p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-      if (!gone && p != NULL) {
-        int field = 2;                    /* ')' ends field 2 */
-        for (p++; *p != '\0' && field < 9; p++)
-          field += *p == ' ';
-        unsigned long flags = 0;
-        for (; *p >= '0' && *p <= '9'; p++)
-          flags = flags * 10 + (unsigned long)(*p - '0');
-        gone = field == 9 && (flags & SHM_PF_EXITING) != 0;
-      }
+      const char *state = ph_stat_field(buf, 3);
+      gone = state != NULL && (*state == 'Z' || *state == 'X');
+      gone = gone || (ph_stat_number(ph_stat_field(buf, 9)) & SHM_PF_EXITING) != 0;
     }
   }
   errno = saved;

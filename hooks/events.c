@@ -317,9 +317,7 @@ PH_STARTUP void events_init(void)
 /*  the entry points                                                        */
 /* ======================================================================= */
 
-/* The range [addr, addr+len) as the kernel rounds it: len up to pages.
- * 0 if addr is not page-aligned (the kernel refuses the call) or len is 0. */
-static size_t events_page_len(const void *addr, size_t len)
+size_t events_page_len(const void *addr, size_t len)
 {
   size_t page = os_page_size();
   if (((uintptr_t)addr & (page - 1)) != 0 || len > SIZE_MAX - page)
@@ -782,16 +780,7 @@ static uintptr_t events_start_brk(void)
   v = 1;
   if (n > 0) {
     buf[n] = '\0';
-    const char *p = NULL;
-    for (long i = n - 1; i >= 0 && p == NULL; i--)   /* after the command's ')' */
-      if (buf[i] == ')')
-        p = buf + i + 1;
-    int field = 2;                           /* the ')' ends field 2 */
-    for (; p != NULL && *p != '\0' && field < 47; p++)
-      field += *p == ' ';
-    uintptr_t x = 0;
-    for (; p != NULL && *p >= '0' && *p <= '9'; p++)
-      x = x * 10 + (uintptr_t)(*p - '0');
+    uintptr_t x = (uintptr_t)ph_stat_number(ph_stat_field(buf, 47));
     if (x != 0)
       v = x;
   }

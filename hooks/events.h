@@ -62,6 +62,9 @@ PH_INLINE bool events_wanted(int bits)
 PH_HIDDEN void events_vm_unmapped(void *addr, size_t len, int source);
 /** Fires VM_MAPPED for [addr, addr+len) (after the range appeared). */
 PH_HIDDEN void events_vm_mapped(void *addr, size_t len, int source);
+/** The range [addr, addr+len) as the kernel rounds it: len up to pages.
+ *  0 if addr is not page-aligned (the kernel refuses the call) or len is 0. */
+PH_HIDDEN size_t events_page_len(const void *addr, size_t len);
 /** Whether madvise with this advice takes the range's pages away (they
  *  read back as zeros or as the file, or fault): a release. */
 PH_HIDDEN bool events_advice_releases(int advice);

@@ -198,13 +198,7 @@ PH_STARTUP bool peers_exempt_at(const void *addr)
 static int peers_foreign(const void *entry)
 {
   const void *t = peers_jump_end(entry);
-  if (t == NULL || t == entry || peers_in(peers_self_range(), t))
-    return 0;
-  int n = __atomic_load_n(&peers_nexempt, __ATOMIC_ACQUIRE);
-  for (int i = 0; i < n; i++)
-    if (peers_in(&peers_exempts[i], t))
-      return 0;
-  return 1;
+  return t != NULL && t != entry && !peers_in(peers_self_range(), t) && !peers_exempt_at(t);
 }
 
 /* The decision for bytes now at libc's entry for call i, cached: the

@@ -149,7 +149,6 @@ static void ucx_forward(int type, ucx_vm_event_t *ev, void *arg)
 static void ucx_madvise_seen(int type, ucx_vm_event_t *ev, void *arg)
 {
   const ucx_madvise_event_t *m = (const ucx_madvise_event_t *)(void *)ev;
-  size_t page = os_page_size();
   (void)arg;
   if (type != UCX_EVENT_MADVISE || !events_advice_releases(m->advice))
     return;
@@ -161,9 +160,9 @@ static void ucx_madvise_seen(int type, ucx_vm_event_t *ev, void *arg)
   default:
     break;
   }
-  if (((uintptr_t)m->addr & (page - 1)) != 0 || m->length == 0 || m->length > SIZE_MAX - page)
-    return;                          /* the kernel refuses it: nothing leaves */
-  ucx_vm_munmap(m->addr, (m->length + page - 1) & ~(page - 1));
+  size_t len = events_page_len(m->addr, m->length);
+  if (len != 0)                      /* (0: the kernel refuses it, nothing leaves) */
+    ucx_vm_munmap(m->addr, len);
 }
 
 /* The shmdt calls that reach UCX's hooks (shared), before the call.

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "pinheap.h"
+#include "raw_syscall.h"
 
 /* The OS layer's listener slot (hidden in the archive, linkable here). */
 typedef void os_release_fn(void *addr, size_t len, void *ctx);
@@ -229,38 +230,17 @@ static void trace_mspaces(void)
   }
 }
 
-/* A system call no symbol sees: an instruction of this program's own.  (A
+/* A system call no symbol sees: the instruction itself (ph_syscall).  A
  * call of mmap, munmap or syscall() would also link the archive's
- * interposers into this program, which runs under ASan too.) */
-static long trace_raw6(long nr, long a, long b, long c, long d, long e, long f)
-{
-#if defined(__x86_64__)
-  register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
-  long r;
-  __asm__ volatile("syscall"
-                   : "=a"(r)
-                   : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                   : "rcx", "r11", "memory");
-  return r;
-#elif defined(__aarch64__)
-  register long x8 __asm__("x8") = nr, x0 __asm__("x0") = a, x1 __asm__("x1") = b;
-  register long x2 __asm__("x2") = c, x3 __asm__("x3") = d, x4 __asm__("x4") = e;
-  register long x5 __asm__("x5") = f;
-  __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
-                   : "memory");
-  return x0;
-#else
-  return syscall(nr, a, b, c, d, e, f);
-#endif
-}
-
+ * interposers into this program, which runs under ASan too, and syscall()
+ * would announce it. */
 static void trace_inject_unannounced(void)
 {
-  long p = trace_raw6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+  long p = ph_syscall(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                       -1, 0);
-  if (p < 0 && p > -4096)
+  if (p == -1)
     trace_fail("mmap for --inject-unannounced failed");
-  trace_raw6(SYS_munmap, p, 4096, 0, 0, 0, 0);
+  ph_syscall(SYS_munmap, p, 4096);
 }
 
 static void trace_workload(int inject)
