@@ -303,6 +303,8 @@
 #define shm_foreign             PINHEAP_NAME(shm_foreign)
 #define shm_heap_create         PINHEAP_NAME(shm_heap_create)
 #define shm_slice_take          PINHEAP_NAME(shm_slice_take)
+#define shm_back                PINHEAP_NAME(shm_back)
+#define shm_remove              PINHEAP_NAME(shm_remove)
 #define shm_fallback_active     PINHEAP_NAME(shm_fallback_active)
 #define shm_fallback_heap       PINHEAP_NAME(shm_fallback_heap)
 #define shm_fork_child          PINHEAP_NAME(shm_fork_child)

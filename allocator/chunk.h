@@ -308,6 +308,24 @@ PH_INLINE chunk_t *chunk_carve(mstate_t *ms, chunk_t *c, size_t csize, size_t nb
   return c;
 }
 
+/* The bytes at the start of a free chunk of the shared heap that stay
+ * reserved when its pages are given back (segment.c: shared_pages): its
+ * header and a release's token (shm_rel_token_at). */
+#define PH_SHARED_KEEP (sizeof(chunk_t) + sizeof(uint64_t))
+
+/* Before nb bytes are carved from the start of the chunk c (csize bytes,
+ * free), their pages -- and those of the rest's header -- are reserved
+ * in the tmpfs again where a give-back of the shared heap removed them
+ * (shm.c: "tmpfs blocks: reserved, not hoped for").  Nothing to do, one
+ * load, in a heap with no page given back: every private heap.  Locked.
+ * @return false (nothing changed) when the tmpfs has no room. */
+PH_INLINE bool ms_carve_backed(mstate_t *ms, const chunk_t *c, size_t csize, size_t nb)
+{
+  if (ph_likely(__atomic_load_n(&ms->unbacked, __ATOMIC_RELAXED) == 0))
+    return true;
+  return shm_back(ms, c, nb + PH_SHARED_KEEP < csize ? nb + PH_SHARED_KEEP : csize);
+}
+
 PH_INLINE uintptr_t *bundle_word(void *mem) { return &((uintptr_t *)mem)[2]; }
 PH_INLINE unsigned bundle_len(void *mem) { return (unsigned)(*bundle_word(mem) >> PH_BUNDLE_SHIFT); }
 PH_INLINE void *bundle_next(void *mem) { return (void *)(*bundle_word(mem) & PH_BUNDLE_LINK_MASK); }

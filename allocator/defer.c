@@ -172,6 +172,11 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
   chunk_t *t = ms->top;
   if (t != NULL && !bin_live(ms, bin_index(nb))) {
     size_t ts = chunk_size(t), dec = top_rest_decommitted(ms, t);
+    size_t fit = ts >= nb + PH_MIN_CHUNK ? (ts - PH_MIN_CHUNK) / nb : 0;
+    if (fit > k)
+      fit = k;
+    if (fit != 0 && !ms_carve_backed(ms, t, ts, fit * nb))
+      k = 0;                         /* no room in the tmpfs: none at all */
     while (n < k && ts >= nb + PH_MIN_CHUNK) {
       head_set(ms, t, nb | PH_CINUSE | PH_PINUSE);
       void *m = chunk_mem(t);

@@ -27,6 +27,8 @@ PH_HOT chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
     /* empty: a larger bin's, below */
   } else if (i < PH_NSMALL) {               /* exact fit */
     c = b->fd;
+    if (!ms_carve_backed(ms, c, nb, nb))
+      return NULL;
     bin_unlink(ms, c, nb);
     chunk_set_inuse(ms, c, nb);
     return c;
@@ -49,10 +51,12 @@ PH_HOT chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
   if (dv != NULL) {
     size_t ds = chunk_size(dv);
     if (ds >= nb && (c == NULL || ds <= chunk_size(c)))
-      return dv_take(ms, dv, ds, nb);
+      return ms_carve_backed(ms, dv, ds, nb) ? dv_take(ms, dv, ds, nb) : NULL;
   }
   if (c != NULL) {
     size_t cs = chunk_size(c);
+    if (!ms_carve_backed(ms, c, cs, nb))
+      return NULL;
     bin_unlink(ms, c, cs);
     return chunk_carve(ms, c, cs, nb);
   }
@@ -61,6 +65,8 @@ PH_HOT chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
     if (c != NULL) {
       size_t ts = chunk_size(c);
       if (ts >= nb + PH_MIN_CHUNK) {
+        if (!ms_carve_backed(ms, c, ts, nb))
+          return NULL;
         chunk_t *rest = chunk_at(c, nb);
         head_set(ms, rest, (ts - nb) | PH_PINUSE | top_rest_decommitted(ms, c));
         head_set(ms, c, nb | PH_CINUSE | PH_PINUSE);
@@ -78,6 +84,14 @@ PH_HOT chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
       return NULL;
     /* the lock was dropped: a bin may fit now, but the top surely does */
   }
+}
+
+/* Where a request the shared heap ms could not serve goes: the private
+ * heap of the fallback once the region (or the tmpfs behind it) is full
+ * and the fallback is on (shm.c); NULL otherwise. */
+static PH_NOINLINE mstate_t *ms_fallback(const mstate_t *ms)
+{
+  return ms->source->shared && shm_fallback_active() ? shm_fallback_heap() : NULL;
 }
 
 PH_HOT void *ms_malloc(mstate_t *ms, size_t n)
@@ -99,10 +113,8 @@ PH_HOT void *ms_malloc(mstate_t *ms, size_t n)
   ms_lock(ms);
   c = ms_alloc_chunk(ms, nb);
   ms_unlock(ms);
-  if (ph_unlikely(c == NULL)) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  if (ph_unlikely(c == NULL))
+    return ms_fallback(ms) != NULL ? ms_malloc(ms_fallback(ms), n) : (errno = ENOMEM, NULL);
   return chunk_mem(c);
 }
 
@@ -431,7 +443,8 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
         size + chunk_size(next) < nb + PH_MIN_CHUNK)
       ms_grow_in_place(ms, nb + PH_MIN_CHUNK - size);   /* from the reserve */
     if (next == ms->top && size + chunk_size(next) >= nb + PH_MIN_CHUNK &&
-        nb < mparams_get(mmap_threshold)) {     /* grow into the top */
+        nb < mparams_get(mmap_threshold) &&
+        ms_carve_backed(ms, c, size + chunk_size(next), nb)) {     /* grow into the top */
       size_t tsize = size + chunk_size(next) - nb;
       size_t dec = top_rest_decommitted(ms, next);
       chunk_t *rest = chunk_at(c, nb);
@@ -441,7 +454,8 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
       ms_unlock(ms);
       return mem;
     }
-    if (next != ms->top && !chunk_cinuse(next) && size + chunk_size(next) >= nb) {
+    if (next != ms->top && !chunk_cinuse(next) && size + chunk_size(next) >= nb &&
+        ms_carve_backed(ms, c, size + chunk_size(next), nb)) {
       size_t nsize = chunk_size(next);       /* grow into the free neighbour */
       bin_unlink(ms, next, nsize);
       size += nsize;
@@ -501,10 +515,8 @@ void *ms_memalign(mstate_t *ms, size_t align, size_t n)
   ms_unlock(ms);
   if (rel.len != 0)
     os_release(rel.addr, rel.len);
-  if (c == NULL) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  if (c == NULL)
+    return ms_fallback(ms) != NULL ? ms_memalign(ms_fallback(ms), align, n) : (errno = ENOMEM, NULL);
   return chunk_mem(c);
 }
 
@@ -533,8 +545,10 @@ static chunk_t *ms_aligned_fit(mstate_t *ms, size_t nb, size_t align)
   chunk_t *dv = dv_get(ms);
   if (dv != NULL) {
     size_t ds = chunk_size(dv);
-    if (ds >= nb && aligned_lead(dv, ds, nb, align) < ds)
-      return dv_take(ms, dv, ds, ds);    /* whole: the caller cuts both ends */
+    size_t lead;
+    if (ds >= nb && (lead = aligned_lead(dv, ds, nb, align)) < ds)
+      /* whole: the caller cuts both ends */
+      return ms_carve_backed(ms, dv, ds, lead + nb) ? dv_take(ms, dv, ds, ds) : NULL;
   }
   unsigned looked = 0;
   for (unsigned i = binmap_next(ms, bin_index(nb)); i < PH_NBINS; i = binmap_next(ms, i + 1)) {
@@ -542,8 +556,10 @@ static chunk_t *ms_aligned_fit(mstate_t *ms, size_t nb, size_t align)
     for (chunk_t *x = b->fd; x != b; x = x->fd) {
       if (++looked > ALIGNED_FIT_LOOK)
         return NULL;
-      size_t size = chunk_size(x);
-      if (size >= nb && aligned_lead(x, size, nb, align) < size) {
+      size_t size = chunk_size(x), lead;
+      if (size >= nb && (lead = aligned_lead(x, size, nb, align)) < size) {
+        if (!ms_carve_backed(ms, x, size, lead + nb))
+          return NULL;
         bin_unlink(ms, x, size);
         chunk_set_inuse(ms, x, size);
         return x;

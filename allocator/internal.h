@@ -318,6 +318,13 @@ PH_HIDDEN mstate_t *shm_heap_create(unsigned kind);
  *  this process, or NULL when the region is full (then the fallback, if on,
  *  starts: see shm_fallback_active).  Lock-free. */
 PH_HIDDEN void *shm_slice_take(size_t len);
+/** Reserves in the tmpfs the pages of [p, p + len) in ms's part of the
+ *  region that a give-back removed (see ms_carve_backed).  Locked.
+ *  @return false when the tmpfs has no room (then NULL, or the fallback). */
+PH_HIDDEN bool shm_back(mstate_t *ms, const void *p, size_t len);
+/** The whole pages [addr, addr + len) of ms's free chunk leave the object
+ *  (os_release_shared: the listener first), no longer reserved. */
+PH_HIDDEN void shm_remove(mstate_t *ms, void *addr, size_t len);
 /** Has the region filled up with the fallback on?  Then large requests get
  *  private huge chunks and small ones a private heap's chunks. */
 PH_HIDDEN bool shm_fallback_active(void);

@@ -107,7 +107,8 @@ PH_HOT bool ms_grow(mstate_t *ms, size_t nb)
     hint = tseg->base + tseg->size + tseg->spare;
 
   if (ms->source->shared) {
-    /* A slice of the shared region: lock-free, no system call, no reserve. */
+    /* A slice of the shared region: its tmpfs blocks reserved, no reserve
+     * of address space past it. */
     spare = 0;
     p = shm_slice_take(len);
     if (p == NULL)
@@ -198,7 +199,7 @@ static bool shared_release(mstate_t *ms, chunk_t *c, uintptr_t lo, uintptr_t hi)
   }
   switch (shm_rel_post(ms, c, (void *)lo, hi - lo)) {
   case SHM_POST_NOW:
-    os_release_shared((void *)lo, hi - lo, true);
+    shm_remove(ms, (void *)lo, hi - lo);
     return true;
   case SHM_POST_LATER:
     return true;
@@ -207,12 +208,13 @@ static bool shared_release(mstate_t *ms, chunk_t *c, uintptr_t lo, uintptr_t hi)
   }
 }
 
-/* The whole pages of the chunk c past its header and keep bytes more. */
+/* The whole pages of the chunk c past its header (PH_SHARED_KEEP) and keep
+ * bytes more. */
 static bool shared_pages(const chunk_t *c, size_t keep, uintptr_t *lo_p, uintptr_t *hi_p)
 {
   size_t page = os_page_size();
 
-  *lo_p = align_up((uintptr_t)c + sizeof(chunk_t) + keep, page);
+  *lo_p = align_up((uintptr_t)c + PH_SHARED_KEEP + keep, page);
   *hi_p = align_down((uintptr_t)c + chunk_size(c), page);
   return *hi_p > *lo_p;
 }
@@ -385,7 +387,7 @@ int ms_release_settle(mstate_t *ms, void *chunk, void *addr, size_t len, uint64_
   }
   shared_mark(c, true);
   ms_unlock(ms);
-  os_release_shared(addr, len, true);
+  shm_remove(ms, addr, len);
   ms_lock(ms);
   shared_put_back(ms, list, top, tseg);
   ms_unlock(ms);

@@ -61,7 +61,7 @@ extern char **environ;
 #endif
 
 #define SHM_MAGIC    0x316d68737061656eULL   /* "neapshm1" */
-#define SHM_VERSION  3u
+#define SHM_VERSION  4u
 #define SHM_MAX_PROCS PARAM_RANKS_MAX
 #define SHM_SLOT     ((uintptr_t)1 << (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS))  /* 4 GiB */
 #define SHM_LEAF_BYTES (sizeof(uintptr_t) << PH_OWNER_LEAF_BITS)
@@ -110,6 +110,7 @@ typedef struct shm_hdr_s {
   _Atomic uint64_t cursor;   /* offset of the first byte no slice holds */
   uint64_t owners_off;       /* uint16_t per granule */
   uint64_t leaves_off;       /* the owner map's leaves, one per root slot */
+  uint64_t backed_off;       /* a bit per page: reserved in the tmpfs (below) */
   uint64_t data_off;         /* the first slice */
   uint64_t free_key;         /* chunk_free_key of every process */
   mem_source_t source;       /* what every heap of the region points at */
@@ -128,7 +129,8 @@ static bool shm_left;                       /* the child of a fork: a private co
 static atomic_bool shm_full;                /* the region filled up, fallback on */
 static atomic_flag shm_full_said = ATOMIC_FLAG_INIT;
 static mstate_t *_Atomic shm_fb_heap;
-static int shm_fd = -1;                     /* the object, kept open (fork's snapshot) */
+static int shm_fd = -1;                     /* the object, kept open (fork's snapshot,
+                                               reservations) */
 static uint64_t shm_fd_dev, shm_fd_ino;     /* what it must still be */
 static void *shm_snap;                      /* fork: the parent's snapshot, or NULL */
 static size_t shm_snap_len;
@@ -375,16 +377,194 @@ static uintptr_t shm_pick_address(size_t span)
 
 static size_t shm_span(size_t size) { return align_up(size, SHM_SLOT); }
 
-/* Fills in the layout offsets of h for its size.  @return false if the
- * region is too small to hold a first arena. */
-static bool shm_layout(shm_hdr_t *h)
+/* ---- tmpfs blocks: reserved, not hoped for ----------------------------------
+ *
+ * The object is sparse: a page of it takes a block of the tmpfs behind
+ * /dev/shm when it is first touched, and a tmpfs with no block left answers
+ * the touch with SIGBUS -- in a program that malloc gave the memory to, on
+ * a /dev/shm that every job of the node draws on.  So blocks are reserved
+ * (fallocate: the tmpfs allocates them now, or says ENOSPC) before a byte
+ * of them is handed out: the header's when the object is made, a slice's
+ * when it is taken (shm_slice_take), and the pages a give-back removed
+ * (shm_remove) again before a chunk over them is handed out (shm_back,
+ * through ms_carve_backed).  A bit per page in the header says which pages
+ * are reserved, and each heap counts its pages that are not (unbacked), so
+ * that a heap with none, the usual case, looks at no bit.  The tmpfs
+ * refusing is the region filling up: NULL with ENOMEM, or the fallback
+ * (shm_no_room).  Reserved pages never touched stay holes for SEEK_DATA
+ * (the tmpfs marks a page up to date on its first touch), so fork's
+ * snapshot still copies only what was written.
+ */
+
+#ifndef FALLOC_FL_KEEP_SIZE
+#define FALLOC_FL_KEEP_SIZE 1
+#endif
+
+/* Reserves [off, off + len) of the object fd (the raw call: the archive's
+ * exported fallocate announces releases).  @return 0 or the errno. */
+static int shm_reserve(int fd, uint64_t off, uint64_t len)
+{
+  for (;;) {
+    if (ph_syscall(SYS_fallocate, fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0)
+      return 0;
+    if (errno != EINTR)
+      return errno;
+  }
+}
+
+/* The object's descriptor, checked to be the object still: a program that
+ * closed it (and maybe reused the number) gets it opened again by name.
+ * @return it, or -1. */
+static int shm_fd_get(void)
+{
+  struct stat st;
+  int fd = __atomic_load_n(&shm_fd, __ATOMIC_ACQUIRE);
+
+  if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_dev == shm_fd_dev &&
+      (uint64_t)st.st_ino == shm_fd_ino)
+    return fd;
+  int nfd = open(shm_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (nfd < 0)
+    return -1;
+  if (fstat(nfd, &st) != 0 || (uint64_t)st.st_dev != shm_fd_dev || (uint64_t)st.st_ino != shm_fd_ino) {
+    close(nfd);                                  /* the name is another object now */
+    return -1;
+  }
+  if (!__atomic_compare_exchange_n(&shm_fd, &fd, nfd, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    close(nfd);                                  /* another thread opened it first */
+    return fd;
+  }
+  return nfd;
+}
+
+static uint64_t *shm_bits(const shm_hdr_t *h) { return (uint64_t *)((char *)h + h->backed_off); }
+
+/* Sets (or clears) the bits of the pages [pg, end).  @return how many changed. */
+static size_t shm_bits_change(shm_hdr_t *h, uint64_t pg, uint64_t end, bool set)
+{
+  uint64_t *w = shm_bits(h);
+  size_t changed = 0;
+
+  while (pg < end) {
+    uint64_t lo = pg % 64, n = end - pg < 64 - lo ? end - pg : 64 - lo;
+    uint64_t mask = (n == 64 ? ~0ULL : ((1ULL << n) - 1)) << lo;
+    uint64_t old = set ? __atomic_fetch_or(&w[pg / 64], mask, __ATOMIC_RELAXED)
+                       : __atomic_fetch_and(&w[pg / 64], ~mask, __ATOMIC_RELAXED);
+    changed += (size_t)__builtin_popcountll((set ? ~old : old) & mask);
+    pg += n;
+  }
+  return changed;
+}
+
+/* The first page of [pg, end) whose bit is set (or clear), or end. */
+static uint64_t shm_bits_find(const shm_hdr_t *h, uint64_t pg, uint64_t end, bool set)
+{
+  const uint64_t *w = shm_bits(h);
+
+  while (pg < end) {
+    uint64_t v = __atomic_load_n(&w[pg / 64], __ATOMIC_RELAXED);
+    v = (set ? v : ~v) & (~0ULL << (pg % 64));
+    if (v != 0) {
+      uint64_t f = (pg & ~(uint64_t)63) + (uint64_t)__builtin_ctzll(v);
+      return f < end ? f : end;
+    }
+    pg = (pg & ~(uint64_t)63) + 64;
+  }
+  return end;
+}
+
+/* Marks [off, off + len) of the region reserved (whole pages). */
+static void shm_backed_set(shm_hdr_t *h, uint64_t off, uint64_t len)
 {
   size_t page = os_page_size();
-  h->owners_off = align_up(sizeof(shm_hdr_t), page);
-  size_t owners = (h->size >> PH_GRANULE_SHIFT) * sizeof(uint16_t);
-  h->leaves_off = align_up(h->owners_off + owners, page);
-  h->data_off = align_up(h->leaves_off + (h->span / SHM_SLOT) * SHM_LEAF_BYTES, PH_GRANULE);
-  return h->data_off + 4 * PH_DEFAULT_SEGMENT <= h->size;
+  shm_bits_change(h, off / page, align_up(off + len, page) / page, true);
+}
+
+/* The tmpfs had no room for len bytes more (errno err): the fallback
+ * starts, if it is on, or malloc returns NULL meanwhile; said once. */
+static void shm_no_room(uint64_t len, int err)
+{
+  if (shm_conf.fallback)
+    atomic_store_explicit(&shm_full, true, memory_order_relaxed);
+  if (atomic_flag_test_and_set(&shm_full_said))
+    return;
+  say_begin();
+  say("/dev/shm is full: no room to reserve ");
+  say_dec(len);
+  say(" bytes more of the region (errno ");
+  say_dec((uint64_t)err);
+  if (shm_conf.fallback)
+    say_end(PH_LOG_WARN, "); this process allocates from its private heap from now on "
+            "(PINHEAP_SHM_FALLBACK); those blocks cannot be used by other processes");
+  else
+    say_end(PH_LOG_WARN, "); malloc returns NULL (ENOMEM) while it stays full "
+            "(PINHEAP_SHM_FALLBACK=1 would go on on the private heap)");
+}
+
+/* Reserves [off, off + len) of the region and marks it.  @return 0 or the
+ * errno (said). */
+static int shm_take_blocks(uint64_t off, uint64_t len)
+{
+  int fd = shm_fd_get();
+  int err = fd >= 0 ? shm_reserve(fd, off, len) : EBADF;
+  if (err != 0) {
+    shm_no_room(len, err);
+    return err;
+  }
+  shm_backed_set(shm_hdr, off, len);
+  return 0;
+}
+
+bool shm_back(mstate_t *ms, const void *p, size_t len)
+{
+  shm_hdr_t *h = shm_hdr;
+  if (!shm_on())
+    return true;                               /* a forked child: a private copy */
+  size_t page = os_page_size();
+  uint64_t off = (uintptr_t)p - (uintptr_t)h;
+  uint64_t pg = off / page, end = align_up(off + len, page) / page;
+  while ((pg = shm_bits_find(h, pg, end, false)) < end) {
+    uint64_t run = shm_bits_find(h, pg, end, true);
+    int fd = shm_fd_get();
+    int err = fd >= 0 ? shm_reserve(fd, pg * page, (run - pg) * page) : EBADF;
+    if (err != 0) {
+      shm_no_room((run - pg) * page, err);
+      return false;
+    }
+    __atomic_fetch_sub(&ms->unbacked, shm_bits_change(h, pg, run, true), __ATOMIC_RELAXED);
+    pg = run;
+  }
+  return true;
+}
+
+void shm_remove(mstate_t *ms, void *addr, size_t len)
+{
+  shm_hdr_t *h = shm_hdr;
+  if (shm_on()) {
+    size_t page = os_page_size();
+    uint64_t off = (uintptr_t)addr - (uintptr_t)h;
+    __atomic_fetch_add(&ms->unbacked, shm_bits_change(h, off / page, (off + len) / page, false),
+                       __ATOMIC_RELAXED);
+  }
+  os_release_shared(addr, len, true);
+}
+
+/* Where the header's parts go in a region of size bytes (span reserved). */
+typedef struct shm_layout_s {
+  uint64_t owners_off, leaves_off, backed_off, data_off;
+} shm_layout_t;
+
+static shm_layout_t shm_layout(size_t size, size_t span)
+{
+  size_t page = os_page_size();
+  shm_layout_t l;
+  l.owners_off = align_up(sizeof(shm_hdr_t), page);
+  size_t owners = (size >> PH_GRANULE_SHIFT) * sizeof(uint16_t);
+  l.leaves_off = align_up(l.owners_off + owners, page);
+  l.backed_off = align_up(l.leaves_off + (span / SHM_SLOT) * SHM_LEAF_BYTES, page);
+  size_t backed = align_up(size / page, 64) / 8;     /* whole words */
+  l.data_off = align_up(l.backed_off + backed, PH_GRANULE);
+  return l;
 }
 
 static uint16_t *shm_owners(void) { return (uint16_t *)((char *)shm_hdr + shm_hdr->owners_off); }
@@ -470,6 +650,26 @@ static bool shm_create(int fd)
     say(")");
     return false;
   }
+  shm_layout_t l = shm_layout(size, span);
+  if (l.data_off + 4 * PH_DEFAULT_SEGMENT > size) {
+    say_begin();
+    say("the region of ");
+    say_dec(size);
+    say(" bytes is too small for its header and a first arena");
+    return false;
+  }
+  /* The header's tmpfs blocks, before it is written ("reserved, not hoped
+   * for", below). */
+  int err = shm_reserve(fd, 0, l.data_off);
+  if (err != 0) {
+    say_begin();
+    say("cannot reserve the header's ");
+    say_dec(l.data_off);
+    say(" bytes in /dev/shm (errno ");
+    say_dec((uint64_t)err);
+    say(err == ENOSPC ? ": no space left)" : ")");
+    return false;
+  }
   uintptr_t base = shm_pick_address(span);
   if (base == 0) {
     say_begin();
@@ -490,13 +690,11 @@ static bool shm_create(int fd)
   h->base = base;
   h->span = span;
   h->max_procs = shm_conf.ranks != 0 ? shm_conf.ranks : SHM_MAX_PROCS;
-  if (!shm_layout(h)) {
-    say_begin();
-    say("the region of ");
-    say_dec(size);
-    say(" bytes is too small for its header and a first arena");
-    return false;
-  }
+  h->owners_off = l.owners_off;
+  h->leaves_off = l.leaves_off;
+  h->backed_off = l.backed_off;
+  h->data_off = l.data_off;
+  shm_backed_set(h, 0, l.data_off);
   atomic_store_explicit(&h->cursor, h->data_off, memory_order_relaxed);
   atomic_store_explicit(&h->refcount, 1, memory_order_relaxed);
   h->free_key = chunk_free_key;
@@ -914,6 +1112,14 @@ void *shm_slice_take(size_t len)
     }
   } while (!atomic_compare_exchange_weak_explicit(&h->cursor, &off, off + len, memory_order_relaxed,
                                                   memory_order_relaxed));
+  if (shm_take_blocks(off, len) != 0) {
+    /* the slice goes back unless a later one was taken (then its address
+     * range stays unused) */
+    uint64_t end = off + len;
+    atomic_compare_exchange_strong_explicit(&h->cursor, &end, off, memory_order_relaxed,
+                                            memory_order_relaxed);
+    return NULL;
+  }
   uint16_t *owners = shm_owners();
   for (uint64_t g = off >> PH_GRANULE_SHIFT; g < (off + len) >> PH_GRANULE_SHIFT; g++)
     __atomic_store_n(&owners[g], (uint16_t)(shm_me + 1), __ATOMIC_RELEASE);
@@ -1248,23 +1454,22 @@ static size_t shm_used(const shm_hdr_t *h)
 /* Copies [off, end) of the region into the snapshot, only where the object
  * has data (SEEK_DATA / SEEK_HOLE on its descriptor): a hole -- pages never
  * written, or given back -- reads as zeros in both and is not touched, so
- * a region of 1 GiB with a few pages written costs a few pages.  Without
- * the descriptor (the program closed it), everything is copied. */
+ * a region of 1 GiB with a few pages written costs a few pages (reserved
+ * pages never touched are holes too).  Without the descriptor (the program
+ * closed it and the name is gone), everything is copied. */
 static void shm_snap_copy(const shm_hdr_t *h, char *snap, size_t used)
 {
-  struct stat st;
-  bool sparse = shm_fd >= 0 && fstat(shm_fd, &st) == 0 && (uint64_t)st.st_dev == shm_fd_dev &&
-                (uint64_t)st.st_ino == shm_fd_ino;
-  if (!sparse) {
+  int fd = shm_fd_get();
+  if (fd < 0) {
     memcpy(snap, h, used);
     return;
   }
   off_t off = 0;
   while ((size_t)off < used) {
-    off_t data = (off_t)ph_syscall(SYS_lseek, shm_fd, off, SEEK_DATA);
+    off_t data = (off_t)ph_syscall(SYS_lseek, fd, off, SEEK_DATA);
     if (data < 0)
       break;                                  /* ENXIO: no data after off */
-    off_t hole = (off_t)ph_syscall(SYS_lseek, shm_fd, data, SEEK_HOLE);
+    off_t hole = (off_t)ph_syscall(SYS_lseek, fd, data, SEEK_HOLE);
     if (hole < 0 || (size_t)data >= used)
       break;
     size_t end = (size_t)hole < used ? (size_t)hole : used;

@@ -225,6 +225,8 @@ typedef struct mstate_s {
   void *fast[PH_FAST_NBINS]; /* freed small chunks kept in use, not coalesced:
                                 by chunk size >> 4, a stack of bundles (below) */
   size_t fast_bytes;
+  size_t unbacked;           /* shared heap: its pages given back and not
+                                reserved in the tmpfs again (shm.c) */
   void *_Atomic remote;      /* bundles of in-use chunks freed by other threads
                                 (a stack, as fast[]); drained under the lock */
   struct mstate_s *all_next; /* every heap of the process (fork, statistics) */

@@ -11,8 +11,17 @@
  *                   to NEXT, checks and rewrites PREV's blocks in place,
  *                   frees them, and checks its own usage returns to its
  *                   baseline once NEXT freed its blocks
- *   exhaust SIZE    mallocs SIZE-byte blocks until NULL (ENOMEM expected) or,
- *                   with the fallback, until past the region; prints counts
+ *   exhaust SIZE [hold]  mallocs SIZE-byte blocks until NULL (ENOMEM
+ *                   expected) or, with the fallback, until past the region;
+ *                   prints counts; with hold, keeps them until SIGTERM;
+ *                   with SHM_WORKER_GATE=FILE, starts its heap, prints
+ *                   "started" and waits for FILE first
+ *   regrow FILE     allocates and writes 32 MiB in blocks of four sizes, frees
+ *                   them and trims (the pages leave the object), prints
+ *                   "trimmed BYTES" (the object's tmpfs usage), waits for
+ *                   FILE to exist, then allocates (malloc, realloc growing a
+ *                   block, posix_memalign) and writes blocks of those sizes
+ *                   until NULL or past the region, as exhaust does
  *   double_free     frees one shared block twice (must end with SIGABRT)
  *   foreign         frees a pointer inside the region that malloc never
  *                   returned (must end with SIGABRT)
@@ -426,6 +435,83 @@ static long long object_bytes(void)
   if (stat(path, &st) != 0)
     fail("stat of the shared object", errno, 0);
   return (long long)st.st_blocks * 512;
+}
+
+/* Flushes what was printed (the test waits for it), then waits up to 60 s
+ * for the file to exist.  @return whether it does. */
+static bool said_then_wait_for(const char *file)
+{
+  struct stat st;
+  fflush(stdout);
+  for (int t = 0; stat(file, &st) != 0; t++) {
+    if (t > 60000)
+      return false;
+    usleep(1000);
+  }
+  return true;
+}
+
+/* regrow: see the top.  The second round takes the pages the first gave
+ * back: each is reserved in the tmpfs again, or the allocation fails --
+ * never a write that meets a full tmpfs (SIGBUS). */
+static int regrow(const char *file)
+{
+  static const size_t sizes[] = { 1 << 20, 64 << 10, 1000, 5000 };
+  enum { MAX = 8192 };
+  static void *blocks[MAX];
+  size_t n = 0, total = 0;
+
+  while (total < (32u << 20) && n < MAX) {
+    size_t sz = sizes[n % 4];
+    void *p = PINHEAP_NAME(malloc)(sz);
+    if (p == NULL || !PINHEAP_NAME(shm_contains)(p))
+      return fail("first round: a block outside the region or NULL", (long)n, (long)sz);
+    memset(p, 0x33, sz);
+    blocks[n++] = p;
+    total += sz;
+  }
+  for (size_t i = 0; i < n; i++)
+    PINHEAP_NAME(free)(blocks[i]);
+  PINHEAP_NAME(malloc_trim)(0);
+  printf("trimmed %lld\n", object_bytes());
+  if (!said_then_wait_for(file))
+    return fail("no go file within 60 s", 0, 0);
+  size_t in = 0, out = 0;
+  for (n = 0;; n++) {
+    size_t sz = sizes[n % 4];
+    void *p = NULL;
+    errno = 0;
+    if (n % 7 == 3) {                          /* an aligned block */
+      int rc = PINHEAP_NAME(posix_memalign)(&p, 4096, sz);
+      errno = rc;
+    } else if (n % 3 == 1) {                   /* grown by realloc */
+      p = PINHEAP_NAME(malloc)(sz / 2);
+      if (p != NULL) {
+        memset(p, 0x44, sz / 2);
+        void *q = PINHEAP_NAME(realloc)(p, sz);
+        if (q == NULL) {
+          printf("null errno=%d in=%zu out=%zu (realloc)\n", errno, in, out);
+          return errno == ENOMEM ? 0 : 3;
+        }
+        p = q;
+      }
+    } else {
+      p = PINHEAP_NAME(malloc)(sz);
+    }
+    if (p == NULL) {
+      printf("null errno=%d in=%zu out=%zu\n", errno, in, out);
+      return errno == ENOMEM ? 0 : 3;
+    }
+    memset(p, 0x5a, sz);
+    if (PINHEAP_NAME(shm_contains)(p))
+      in++;
+    else
+      out++;
+    if (out >= 64 || n > 4 * PINHEAP_NAME(shm_size)() / 1000) {
+      printf("kept going in=%zu out=%zu\n", in, out);
+      return 0;
+    }
+  }
 }
 
 static unsigned char live_pattern(int i, size_t j) { return (unsigned char)(i * 29 + j % 251 + 3); }
@@ -1300,15 +1386,26 @@ int main(int argc, char **argv)
     return rel_ring(atoi(argv[2]), atoi(argv[3]));
   if (strcmp(argv[1], "ring") == 0 && argc == 4)
     return ring(atoi(argv[2]), atoi(argv[3]));
-  if (strcmp(argv[1], "exhaust") == 0 && argc == 3) {
+  if (strcmp(argv[1], "exhaust") == 0 && (argc == 3 || (argc == 4 && strcmp(argv[3], "hold") == 0))) {
     size_t sz = strtoul(argv[2], NULL, 0);
     size_t in = 0, out = 0, n = 0;
+    int rc = 0;
+    if (argc == 4)
+      signal(SIGTERM, on_term);
+    const char *gate = getenv("SHM_WORKER_GATE");
+    if (gate != NULL) {                        /* joined: wait for the others */
+      PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(100));
+      printf("started\n");
+      if (!said_then_wait_for(gate))
+        return fail("no gate file within 60 s", 0, 0);
+    }
     for (;;) {
       errno = 0;
       void *p = PINHEAP_NAME(malloc)(sz);
       if (p == NULL) {
         printf("null errno=%d in=%zu out=%zu\n", errno, in, out);
-        return errno == ENOMEM ? 0 : 3;
+        rc = errno == ENOMEM ? 0 : 3;
+        break;
       }
       memset(p, 0x5a, sz);
       if (PINHEAP_NAME(shm_contains)(p))
@@ -1317,10 +1414,18 @@ int main(int argc, char **argv)
         out++;
       if (++n > 4 * PINHEAP_NAME(shm_size)() / sz + 16 || out >= 64) {
         printf("kept going in=%zu out=%zu\n", in, out);
-        return 0;
+        break;
       }
     }
+    if (argc == 4 && rc == 0) {                /* hold: its blocks stay until SIGTERM */
+      fflush(stdout);
+      for (;;)
+        pause();
+    }
+    return rc;
   }
+  if (strcmp(argv[1], "regrow") == 0 && argc == 3)
+    return regrow(argv[2]);
   if (strcmp(argv[1], "double_free") == 0) {
     void *p = PINHEAP_NAME(malloc)(200);
     PINHEAP_NAME(free)(p);

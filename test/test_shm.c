@@ -425,6 +425,7 @@ static int pair_start(const char *const *a, const char *const *b)
 static const char *const hammer_args[] = { "hammer", "FD", NULL };
 
 TestSuite(shm, .fini = cleanup, .timeout = 120);
+TestSuite(shm_tmpfs, .fini = cleanup, .timeout = 120);
 
 Test(shm, two_processes_share_blocks_in_place)
 {
@@ -983,6 +984,193 @@ Test(shm, short_lived_processes_reuse_the_region)
   const char *out = finish(a, 10000);
   cr_assert(exited_ok(a), "status %#x: %s", workers[a].status, out);
   cr_assert(!shm_exists(), "the object stayed after the last member left");
+}
+
+/* ---- a full /dev/shm ------------------------------------------------------ */
+
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+
+/* This test's process (Criterion runs each test in a process of its own)
+ * and its workers get a private mount namespace with a tmpfs of mb MiB on
+ * /dev/shm; the test is skipped, with the reason, where that cannot be
+ * made (it needs root or CAP_SYS_ADMIN). */
+static void small_tmpfs(unsigned mb)
+{
+  char opt[32];
+  snprintf(opt, sizeof(opt), "size=%um,mode=1777", mb);
+  if (unshare(CLONE_NEWNS) != 0)
+    cr_skip_test("a full /dev/shm needs a private mount namespace: unshare(CLONE_NEWNS): %s",
+                 strerror(errno));
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("tmpfs", "/dev/shm", "tmpfs", 0, opt) != 0)
+    cr_skip_test("a full /dev/shm needs a tmpfs of its own: mount: %s", strerror(errno));
+}
+
+/* The small tmpfs's blocks in use (KiB) and whether it holds no object. */
+static long tmpfs_used_kib(void)
+{
+  struct statvfs sv;
+  cr_assert(statvfs("/dev/shm", &sv) == 0);
+  return (long)((sv.f_blocks - sv.f_bfree) * sv.f_frsize / 1024);
+}
+static void tmpfs_empty(void)
+{
+  DIR *d = opendir("/dev/shm");
+  cr_assert_not_null(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    cr_expect(e->d_name[0] == '.', "left in the small /dev/shm: %s", e->d_name);
+  closedir(d);
+}
+
+/* Waits until worker i's output holds word (true), or until it ends (false:
+ * then it is finished, as finish() does), for up to ms. */
+static bool output_or_end(int i, const char *word, int ms)
+{
+  for (int t = 0; t < ms; t++) {
+    if (output_has(i, word, 1))
+      return true;
+    int st;
+    if (waitpid(workers[i].pid, &st, WNOHANG) == workers[i].pid) {
+      workers[i].pid = 0;
+      workers[i].status = st;
+      ssize_t n = pread(workers[i].out_fd, workers[i].text, sizeof(workers[i].text) - 1, 0);
+      workers[i].text[n > 0 ? n : 0] = '\0';
+      close(workers[i].out_fd);
+      return false;
+    }
+  }
+  cr_assert_fail("worker %d: neither \"%s\" nor an end within %d ms: %s", i, word, ms, workers[i].text);
+}
+
+/* What a worker that ran out said: NULL with ENOMEM, or, with the
+ * fallback, blocks past the region.  @return how many were in it. */
+static int ran_out(int i, bool fallback)
+{
+  const char *out = workers[i].text;
+  int in = -1, out_n = -1;
+  cr_assert(exited_ok(i), "worker %d (status %#x%s): %s", i, workers[i].status,
+            WIFSIGNALED(workers[i].status) && WTERMSIG(workers[i].status) == SIGBUS ? ": SIGBUS" : "",
+            out);
+  if (fallback)
+    cr_assert(sscanf(strstr(out, "kept going") ? strstr(out, "kept going") : "", "kept going in=%d out=%d",
+                     &in, &out_n) == 2 && out_n > 0, "worker %d: %s", i, out);
+  else
+    cr_assert(sscanf(strstr(out, "null errno=") ? strstr(out, "null errno=") : "",
+                     "null errno=12 in=%d out=%d", &in, &out_n) == 2 && out_n == 0,
+              "worker %d: expected NULL with ENOMEM: %s", i, out);
+  return in;
+}
+
+/* Two jobs of 40 MiB each on a /dev/shm of 64 MiB: both passed the free
+ * space check at start, and together they ask for more than there is.  Each
+ * allocates and writes until malloc says no, and keeps its blocks: NULL
+ * with ENOMEM, or the fallback -- never SIGBUS (before: both ended with
+ * SIGBUS writing into blocks malloc had returned).  Block sizes of every
+ * path (thread cache, heap, large), the fallback off and on, 30 rounds;
+ * each round the two jobs got most of the tmpfs between them, one of them
+ * was told it is full, and nothing stays. */
+Test(shm_tmpfs, two_jobs_on_a_full_dev_shm_get_null_never_sigbus)
+{
+  static const char *const sizes[] = { "1048576", "1000", "65536", "3145728", "5000", "300000" };
+  small_tmpfs(64);
+  char gate[128], gate_env[160];
+  snprintf(gate, sizeof(gate), "/tmp/pinheap-gate-%d", (int)getpid());
+  snprintf(gate_env, sizeof(gate_env), "SHM_WORKER_GATE=%s", gate);
+  for (int round = 0; round < 30; round++) {
+    bool fallback = round % 2 == 1;
+    const char *size = sizes[round % 6];
+    char jobs[2][96];
+    nworkers = 0;
+    unlink(gate);
+    for (int k = 0; k < 2; k++) {
+      snprintf(jobs[k], sizeof(jobs[k]), "PINHEAP_SHM_JOB=t%d-full%d-%d", (int)getpid(), round, k);
+      char *args[] = { "exhaust", (char *)size, "hold", NULL };
+      char *env[] = { "PINHEAP_SHM_SIZE=40M", jobs[k], gate_env,
+                      fallback ? "PINHEAP_SHM_FALLBACK=1" : "PINHEAP_SHM_FALLBACK=0", NULL };
+      spawn(args, env);
+    }
+    /* both regions made (each passed the free space check) before either fills */
+    for (int k = 0; k < 2; k++)
+      cr_assert(output_or_end(k, "started", 30000), "round %d, worker %d (status %#x): %s", round, k,
+                workers[k].status, workers[k].text);
+    int gfd = open(gate, O_CREAT | O_WRONLY, 0600);
+    cr_assert(gfd >= 0);
+    close(gfd);
+    bool ended[2] = { false, false };
+    for (int k = 0; k < 2; k++)
+      ended[k] = !output_or_end(k, fallback ? "kept going" : "null errno", 60000);
+    long used = tmpfs_used_kib(), in_bytes = 0;
+    int said = 0;
+    for (int k = 0; k < 2; k++) {
+      if (!ended[k]) {
+        kill(workers[k].pid, SIGTERM);
+        finish(k, 20000);
+      }
+      in_bytes += (long)ran_out(k, fallback) * strtol(size, NULL, 10);
+      said += strstr(workers[k].text, "/dev/shm is full") != NULL;
+    }
+    cr_expect(said >= 1, "round %d (size %s): nobody was told /dev/shm is full: %s / %s", round, size,
+              workers[0].text, workers[1].text);
+    cr_expect(used > 56 << 10 && in_bytes > 48L << 20,
+              "round %d (size %s): %ld KiB of the tmpfs used, %ld bytes served from the regions",
+              round, size, used, in_bytes);
+    tmpfs_empty();
+  }
+  unlink(gate);
+}
+
+/* The pages a trim gave back are reserved again before malloc hands them
+ * out: a process frees and trims 32 MiB, another job fills the tmpfs, and
+ * the first allocates again from the slices it kept (malloc, realloc in
+ * place, posix_memalign): NULL with ENOMEM or the fallback, never SIGBUS
+ * (before: SIGBUS, with the slices alone reserved). */
+static void regrow_run(bool fallback)
+{
+  char go[128];
+  snprintf(go, sizeof(go), "/tmp/pinheap-regrow-%d", (int)getpid());
+  unlink(go);
+  small_tmpfs(64);
+  char *args[] = { "regrow", go, NULL };
+  char *env[] = { "PINHEAP_SHM_SIZE=48M", fallback ? "PINHEAP_SHM_FALLBACK=1" : "PINHEAP_SHM_FALLBACK=0",
+                  NULL };
+  int a = spawn(args, env);
+  cr_assert(output_or_end(a, "trimmed", 30000), "status %#x: %s", workers[a].status, workers[a].text);
+  long trimmed = -1;
+  sscanf(strstr(workers[a].text, "trimmed"), "trimmed %ld", &trimmed);
+  cr_assert(trimmed >= 0 && trimmed < 8L << 20, "the trim left %ld bytes in the object", trimmed);
+  char fill_job[96];
+  snprintf(fill_job, sizeof(fill_job), "PINHEAP_SHM_JOB=t%d-filler", (int)getpid());
+  char *fill[] = { "exhaust", "1048576", "hold", NULL };
+  char *fenv[] = { "PINHEAP_SHM_SIZE=60M", fill_job, NULL };
+  int b = spawn(fill, fenv);
+  cr_assert(output_or_end(b, "null errno=12", 30000), "filler (status %#x): %s", workers[b].status,
+            workers[b].text);
+  cr_assert(tmpfs_used_kib() > 56 << 10, "the filler left %ld KiB used of 64 MiB", tmpfs_used_kib());
+  int fd = open(go, O_CREAT | O_WRONLY, 0600);
+  cr_assert(fd >= 0);
+  close(fd);
+  finish(a, 60000);
+  unlink(go);
+  cr_expect(ran_out(a, fallback) > 0, "%s", workers[a].text);
+  cr_expect(strstr(workers[a].text, "/dev/shm is full") != NULL, "%s", workers[a].text);
+  kill(workers[b].pid, SIGTERM);
+  finish(b, 20000);
+  cr_assert(exited_ok(b), "filler (status %#x): %s", workers[b].status, workers[b].text);
+  tmpfs_empty();
+}
+
+Test(shm_tmpfs, given_back_pages_are_reserved_again_before_reuse)
+{
+  job_set("regrow");
+  regrow_run(false);
+}
+
+Test(shm_tmpfs, given_back_pages_are_reserved_again_or_the_fallback)
+{
+  job_set("regrowfb");
+  regrow_run(true);
 }
 
 /* The final check: nothing of this test binary's jobs is left in /dev/shm. */
