@@ -3,6 +3,7 @@
 # Main entry: PINHEAP_HOOKS_SOURCES (appended, so other areas can add theirs).
 list(APPEND PINHEAP_HOOKS_SOURCES
   config/params.c
+  config/params_info.c
   hooks/probe.c
   hooks/decision.c
   hooks/events.c

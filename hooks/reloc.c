@@ -113,6 +113,12 @@ PH_HOT_DATA static size_t reloc_nnames;
 static reloc_table_t reloc_tables[RELOC_MAX_TABLES];
 PH_HOT_DATA static size_t reloc_ntables;
 static uint16_t reloc_buckets[RELOC_BUCKETS];   /* name index + 1; 0 = empty */
+/* A filter on the installed names' first two bytes (reloc_maybe): a
+ * relocation's name that fails it is not hashed.  Most of the thousands of
+ * names the objects of an MPI job import fail it (opal_, MPI_, pthread_,
+ * str...); without it, hashing them was some 130 us of a rank's start-up. */
+#define RELOC_FILTER_BITS 1024u
+static uint64_t reloc_filter[RELOC_FILTER_BITS / 64];
 PH_COLD_BSS static reloc_object_t reloc_objects[RELOC_MAX_OBJECTS];
 PH_HOT_DATA static size_t reloc_nobjects;                    /* high-water mark */
 PH_COLD_BSS static reloc_slot_t reloc_slots[RELOC_MAX_SLOTS];   /* worst case */
@@ -154,6 +160,19 @@ PH_STARTUP static uint32_t reloc_hash(const char *s)
   for (; *s != '\0'; s++)
     h = (h ^ (unsigned char)*s) * 16777619u;
   return h;
+}
+
+PH_STARTUP static unsigned reloc_filter_bit(const char *s)
+{
+  unsigned c0 = (unsigned char)s[0], c1 = c0 != 0 ? (unsigned char)s[1] : 0;
+  return (c0 * 31u + c1 * 7u) & (RELOC_FILTER_BITS - 1);
+}
+
+/* May name be an installed one?  (No: it is not.) */
+PH_STARTUP static int reloc_maybe(const char *name)
+{
+  unsigned b = reloc_filter_bit(name);
+  return (reloc_filter[b / 64] >> (b % 64)) & 1;
 }
 
 /* Index of name in reloc_names[], or RELOC_NO_NAME. */
@@ -202,6 +221,8 @@ PH_STARTUP static void reloc_names_add(reloc_entry_t *table, size_t n, int self_
     nm->self_ok = self_ok;
     if (self_ok)
       reloc_self_names++;
+    unsigned fb = reloc_filter_bit(table[i].name);
+    reloc_filter[fb / 64] |= (uint64_t)1 << (fb % 64);
     unsigned b = h & (RELOC_BUCKETS - 1);
     while (reloc_buckets[b] != 0)
       b = (b + 1) & (RELOC_BUCKETS - 1);
@@ -342,6 +363,8 @@ PH_STARTUP static int reloc_view_each(const reloc_view_t *v, const char *sym, re
       const char *name = v->strtab + v->symtab[si].st_name;
       unsigned idx = 0;
       if (sym == NULL) {
+        if (!reloc_maybe(name))
+          continue;
         idx = reloc_name_find(name, reloc_hash(name));
         if (idx == RELOC_NO_NAME)
           continue;
@@ -1267,6 +1290,7 @@ int reloc_uninstall(void)
   reloc_nnames = 0;
   reloc_self_names = 0;
   memset(reloc_buckets, 0, sizeof(reloc_buckets));
+  memset(reloc_filter, 0, sizeof(reloc_filter));
   reloc_gen++;
   int rc = reloc_overflowed ? ENOSPC : 0;
   pthread_mutex_unlock(&reloc_mutex);

@@ -12,10 +12,12 @@ usage: mpi_test.py APP MPIRUN PARAM_PREFIX
 Prints "ok"/"FAIL"/"SKIP" lines and "N passed, M failed" last; exit 1 on
 failure.  No mpicc or mpirun: one SKIP line with the reason, exit 0.
 """
-import json
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_json  # noqa: E402
 
 ENABLED_LEVEL = 7
 results = {"passed": 0, "failed": 0}
@@ -38,13 +40,7 @@ def main():
     env = dict(os.environ)
     env.pop("PINHEAP_MODE", None)
     p = subprocess.run(argv + [app], env=env, capture_output=True, text=True, timeout=240)
-    ranks = {}
-    for line in p.stdout.splitlines():
-        try:
-            d = json.loads(line)
-        except ValueError:
-            continue
-        ranks[d.get("rank")] = d
+    ranks = mpi_json.by_rank(p.stdout)
     check(p.returncode == 0, "mpirun -np 2 exits 0 (rc %d; %s)" % (p.returncode, p.stderr.strip()[-400:]))
     warned = [l for l in (p.stdout + p.stderr).splitlines() if "pinheap:" in l]
     check(not warned, "no warning from pinheap (%s)" % "; ".join(warned[:3]))

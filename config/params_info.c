@@ -1,0 +1,41 @@
+/*
+ * params_info.c -- the public view of pinheap's parameters
+ * (pinheap_param_info): each as this process read it, for a runtime that
+ * shows its own parameters -- Open MPI's memory/pinheap component
+ * registers them as MCA variables from it (tools/openmpi/) -- without the
+ * internal table (config/params.h).  Main entry point:
+ * PINHEAP_NAME(param_info)().
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "params.h"
+#include "pinheap.h"
+
+int PINHEAP_NAME(param_info)(int index, pinheap_param_info_t *out)
+{
+  if (out == NULL || index < 0)
+    return EINVAL;
+  if (index >= PARAM_COUNT)
+    return ENOENT;
+  param_id_t id = (param_id_t)index;
+  const param_desc_t *d = param_desc_get(id);
+  const param_value_t *pv = &params_get()->v[id];
+  size_t plen = strlen(PINHEAP_PARAM_PREFIX_STRING);
+
+  memset(out, 0, sizeof(*out));
+  out->name = d->name;
+  if (plen != 0 && strncmp(d->name, PINHEAP_PARAM_PREFIX_STRING, plen) == 0)
+    out->mca_name = d->name + plen;           /* <prefix>mpi_leave_pinned */
+  else if (d->alias != NULL && strncmp(d->alias, PINHEAP_PARAM_PREFIX_STRING, plen) == 0)
+    out->mca_name = d->alias + plen;          /* <prefix>memory_pinheap_<name> */
+  out->default_value = param_value_name(id, d->default_value);
+  out->value = pv->source == PARAM_SOURCE_ENV ? pv->raw : out->default_value;
+  out->source = pv->source == PARAM_SOURCE_ENV       ? pv->from
+                : pv->source == PARAM_SOURCE_INVALID ? "invalid (ignored)"
+                                                     : "default";
+  out->accepted = d->expected;
+  return 0;
+}
