@@ -23,6 +23,23 @@ set(PINHEAP_MODE_VAR "PINHEAP_MODE" CACHE STRING
     "Environment variable of the explicit override: on, off or auto (off always wins)")
 set(PINHEAP_PROBE_ROOT_VAR "PINHEAP_PROBE_ROOT" CACHE STRING
     "Environment variable naming the root directory the driver probe looks under (default /)")
+set(PINHEAP_OMPI_SYSCONFDIR "/etc/openmpi" CACHE STRING
+    "Open MPI's sysconfdir: its openmpi-mca-params.conf is read (OMPI_MCA_ prefix only) unless OPAL_SYSCONFDIR names another")
+
+# Open MPI's parameter habits -- its parameter files and its boolean
+# spellings (config/params.c) -- belong to its own names: they are on when
+# the prefix is Open MPI's, and a runtime with its own prefix keeps plain
+# environment variables.
+if(PINHEAP_PARAM_PREFIX STREQUAL "OMPI_MCA_")
+  set(PINHEAP_PARAM_FILES 1)
+else()
+  set(PINHEAP_PARAM_FILES 0)
+endif()
+if(NOT PINHEAP_OMPI_SYSCONFDIR MATCHES "^/[^\"]*$")
+  message(FATAL_ERROR
+    "pinheap: PINHEAP_OMPI_SYSCONFDIR='${PINHEAP_OMPI_SYSCONFDIR}' is not an absolute path "
+    "(expected '/' first and no double quote, e.g. /etc/openmpi).")
+endif()
 
 if(NOT PINHEAP_PARAM_PREFIX MATCHES "^([A-Za-z_][A-Za-z0-9_]*)?$")
   message(FATAL_ERROR

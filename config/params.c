@@ -1,26 +1,50 @@
 /*
- * params.c -- parses pinheap's configuration from the environment.
+ * params.c -- parses pinheap's configuration from the environment and, in a
+ * build with Open MPI's prefix, from Open MPI's parameter files.
  *
  * Owns the descriptor table (param_descs: every parameter with its name,
  * its MCA-style alias, kind, default and accepted values) and the process's
  * evaluated copy (params_process), filled once and read-only after.  Main
  * entry point: params_get().  Runs inside the very first malloc: no
  * allocation, no stdio, no locale; the environment is scanned by hand.
+ *
+ * Open MPI's habits (PINHEAP_PARAM_FILES: the prefix is OMPI_MCA_; any other
+ * prefix compiles none of it).  A user of Open MPI sets mpi_leave_pinned in
+ * $HOME/.openmpi/mca-params.conf, writes "enabled" or "auto", and may still
+ * use the old opal_leave_pinned; Open MPI honours all three, and a pinheap
+ * that did not would leave every rank disabled while ompi_info reports the
+ * parameter set.  So the files are read as Open MPI 4.1 reads them (the
+ * section "Open MPI's parameter files" says which rules, from which
+ * source): with raw system calls into fixed buffers, bounded (16 files,
+ * 1 MiB each, lines of 1024 bytes), the environment winning over every
+ * file.  A value from a file names "path:line" as its source (from).
  * See params.h.
  */
 #include "internal.h"
 
 #include "params.h"
+#include "startup.h"     /* PH_STARTUP */
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 extern char **environ;
 
+#if PINHEAP_PARAM_FILES
+/* Open MPI's names: its boolean spellings too (see value_parse). */
+#define EXPECT_TRISTATE "1, 0, -1, true, false, yes, no, t, f, y, n, enabled, disabled or auto"
+#define EXPECT_BOOL     "1, 0, true, false, yes, no, t, f, y, n, enabled or disabled"
+#define EXPECT_MODE     "on, off, auto, 1, 0, -1, true, false, yes, no, t, f, y, n, enabled " \
+                        "or disabled"
+#else
 #define EXPECT_TRISTATE "1, 0, -1, true, false, yes or no"
 #define EXPECT_BOOL     "1, 0, true, false, yes or no"
 #define EXPECT_MODE     "on, off, auto, 1, 0, -1, true, false, yes or no"
+#endif
 #define EXPECT_PATH     "an absolute path (starting with '/')"
 #define EXPECT_COUNT    "a whole number from 1 to 256"
 #define EXPECT_SIZE     "a size in bytes from 8M to 1T, with an optional K, M, G or T suffix (powers of 1024)"
@@ -116,6 +140,37 @@ static int span_equals(const char *b, const char *e, const char *w)
   }
   return *w == '\0';
 }
+
+/* Does [b, e) equal one of the lowercase words (NULL-terminated), ignoring case? */
+static int span_in(const char *b, const char *e, const char *const *words)
+{
+  for (; *words != NULL; words++) {
+    if (span_equals(b, e, *words))
+      return 1;
+  }
+  return 0;
+}
+
+/* A boolean's spellings.  Open MPI 4.1's (mca_base_var_enum.c: the bool and
+ * auto_bool enumerators, compared with strcasecmp) add t, y, enabled and
+ * f, n, disabled; its auto_bool (mpi_leave_pinned's) adds auto for -1.  They
+ * are Open MPI's words, so only a build with its prefix takes them.  Its
+ * numbers stay pinheap's (1, 0, -1): Open MPI also clamps any other
+ * integer, which pinheap refuses as before. */
+static const char *const words_yes[] = {
+  "1", "true", "yes",
+#if PINHEAP_PARAM_FILES
+  "t", "y", "enabled",
+#endif
+  NULL
+};
+static const char *const words_no[] = {
+  "0", "false", "no",
+#if PINHEAP_PARAM_FILES
+  "f", "n", "disabled",
+#endif
+  NULL
+};
 
 /* The key of a name or an entry: its first three bytes, mixed into 8 bits
  * (a name shorter than three bytes ends in '\0', in an entry in '=': both
@@ -270,9 +325,9 @@ PH_HOT static int value_parse(param_kind_t kind, const char *text, int *value_p)
   while (e > b && char_is_blank(e[-1]))
     e--;
 
-  yes = span_equals(b, e, "1") || span_equals(b, e, "true") || span_equals(b, e, "yes");
-  no = span_equals(b, e, "0") || span_equals(b, e, "false") || span_equals(b, e, "no");
-  runtime = span_equals(b, e, "-1");
+  yes = span_in(b, e, words_yes);
+  no = span_in(b, e, words_no);
+  runtime = span_equals(b, e, "-1") || (PINHEAP_PARAM_FILES && span_equals(b, e, "auto"));
 
   switch (kind) {
   case PARAM_KIND_COUNT: {
@@ -358,17 +413,21 @@ static void value_show(const char *text, char shown[72])
   shown[n] = '\0';
 }
 
-/* Writes the one warning line for an unparsable value of variable var. */
-static void value_warn(const param_desc_t *desc, const char *var, const char *text)
+/* Writes the one warning line for an unparsable value of variable var, or
+ * of the name var in a parameter file (where: "path:line", else NULL). */
+static void value_warn(const param_desc_t *desc, const char *where, const char *var,
+                       const char *text)
 {
   char shown[72];
+  const char *at = where != NULL ? where : "";
+  const char *sep = where != NULL ? ": " : "";
 
   value_show(text, shown);
   if (desc->kind == PARAM_KIND_PATH && text[0] == '/')
-    ph_warn(var, "=\"", shown, "\" is too long (expected ", desc->expected,
+    ph_warn(at, sep, var, "=\"", shown, "\" is too long (expected ", desc->expected,
             " shorter than 256 bytes); ignored, treated as not set", (const char *)NULL);
   else
-    ph_warn(var, "=\"", shown, "\" is not a valid value (expected ", desc->expected,
+    ph_warn(at, sep, var, "=\"", shown, "\" is not a valid value (expected ", desc->expected,
             "); ignored, treated as not set", (const char *)NULL);
 }
 
@@ -401,60 +460,479 @@ static void raw_keep(param_value_t *pv, const char *text)
   pv->raw[len] = '\0';
 }
 
+/* pv as not set: the default applies. */
+PH_HOT static void value_reset(const param_desc_t *desc, param_value_t *pv)
+{
+  pv->source = PARAM_SOURCE_DEFAULT;
+  pv->value = desc->default_value;
+  pv->is_valid = 1;
+  pv->raw_truncated = 0;
+  pv->from = NULL;
+  pv->key = NULL;
+  pv->alias_ignored = 0;
+  pv->raw[0] = '\0';
+  pv->where[0] = '\0';
+}
+
+/* Sets pv from text, the value of key: a variable (where NULL), or a name
+ * in a parameter file at where ("path:line"; truncated: the value was cut,
+ * so it cannot be valid).  Parses it, or warns and marks it invalid. */
+PH_HOT static void value_take(const param_desc_t *desc, param_value_t *pv, const char *text,
+                              const char *key, const char *where, int truncated)
+{
+  int value;
+
+  raw_keep(pv, text);
+  pv->key = key;
+  pv->from = key;
+  if (where != NULL) {
+    size_t n = strlen(where);
+    memcpy(pv->where, where, n + 1);
+    pv->from = pv->where;
+    pv->raw_truncated |= truncated;
+  }
+  if (!truncated && value_parse(desc->kind, text, &value)) {
+    pv->source = where != NULL ? PARAM_SOURCE_FILE : PARAM_SOURCE_ENV;
+    pv->value = value;
+  } else {
+    pv->source = PARAM_SOURCE_INVALID;
+    pv->is_valid = 0;
+    value_warn(desc, where, key, text);
+  }
+}
+
+#if PINHEAP_PARAM_FILES
+/* ======================================================================= */
+/*  Open MPI's parameter files                                              */
+/* ======================================================================= */
+/*
+ * What Open MPI 4.1 does (opal/mca/base/mca_base_var.c and the keyval
+ * parser of mca_base_parse_paramfile.c; checked with ompi_info 4.1.4):
+ *  - which files: OMPI_MCA_mca_base_param_files, a list separated by ','
+ *    (not ':': "a:b" is one file name), "none" for no file; by default
+ *    $HOME/.openmpi/mca-params.conf,<sysconfdir>/openmpi-mca-params.conf,
+ *    the sysconfdir being OPAL_SYSCONFDIR when set (the installdirs env
+ *    component), else the installation's -- which pinheap cannot know, so
+ *    the build gives it (PINHEAP_OMPI_SYSCONFDIR, /etc/openmpi: Debian's).
+ *    A file that cannot be opened is skipped without a word;
+ *  - which file wins: the list is read from its end and each value replaces
+ *    the one before, so the leftmost file that sets a name wins; inside a
+ *    file, the last line that sets it;
+ *  - a line: "name = value", blanks around the '=' and at the ends dropped,
+ *    the value the rest of the line (a '#' in it is part of it); a line
+ *    whose first non-blank is '#' is a comment; any other line is an error
+ *    named with file:line, and skipped;
+ *  - the environment wins over every file.
+ * Not done: the override file (openmpi-mca-params-override.conf, which
+ * beats the environment), aggregate parameter sets (param_file_prefix),
+ * relative names searched along a path, C-style block comments.
+ */
+#define PFILE_COUNT_MAX 16          /* files of the list read, at most */
+#define PFILE_SIZE_MAX  (1 << 20)   /* bytes read of one file */
+#define PFILE_LINE_MAX  1024        /* a longer line is skipped, with a warning */
+#define PFILE_PATH_MAX  1024
+
+/*
+ * Open MPI 4.1 registers opal_leave_pinned and opal_leave_pinned_pipeline
+ * as deprecated synonyms of mpi_leave_pinned and mpi_leave_pinned_pipeline
+ * (opal/runtime/opal_params.c: mca_base_var_register_synonym(...,
+ * MCA_BASE_VAR_SYN_FLAG_DEPRECATED)), so they are honoured.  A synonym
+ * registers after its variable and sets the variable's value from wherever
+ * it is set -- its environment variable, else the files -- so it wins over
+ * mpi_leave_pinned even when that one is in the environment (ompi_info
+ * 4.1.4 shows both); an invalid synonym is refused and the variable's
+ * value stays.
+ */
+#define PARAM_SYNONYMS 2
+static const struct {
+  param_id_t id;
+  const char *var;                  /* the environment variable */
+  const char *key;                  /* the name in a file */
+} param_synonyms[PARAM_SYNONYMS] = {
+  { PARAM_LEAVE_PINNED, "OMPI_MCA_opal_leave_pinned", "opal_leave_pinned" },
+  { PARAM_LEAVE_PINNED_PIPELINE, "OMPI_MCA_opal_leave_pinned_pipeline",
+    "opal_leave_pinned_pipeline" },
+};
+
+/* The names a file may set: [id] parameter id's (pfile_key), then
+ * [PARAM_COUNT + k] synonym k's. */
+#define PFILE_KEYS (PARAM_COUNT + PARAM_SYNONYMS)
+
+/* What the files set for one name. */
+typedef struct pfile_hit_s {
+  int file;                         /* the file's index in the list; -1: not set */
+  int truncated;                    /* the value was longer than text holds */
+  char text[PARAM_RAW_MAX];
+  char where[PARAM_WHERE_MAX];      /* "path:line" */
+} pfile_hit_t;
+
+typedef struct pfile_scan_s {
+  const char *keys[PFILE_KEYS];
+  pfile_hit_t hits[PFILE_KEYS];
+} pfile_scan_t;
+
+/* The name a file gives a parameter: its MCA variable less the prefix --
+ * the name's (mpi_leave_pinned) or the alias's (memory_pinheap_log_level);
+ * NULL for the variables outside the MCA scheme (FAKEROOTKEY ...). */
+PH_STARTUP static const char *pfile_key(const param_desc_t *desc)
+{
+  const char *prefix = PINHEAP_PARAM_PREFIX_STRING;
+  size_t n = 0;
+
+  while (prefix[n] != '\0' && desc->name[n] == prefix[n])
+    n++;
+  if (prefix[n] == '\0')
+    return desc->name + n;
+  return desc->alias != NULL ? desc->alias + sizeof(PINHEAP_PARAM_PREFIX_STRING) - 1 : NULL;
+}
+
+/* Does [b, e) equal w exactly (Open MPI's names are case-sensitive)? */
+PH_STARTUP static int span_same(const char *b, const char *e, const char *w)
+{
+  size_t n = strlen(w);
+
+  return (size_t)(e - b) == n && memcmp(b, w, n) == 0;
+}
+
+/* A character of a name in a file (the keyval lexer's: letters, digits and
+ * _ . : -). */
+PH_STARTUP static int pfile_name_char(char c)
+{
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '.' || c == ':' || c == '-';
+}
+
+/* dst = the a_len bytes of a, then the b_len bytes of b, if that fits in
+ * PFILE_PATH_MAX.  @return 1, or 0 (dst "") */
+PH_STARTUP static int path_join(char *dst, const char *a, size_t a_len, const char *b,
+                                size_t b_len)
+{
+  dst[0] = '\0';
+  if (a_len + b_len >= PFILE_PATH_MAX)
+    return 0;
+  memcpy(dst, a, a_len);
+  memcpy(dst + a_len, b, b_len);
+  dst[a_len + b_len] = '\0';
+  return 1;
+}
+
+/* where = "path:line", the path's start cut (after "...") to fit. */
+PH_STARTUP static void pfile_where(char where[PARAM_WHERE_MAX], const char *path, unsigned line)
+{
+  char num[24];
+  const char *digits = ph_fmt_dec(num, line);
+  size_t d = strlen(digits), p = strlen(path), n = 0;
+
+  if (p + 1 + d >= PARAM_WHERE_MAX) {
+    memcpy(where, "...", 3);
+    n = 3;
+    path += p - (PARAM_WHERE_MAX - 1 - 3 - 1 - d);
+    p = PARAM_WHERE_MAX - 1 - 3 - 1 - d;
+  }
+  memcpy(where + n, path, p);
+  n += p;
+  where[n++] = ':';
+  memcpy(where + n, digits, d + 1);
+}
+
+/* Records value [b, e) of key k from file number file, line line: unless
+ * an earlier file of the list set it (the leftmost wins); a later line of
+ * the same file replaces it. */
+PH_STARTUP static void pfile_hit(pfile_scan_t *s, int k, int file, const char *path,
+                                 unsigned line, const char *b, const char *e)
+{
+  pfile_hit_t *h = &s->hits[k];
+  size_t n = (size_t)(e - b);
+
+  if (h->file >= 0 && h->file != file)
+    return;
+  h->file = file;
+  h->truncated = n >= PARAM_RAW_MAX;
+  if (h->truncated)
+    n = PARAM_RAW_MAX - 1;
+  memcpy(h->text, b, n);
+  h->text[n] = '\0';
+  pfile_where(h->where, path, line);
+}
+
+/* One line [b, e) of a file (no '\n').  @return 0 when it is not a
+ * comment, a blank line or "name = value". */
+PH_STARTUP static int pfile_line(pfile_scan_t *s, int file, const char *path, unsigned line,
+                                 const char *b, const char *e)
+{
+  while (b < e && (*b == ' ' || *b == '\t'))
+    b++;
+  while (e > b && char_is_blank(e[-1]))
+    e--;
+  if (b == e || *b == '#')
+    return 1;
+  const char *name = b;
+  while (b < e && pfile_name_char(*b))
+    b++;
+  const char *name_end = b;
+  while (b < e && (*b == ' ' || *b == '\t'))
+    b++;
+  if (name == name_end || b == e || *b != '=')
+    return 0;
+  for (b++; b < e && (*b == ' ' || *b == '\t'); b++)
+    ;
+  for (const char *c = b; c < e; c++) {
+    if (*c == '\0')
+      return 0;
+  }
+  for (int k = 0; k < PFILE_KEYS; k++) {
+    if (s->keys[k] != NULL && span_same(name, name_end, s->keys[k]))
+      pfile_hit(s, k, file, path, line, b, e);
+  }
+  return 1;
+}
+
+/* Warns once per file: its first line that is not "name = value". */
+PH_STARTUP static void pfile_warn_line(const char *path, unsigned line, int *warned)
+{
+  char where[PARAM_WHERE_MAX];
+
+  if (*warned)
+    return;
+  *warned = 1;
+  pfile_where(where, path, line);
+  ph_warn(where, ": not a \"name = value\" line of an Open MPI parameter file; ignored "
+          "(this file's later such lines are not named)", (const char *)NULL);
+}
+
+/* Reads file number file of the list, line by line, at most
+ * PFILE_SIZE_MAX bytes.  A file that cannot be opened is skipped. */
+PH_STARTUP static void pfile_read(pfile_scan_t *s, int file, const char *path)
+{
+  char buf[2048], ln[PFILE_LINE_MAX];
+  size_t len = 0, total = 0;
+  unsigned line = 1;
+  int overlong = 0, warned = 0;
+  /* O_NONBLOCK: a FIFO named as a file must not hang the first malloc */
+  int fd = (int)ph_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+  if (fd < 0)
+    return;
+  for (;;) {
+    ssize_t n = ph_syscall(SYS_read, fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    if (total + (size_t)n > PFILE_SIZE_MAX) {
+      n = (ssize_t)(PFILE_SIZE_MAX - total);
+      ph_warn(path, ": longer than 1 MiB; only its first 1 MiB is read", (const char *)NULL);
+    }
+    total += (size_t)n;
+    for (ssize_t i = 0; i < n; i++) {
+      if (buf[i] != '\n') {
+        if (len < sizeof(ln))
+          ln[len++] = buf[i];
+        else
+          overlong = 1;
+        continue;
+      }
+      if (overlong || !pfile_line(s, file, path, line, ln, ln + len))
+        pfile_warn_line(path, line, &warned);
+      len = 0;
+      overlong = 0;
+      line++;
+    }
+    if (total >= PFILE_SIZE_MAX)
+      break;
+  }
+  if ((len > 0 || overlong) && (overlong || !pfile_line(s, file, path, line, ln, ln + len)))
+    pfile_warn_line(path, line, &warned);
+  ph_syscall(SYS_close, fd);
+}
+
+/* Reads the list's files, the ','-separated [b, e) of
+ * OMPI_MCA_mca_base_param_files; a leading "~/" is the home directory. */
+PH_STARTUP static void pfile_read_list(pfile_scan_t *s, const char *list, const char *home)
+{
+  char path[PFILE_PATH_MAX];
+  const char *end = list + strlen(list);
+  int file = 0;
+
+  if (span_same(list, end, "none"))
+    return;
+  for (const char *b = list; b < end && file < PFILE_COUNT_MAX;) {
+    const char *e = b;
+    while (e < end && *e != ',')
+      e++;
+    int tilde = e - b >= 2 && b[0] == '~' && b[1] == '/' && home != NULL;
+    int ok = tilde ? path_join(path, home, strlen(home), b + 1, (size_t)(e - b - 1))
+                   : path_join(path, b, (size_t)(e - b), "", 0);
+    if (e > b && ok)
+      pfile_read(s, file++, path);
+    b = e + 1;
+  }
+}
+
+/* Reads the files Open MPI would: the list if it is given, else the home
+ * directory's and the sysconfdir's. */
+PH_STARTUP static void pfile_scan(pfile_scan_t *s, const char *list, const char *home,
+                                  const char *sysconfdir)
+{
+  char path[PFILE_PATH_MAX];
+  int saved = errno;                /* a missing file must not show in errno */
+
+  for (int id = 0; id < PARAM_COUNT; id++)
+    s->keys[id] = pfile_key(&param_descs[id]);
+  for (int k = 0; k < PARAM_SYNONYMS; k++)
+    s->keys[PARAM_COUNT + k] = param_synonyms[k].key;
+  for (int k = 0; k < PFILE_KEYS; k++)
+    s->hits[k].file = -1;
+  if (list != NULL) {
+    pfile_read_list(s, list, home);
+  } else {
+    int file = 0;
+    static const char home_conf[] = "/.openmpi/mca-params.conf";
+    static const char sys_conf[] = "/openmpi-mca-params.conf";
+    if (home != NULL && home[0] != '\0' &&
+        path_join(path, home, strlen(home), home_conf, sizeof(home_conf) - 1))
+      pfile_read(s, file++, path);
+    if (sysconfdir == NULL || sysconfdir[0] == '\0')
+      sysconfdir = PINHEAP_OMPI_SYSCONFDIR;
+    if (path_join(path, sysconfdir, strlen(sysconfdir), sys_conf, sizeof(sys_conf) - 1))
+      pfile_read(s, file, path);
+  }
+  errno = saved;
+}
+
+/* A value's name for a message: "where: key" for a file, else the variable. */
+PH_STARTUP static const char *value_label(const param_value_t *pv, char *buf, size_t len)
+{
+  size_t w = strlen(pv->where), k = strlen(pv->key);
+
+  if (pv->where[0] == '\0' || w + 2 + k >= len)
+    return pv->key;
+  memcpy(buf, pv->where, w);
+  memcpy(buf + w, ": ", 2);
+  memcpy(buf + w + 2, pv->key, k + 1);
+  return buf;
+}
+
+/* Synonym k of pv's parameter is set (text; hit: from a file, else NULL):
+ * a valid value wins, with one warning when the parameter's own differs. */
+PH_STARTUP static void synonym_take(const param_desc_t *desc, param_value_t *pv, int k,
+                                    const char *text, const pfile_hit_t *hit)
+{
+  param_value_t syn;
+  char label[PARAM_WHERE_MAX + 64], syn_label[PARAM_WHERE_MAX + 64];
+  char shown[72], syn_shown[72];
+
+  value_reset(desc, &syn);
+  if (hit != NULL)
+    value_take(desc, &syn, text, param_synonyms[k].key, hit->where, hit->truncated);
+  else
+    value_take(desc, &syn, text, param_synonyms[k].var, NULL, 0);
+  if (!syn.is_valid)
+    return;                          /* warned; the parameter's own value stays */
+  if (pv->source != PARAM_SOURCE_DEFAULT && (!pv->is_valid || pv->value != syn.value)) {
+    value_show(pv->raw, shown);
+    value_show(syn.raw, syn_shown);
+    ph_warn(value_label(&syn, syn_label, sizeof(syn_label)), "=\"", syn_shown, "\" and ",
+            value_label(pv, label, sizeof(label)), "=\"", shown,
+            "\" are both set and differ: ", syn.key, " wins (Open MPI's deprecated synonym of ",
+            desc->short_name, ", it overrides it)", (const char *)NULL);
+  }
+  *pv = syn;
+  if (syn.from == syn.where)
+    pv->from = pv->where;
+}
+#endif /* PINHEAP_PARAM_FILES */
+
+/* The variables params_eval looks up, after [2 id] each parameter's name
+ * and [2 id + 1] its alias. */
+enum {
+  ENV_SYNONYM = 2 * PARAM_COUNT,    /* OMPI_MCA_opal_leave_pinned ... */
+#if PINHEAP_PARAM_FILES
+  ENV_FILES = ENV_SYNONYM + PARAM_SYNONYMS,
+  ENV_HOME,
+  ENV_SYSCONFDIR,
+  ENV_COUNT
+#else
+  ENV_COUNT = ENV_SYNONYM
+#endif
+};
+
+/* One parameter: its variables' texts (texts[2 id], [2 id + 1], the
+ * synonyms' at ENV_SYNONYM; NULL: not set), then what the files set (scan:
+ * a pfile_scan_t, NULL in a build without files). */
+PH_HOT static void param_eval_one(int id, const char *const *texts, const void *scan,
+                                  param_value_t *pv)
+{
+  const param_desc_t *desc = &param_descs[id];
+  const char *text = texts[2 * id];
+  const char *key = desc->name;
+  const char *alias_text = texts[2 * id + 1];
+  int alias_value;
+
+  value_reset(desc, pv);
+  if (text == NULL) {              /* the alias alone */
+    text = alias_text;
+    key = desc->alias;
+    alias_text = NULL;
+  }
+  if (text != NULL) {
+    value_take(desc, pv, text, key, NULL, 0);
+  }
+#if PINHEAP_PARAM_FILES
+  const pfile_scan_t *s = scan;
+  if (text == NULL && s != NULL && s->hits[id].file >= 0)   /* the files, after the environment */
+    value_take(desc, pv, s->hits[id].text, s->keys[id], s->hits[id].where,
+               s->hits[id].truncated);
+#else
+  (void)scan;
+#endif
+  if (alias_text != NULL) {        /* both names: the PINHEAP_ one won */
+    pv->alias_ignored = 1;
+    int same = strcmp(text, alias_text) == 0 ||
+               (pv->is_valid && value_parse(desc->kind, alias_text, &alias_value) &&
+                alias_value == pv->value);
+    if (!same)
+      value_warn_conflict(desc, text, alias_text);
+  }
+#if PINHEAP_PARAM_FILES
+  for (int k = 0; k < PARAM_SYNONYMS && s != NULL; k++) {
+    if (param_synonyms[k].id != (param_id_t)id)
+      continue;
+    const pfile_hit_t *hit = s->hits[PARAM_COUNT + k].file >= 0 ? &s->hits[PARAM_COUNT + k] : NULL;
+    if (texts[ENV_SYNONYM + k] != NULL)
+      synonym_take(desc, pv, k, texts[ENV_SYNONYM + k], NULL);
+    else if (hit != NULL)
+      synonym_take(desc, pv, k, hit->text, hit);
+  }
+#endif
+}
+
 PH_HOT void params_eval(char *const *envp, params_t *out_p)
 {
-  /* every name and alias in one pass: [2 id] the name, [2 id + 1] the alias */
-  const char *names[2 * PARAM_COUNT];
-  const char *texts[2 * PARAM_COUNT];
+  const char *names[ENV_COUNT];
+  const char *texts[ENV_COUNT];
+  const void *scan = NULL;
 
-  _Static_assert(2 * PARAM_COUNT <= ENV_SCAN_MAX, "env_scan takes at most ENV_SCAN_MAX names");
+  _Static_assert(ENV_COUNT <= ENV_SCAN_MAX, "env_scan takes at most ENV_SCAN_MAX names");
   for (int id = 0; id < PARAM_COUNT; id++) {
     names[2 * id] = param_descs[id].name;
     names[2 * id + 1] = param_descs[id].alias;
   }
-  env_scan(envp, names, 2 * PARAM_COUNT, texts);
-  for (int id = 0; id < PARAM_COUNT; id++) {
-    const param_desc_t *desc = &param_descs[id];
-    param_value_t *pv = &out_p->v[id];
-    const char *text = texts[2 * id];
-    const char *from = desc->name;
-    const char *alias_text = texts[2 * id + 1];
-    int value, alias_value;
-
-    pv->source = PARAM_SOURCE_DEFAULT;
-    pv->value = desc->default_value;
-    pv->is_valid = 1;
-    pv->raw_truncated = 0;
-    pv->from = NULL;
-    pv->alias_ignored = 0;
-    pv->raw[0] = '\0';
-    if (text == NULL) {              /* the alias alone */
-      text = alias_text;
-      from = desc->alias;
-      alias_text = NULL;
-    }
-    if (text == NULL)
-      continue;
-
-    raw_keep(pv, text);
-    pv->from = from;
-    if (value_parse(desc->kind, text, &value)) {
-      pv->source = PARAM_SOURCE_ENV;
-      pv->value = value;
-    } else {
-      pv->source = PARAM_SOURCE_INVALID;
-      pv->is_valid = 0;
-      value_warn(desc, from, text);
-    }
-    if (alias_text != NULL) {        /* both names: the PINHEAP_ one won */
-      pv->alias_ignored = 1;
-      int same = strcmp(text, alias_text) == 0 ||
-                 (pv->is_valid && value_parse(desc->kind, alias_text, &alias_value) &&
-                  alias_value == pv->value);
-      if (!same)
-        value_warn_conflict(desc, text, alias_text);
-    }
-  }
+#if PINHEAP_PARAM_FILES
+  pfile_scan_t files;
+  for (int k = 0; k < PARAM_SYNONYMS; k++)
+    names[ENV_SYNONYM + k] = param_synonyms[k].var;
+  names[ENV_FILES] = "OMPI_MCA_mca_base_param_files";
+  names[ENV_HOME] = "HOME";
+  names[ENV_SYSCONFDIR] = "OPAL_SYSCONFDIR";
+#endif
+  env_scan(envp, names, ENV_COUNT, texts);
+#if PINHEAP_PARAM_FILES
+  pfile_scan(&files, texts[ENV_FILES], texts[ENV_HOME], texts[ENV_SYSCONFDIR]);
+  scan = &files;
+#endif
+  for (int id = 0; id < PARAM_COUNT; id++)
+    param_eval_one(id, texts, scan, &out_p->v[id]);
 }
 
 PH_HOT int params_events_on(const char *what)
@@ -509,6 +987,7 @@ const char *param_source_name(param_source_t source)
   case PARAM_SOURCE_DEFAULT: return "default";
   case PARAM_SOURCE_ENV:     return "environment";
   case PARAM_SOURCE_INVALID: return "invalid";
+  case PARAM_SOURCE_FILE:    return "file";
   }
   return "unknown";
 }
@@ -595,18 +1074,13 @@ static void shm_params_from(const char *const *texts, shm_params_t *out_p)
     int value = 0;
     size_t bytes = 0;
 
-    pv->source = PARAM_SOURCE_DEFAULT;
-    pv->value = desc->default_value;
-    pv->is_valid = 1;
-    pv->raw_truncated = 0;
-    pv->from = NULL;
-    pv->alias_ignored = 0;
-    pv->raw[0] = '\0';
+    value_reset(desc, pv);
     out_p->bytes[id] = 0;
     if (text == NULL)
       continue;
     raw_keep(pv, text);
     pv->from = desc->name;
+    pv->key = desc->name;
     const char *b = text, *e = text + strlen(text);
     while (b < e && char_is_blank(*b))
       b++;
@@ -625,7 +1099,7 @@ static void shm_params_from(const char *const *texts, shm_params_t *out_p)
     } else {
       pv->source = PARAM_SOURCE_INVALID;
       pv->is_valid = 0;
-      value_warn(desc, desc->name, text);
+      value_warn(desc, NULL, desc->name, text);
     }
   }
 }

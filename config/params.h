@@ -20,12 +20,26 @@
  * (leave-pinned, the disable switch) and the fakeroot/sandbox switches keep
  * their single names.
  *
+ * Open MPI's parameter files (a build whose prefix is OMPI_MCA_ only:
+ * PINHEAP_PARAM_FILES).  Every parameter with an MCA name may also be set in
+ * the files Open MPI 4.1 reads, under that name less the prefix
+ * ("mpi_leave_pinned = 1", "memory_pinheap_log_level = debug"): those of
+ * OMPI_MCA_mca_base_param_files (','-separated, "none": no file), else
+ * $HOME/.openmpi/mca-params.conf then <OPAL_SYSCONFDIR, else the build's
+ * PINHEAP_OMPI_SYSCONFDIR>/openmpi-mca-params.conf.  The environment wins;
+ * then the leftmost file; inside a file, the last line.  Such a value has
+ * source PARAM_SOURCE_FILE and from "path:line".  opal_leave_pinned and
+ * opal_leave_pinned_pipeline, Open MPI's deprecated synonyms, win over
+ * mpi_leave_pinned(_pipeline) wherever they are set (as in Open MPI).
+ *
  * Glossary of values:
  *   tristate  1 / 0 / -1, also true/false and yes/no -> PARAM_TRI_YES / _NO /
  *             _RUNTIME; absent or unparsable -> PARAM_TRI_NOT_FOUND.
  *   bool      1 / 0, true/false, yes/no; absent or unparsable -> 0.
  *   mode      on / off / auto, also 1 / 0 / -1, true/false, yes/no
  *             -> PARAM_MODE_ON / _OFF / _AUTO; absent or unparsable -> auto.
+ *   (OMPI_MCA_ builds: all three also take Open MPI's t/y/enabled and
+ *   f/n/disabled, the tristate also auto for -1.)
  *   presence  set (any value, even empty) -> 1; absent -> 0.  Never invalid.
  *   path      an absolute path ('/' first, at most PARAM_RAW_MAX - 1 bytes)
  *             -> 1 and raw holds it; absent or invalid -> 0.
@@ -44,8 +58,9 @@
  * parsed (it logs at warn until then), so parsing never recurses.
  *
  * THIS CODE RUNS INSIDE THE VERY FIRST malloc, possibly before main: it never
- * allocates, uses no stdio and no locale, and looks variables up in the
- * environ array itself (environ == NULL means an empty environment).
+ * allocates, uses no stdio and no locale, looks variables up in the environ
+ * array itself (environ == NULL means an empty environment) and reads the
+ * parameter files with raw system calls into fixed buffers.
  */
 #ifndef PINHEAP_PARAMS_H
 #define PINHEAP_PARAMS_H
@@ -119,9 +134,10 @@ typedef enum param_mode_e {
 } param_mode_t;
 
 typedef enum param_source_e {
-  PARAM_SOURCE_DEFAULT,   /* not set in the environment: the default applies */
-  PARAM_SOURCE_ENV,       /* set and parsed */
-  PARAM_SOURCE_INVALID    /* set but unparsable: warned, the default applies */
+  PARAM_SOURCE_DEFAULT,   /* not set anywhere: the default applies */
+  PARAM_SOURCE_ENV,       /* set in the environment and parsed */
+  PARAM_SOURCE_INVALID,   /* set but unparsable: warned, the default applies */
+  PARAM_SOURCE_FILE       /* set in a parameter file and parsed (OMPI_MCA_ builds) */
 } param_source_t;
 
 /** Static description of one parameter. */
@@ -137,6 +153,9 @@ typedef struct param_desc_s {
 
 /** Size of the raw-text copy kept per parameter (including the NUL). */
 #define PARAM_RAW_MAX 256
+/** Size of a file source "path:line" (including the NUL); a longer path
+ *  keeps its end, after "...". */
+#define PARAM_WHERE_MAX 320
 
 /** The evaluated state of one parameter. */
 typedef struct param_value_s {
@@ -144,10 +163,14 @@ typedef struct param_value_s {
   int   value;                /* parsed value, or default_value */
   int   is_valid;             /* 1 unless source == PARAM_SOURCE_INVALID */
   int   raw_truncated;        /* raw holds only the first PARAM_RAW_MAX-1 bytes */
-  const char *from;           /* the variable that set it (the descriptor's name or
-                               * alias, static); NULL when not set */
+  const char *from;           /* where it was set: the variable (the descriptor's
+                               * name or alias, static), or for a file "path:line"
+                               * (points at where below); NULL when not set */
+  const char *key;            /* the name set: the variable, or the name in the file
+                               * (e.g. "mpi_leave_pinned"); static; NULL when not set */
   int   alias_ignored;        /* the alias was set too, and ignored (the name wins) */
-  char  raw[PARAM_RAW_MAX];   /* the variable's text as found ("" if not set) */
+  char  raw[PARAM_RAW_MAX];   /* the value's text as found ("" if not set) */
+  char  where[PARAM_WHERE_MAX]; /* a file source's "path:line", else "" */
 } param_value_t;
 
 typedef struct params_s {
@@ -165,8 +188,10 @@ const params_t *params_get(void);
 
 /** Evaluates the parameters from an explicit NULL-terminated array of
  *  "NAME=value" strings (envp NULL = empty environment).  The first entry
- *  of a name wins, as with getenv().  Warns like params_get() for each
- *  unparsable value.  Never allocates.
+ *  of a name wins, as with getenv().  In an OMPI_MCA_ build the parameter
+ *  files are those envp names (HOME, OMPI_MCA_mca_base_param_files,
+ *  OPAL_SYSCONFDIR), so a test gives its own.  Warns like params_get() for
+ *  each unparsable value.  Never allocates.
  *  @param [in]  envp    the environment to read
  *  @param [out] out_p   the evaluated table */
 void params_eval(char *const *envp, params_t *out_p);
@@ -174,7 +199,7 @@ void params_eval(char *const *envp, params_t *out_p);
 /** @return the descriptor of id, or NULL if id is out of range. */
 const param_desc_t *param_desc_get(param_id_t id);
 
-/** @return "default", "environment" or "invalid". */
+/** @return "default", "environment", "invalid" or "file". */
 const char *param_source_name(param_source_t source);
 
 /** A word for a parsed value of parameter id: "yes"/"no"/"runtime"/

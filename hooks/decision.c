@@ -62,6 +62,9 @@ PH_STARTUP void decision_make(const decision_input_t *in, decision_t *out_p)
 {
   const char *lp_name = PINHEAP_PARAM_LEAVE_PINNED_STRING;
   const char *lpp_name = PINHEAP_PARAM_LEAVE_PINNED_PIPELINE_STRING;
+  /* where the matrix's value was set: a variable, or a parameter file */
+  const char *lp_from = in->lp_from != NULL ? in->lp_from : PINHEAP_ENV_LEAVE_PINNED;
+  const char *lpp_from = in->lpp_from != NULL ? in->lpp_from : PINHEAP_ENV_LEAVE_PINNED_PIPELINE;
 
   /* 1. override off always wins */
   if (in->mode == PARAM_MODE_OFF) {
@@ -117,18 +120,16 @@ PH_STARTUP void decision_make(const decision_input_t *in, decision_t *out_p)
   /* 6. the matrix */
   if (in->lp == PARAM_TRI_YES) {
     decide(out_p, 1, DECISION_REASON_LP_YES);
-    text_set(out_p, lp_name, "=1 (", PINHEAP_ENV_LEAVE_PINNED, ")", (const char *)NULL);
+    text_set(out_p, lp_name, "=1 (", lp_from, ")", (const char *)NULL);
   } else if (in->lpp == PARAM_TRI_YES) {
     decide(out_p, 1, DECISION_REASON_LPP_YES);
-    text_set(out_p, lpp_name, "=1 (", PINHEAP_ENV_LEAVE_PINNED_PIPELINE, ")",
-             (const char *)NULL);
+    text_set(out_p, lpp_name, "=1 (", lpp_from, ")", (const char *)NULL);
   } else if (in->lp == PARAM_TRI_NO) {
     decide(out_p, 0, DECISION_REASON_LP_NO);
-    text_set(out_p, lp_name, "=0 (", PINHEAP_ENV_LEAVE_PINNED, ")", (const char *)NULL);
+    text_set(out_p, lp_name, "=0 (", lp_from, ")", (const char *)NULL);
   } else if (in->lpp == PARAM_TRI_NO) {
     decide(out_p, 0, DECISION_REASON_LPP_NO);
-    text_set(out_p, lpp_name, "=0 (", PINHEAP_ENV_LEAVE_PINNED_PIPELINE, ")",
-             (const char *)NULL);
+    text_set(out_p, lpp_name, "=0 (", lpp_from, ")", (const char *)NULL);
   } else if (in->probe_found) {
     decide(out_p, 1, DECISION_REASON_RUNTIME_FOUND);
     if (in->probe_path != NULL && in->probe_path[0] != '\0')
@@ -158,6 +159,8 @@ PH_STARTUP void decision_inputs_from_params(const params_t *params, int is_prelo
 {
   out_p->lp = params->v[PARAM_LEAVE_PINNED].value;
   out_p->lpp = params->v[PARAM_LEAVE_PINNED_PIPELINE].value;
+  out_p->lp_from = params->v[PARAM_LEAVE_PINNED].from;
+  out_p->lpp_from = params->v[PARAM_LEAVE_PINNED_PIPELINE].from;
   out_p->is_disable_set = params->v[PARAM_DISABLE].value != 0;
   out_p->blockers = 0;
   if (params->v[PARAM_FAKEROOTKEY].value)

@@ -50,6 +50,9 @@
 typedef struct decision_input_s {
   int lp;                 /* param_tristate_t: mpi_leave_pinned */
   int lpp;                /* param_tristate_t: mpi_leave_pinned_pipeline */
+  const char *lp_from;    /* where lp and lpp were set (a variable, or a
+                             parameter file's "path:line"); NULL: their */
+  const char *lpp_from;   /* variables' names (PINHEAP_ENV_LEAVE_PINNED...) */
   int is_disable_set;     /* the disable parameter is true */
   int blockers;           /* DECISION_BLOCK_* bits */
   int mode;               /* param_mode_t: the override */

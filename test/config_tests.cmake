@@ -75,6 +75,42 @@ pinheap_config_test(test_config_events_off_alias "events_off/*"
   "TEST_CONFIG_EVENTS_VAR=${PINHEAP_PARAM_PREFIX}memory_pinheap_events"
   "${PINHEAP_PARAM_PREFIX}${PINHEAP_PARAM_LEAVE_PINNED}=1")
 
+# Open MPI's habits end to end (a build with its prefix): mpi_leave_pinned = 1
+# in $HOME/.openmpi/mca-params.conf and no variable set.  The first malloc
+# reads the file and pinheap is enabled (PINHEAP_NAME(enabled)); without it
+# the runtime rule would say no (an empty probe root).
+if(PINHEAP_PARAM_PREFIX STREQUAL "OMPI_MCA_")
+  set(_ompi_home ${CMAKE_CURRENT_BINARY_DIR}/ompi-home)
+  set(_ompi_root ${CMAKE_CURRENT_BINARY_DIR}/ompi-root-empty)
+  file(WRITE ${_ompi_home}/.openmpi/mca-params.conf
+    "# as Open MPI users write it\nmpi_leave_pinned = 1\n")
+  file(MAKE_DIRECTORY ${_ompi_root})
+  set(_ompi_unset "PINHEAP_MODE=unset:" "OMPI_MCA_memory_pinheap_mode=unset:"
+    "OMPI_MCA_mpi_leave_pinned=unset:" "OMPI_MCA_mpi_leave_pinned_pipeline=unset:"
+    "OMPI_MCA_opal_leave_pinned=unset:" "OMPI_MCA_opal_leave_pinned_pipeline=unset:"
+    "OMPI_MCA_mca_base_param_files=unset:" ${_config_unset})
+  add_test(NAME test_config_param_file COMMAND test_config --jobs 2 --short-filename
+    --filter=align/*)
+  set_tests_properties(test_config_param_file PROPERTIES LABELS "config;noasan" TIMEOUT 300
+    ENVIRONMENT "HOME=${_ompi_home};OPAL_SYSCONFDIR=/nonexistent;PINHEAP_PROBE_ROOT=${_ompi_root};TEST_CONFIG_ALIGN=16;TEST_CONFIG_ENABLED=1"
+    ENVIRONMENT_MODIFICATION "${_ompi_unset}")
+  if(TARGET pinheap-info)
+    # and pinheap-info names the file and line as the value's source
+    add_test(NAME pinheap_info_param_file
+      COMMAND sh -c "env -i HOME=\"$1\" OPAL_SYSCONFDIR=/nonexistent PINHEAP_PROBE_ROOT=\"$2\" \"$3\" 2>&1; echo \"exit=$?\"" sh
+              ${_ompi_home} ${_ompi_root} $<TARGET_FILE:pinheap-info>)
+    set_tests_properties(pinheap_info_param_file PROPERTIES LABELS "config;noasan"
+      PASS_REGULAR_EXPRESSION
+      "\n  mpi_leave_pinned +yes +\\(from [^\n]*/ompi-home/\\.openmpi/mca-params\\.conf:2: mpi_leave_pinned=\"1\"\\)\n.*\nthis process: enabled: mpi_leave_pinned=1 \\([^\n]*/ompi-home/\\.openmpi/mca-params\\.conf:2\\) \\(pinheap serves malloc\\)\n.*exit=0\n$")
+  endif()
+endif()
+
+# What a boolean accepts: Open MPI's spellings too with its prefix.
+if(PINHEAP_PARAM_PREFIX STREQUAL "OMPI_MCA_")
+  set(_config_bool_words "1, 0, true, false, yes, no, t, f, y, n, enabled or disabled")
+else()
+  set(_config_bool_words "1, 0, true, false, yes or no")
+endif()
 if(TARGET pinheap-info)
   # Text: each parameter's row (name, value, default, source) and its alias
   # line; an alias that set a value is named as its source.
@@ -83,7 +119,7 @@ if(TARGET pinheap-info)
             $<TARGET_FILE:pinheap-info>)
   set_tests_properties(pinheap_info_config_text PROPERTIES LABELS "config;noasan"
     PASS_REGULAR_EXPRESSION
-    "\nconfiguration \\(a PINHEAP_ name wins over its MCA alias when both are set\\):\n  parameter +value +default +source\n.*  ${PINHEAP_MODE_VAR} +auto +auto +default\n    alias ${PINHEAP_PARAM_PREFIX}memory_pinheap_mode; accepts on, off, auto[^\n]*\n.*  PINHEAP_LOG_LEVEL +info +warn +${PINHEAP_PARAM_PREFIX}memory_pinheap_log_level=\"info\"\n    alias ${PINHEAP_PARAM_PREFIX}memory_pinheap_log_level; accepts fatal, error, warn, info, debug or 0 to 4\n  PINHEAP_EVENTS +false +true +PINHEAP_EVENTS=\"0\"\n    alias ${PINHEAP_PARAM_PREFIX}memory_pinheap_events; accepts 1, 0, true, false, yes or no\n  PINHEAP_MALLOC_ALIGN +16 +16 +invalid: PINHEAP_MALLOC_ALIGN=\"48\" \\(ignored\\)\n    alias ${PINHEAP_PARAM_PREFIX}memory_pinheap_malloc_align; accepts a power of two from 16 to 4096\n.*support level: none \\(0\\) after the self-test\n  PINHEAP_EVENTS=0: the memory events are off.*exit=0\n$")
+    "\nconfiguration \\(a PINHEAP_ name wins over its MCA alias when both are set\\):\n  parameter +value +default +source\n.*  ${PINHEAP_MODE_VAR} +auto +auto +default\n    alias ${PINHEAP_PARAM_PREFIX}memory_pinheap_mode; accepts on, off, auto[^\n]*\n.*  PINHEAP_LOG_LEVEL +info +warn +${PINHEAP_PARAM_PREFIX}memory_pinheap_log_level=\"info\"\n    alias ${PINHEAP_PARAM_PREFIX}memory_pinheap_log_level; accepts fatal, error, warn, info, debug or 0 to 4\n  PINHEAP_EVENTS +false +true +PINHEAP_EVENTS=\"0\"\n    alias ${PINHEAP_PARAM_PREFIX}memory_pinheap_events; accepts ${_config_bool_words}\n  PINHEAP_MALLOC_ALIGN +16 +16 +invalid: PINHEAP_MALLOC_ALIGN=\"48\" \\(ignored\\)\n    alias ${PINHEAP_PARAM_PREFIX}memory_pinheap_malloc_align; accepts a power of two from 16 to 4096\n.*support level: none \\(0\\) after the self-test\n  PINHEAP_EVENTS=0: the memory events are off.*exit=0\n$")
 
   # JSON: every parameter of the table, with alias, value, default, source,
   # variable, raw and what is accepted; a conflict is flagged.
@@ -93,7 +129,7 @@ import json, sys
 c = json.load(sys.stdin)[\"configuration\"]
 assert len(c) == int(sys.argv[1]), sorted(c)
 for name, e in c.items():
-    assert set(e) == {\"alias\", \"value\", \"default\", \"source\", \"variable\", \"raw\", \"alias_ignored\", \"accepted\"}, e
+    assert set(e) == {\"alias\", \"value\", \"default\", \"source\", \"variable\", \"file\", \"raw\", \"alias_ignored\", \"accepted\"}, e
     assert e[\"accepted\"], e
 a = c[\"PINHEAP_ARENA_MAX\"]
 assert a[\"value\"] == \"8\" and a[\"source\"] == \"PINHEAP_ARENA_MAX\" and a[\"raw\"] == \"8\", a

@@ -31,6 +31,41 @@ target_compile_definitions(test_params PRIVATE
 find_package(Threads REQUIRED)
 target_link_libraries(test_params PRIVATE Threads::Threads)
 
+# test_params_other_prefix: the same suite on config/params.c built again
+# under the other kind of parameter prefix -- MYRT_MCA_ when the build's is
+# Open MPI's, else OMPI_MCA_ -- from a pinheap_config.h of its own, so that
+# both behaviours are tested in every build: Open MPI's prefix reads its
+# parameter files and spellings, any other keeps plain variables.  The
+# program's params.c object stands in for the archive's (the linker takes
+# no archive member whose symbols are already defined).
+if(PINHEAP_PARAM_PREFIX STREQUAL "OMPI_MCA_")
+  set(_params_other_prefix MYRT_MCA_)
+  set(_params_other_files 0)
+else()
+  set(_params_other_prefix OMPI_MCA_)
+  set(_params_other_files 1)
+endif()
+function(params_other_prefix_config dir)
+  set(PINHEAP_PARAM_PREFIX ${_params_other_prefix})
+  set(PINHEAP_PARAM_FILES ${_params_other_files})
+  configure_file(${PROJECT_SOURCE_DIR}/config/pinheap_config.h.in ${dir}/pinheap_config.h @ONLY)
+endfunction()
+set(_params_other_inc ${CMAKE_CURRENT_BINARY_DIR}/params_other_prefix/include)
+params_other_prefix_config(${_params_other_inc})
+pinheap_add_criterion_test(test_params_other_prefix test_params.c
+  ${PROJECT_SOURCE_DIR}/config/params.c)
+target_include_directories(test_params_other_prefix BEFORE PRIVATE ${_params_other_inc})
+target_include_directories(test_params_other_prefix PRIVATE ${PROJECT_SOURCE_DIR}/config
+  ${PROJECT_SOURCE_DIR}/hooks ${PROJECT_SOURCE_DIR})
+target_compile_definitions(test_params_other_prefix PRIVATE PINHEAP_DEBUG=${PINHEAP_DEBUG}
+  "TEST_WANT_PREFIX=\"${_params_other_prefix}\""
+  "TEST_WANT_LP=\"${PINHEAP_PARAM_LEAVE_PINNED}\""
+  "TEST_WANT_LPP=\"${PINHEAP_PARAM_LEAVE_PINNED_PIPELINE}\""
+  "TEST_WANT_DISABLE=\"${PINHEAP_PARAM_DISABLE}\""
+  "TEST_WANT_MODE=\"${PINHEAP_MODE_VAR}\""
+  "TEST_WANT_PROBE_ROOT=\"${PINHEAP_PROBE_ROOT_VAR}\"")
+target_link_libraries(test_params_other_prefix PRIVATE Threads::Threads)
+
 if(TARGET pinheap-info)
   # Fake probe roots: one empty, one with an RDMA verbs device.
   set(info_root_empty ${CMAKE_CURRENT_BINARY_DIR}/info-root-empty)

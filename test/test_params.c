@@ -5,8 +5,11 @@
  * captured from fd 2, counted as not set), each variable independently,
  * the MCA-style aliases and their precedence, explicit envp arrays, the
  * parse-once process table (also under threads and with environ == NULL),
- * the events switch and the alignment.  Main entry: the Criterion tests
- * below.
+ * the events switch and the alignment, and Open MPI's habits: its parameter
+ * files, spellings and synonyms with Open MPI's prefix, none of them with
+ * another (the same file is built twice: test_params under the build's
+ * prefix, test_params_other_prefix under the other kind).  Main entry: the
+ * Criterion tests below.
  */
 #include <criterion/criterion.h>
 
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -72,6 +76,16 @@ static const char *eval_captured(char *const *envp, params_t *out, capture_t *c)
   params_eval(envp, out);
   return capture_end(c);
 }
+
+/* What the booleans and tristates accept: Open MPI's spellings too in a
+ * build with its prefix (PINHEAP_PARAM_FILES, pinheap_config.h). */
+#if PINHEAP_PARAM_FILES
+#define WANT_EXPECT_TRISTATE "1, 0, -1, true, false, yes, no, t, f, y, n, enabled, disabled or auto"
+#define WANT_EXPECT_BOOL     "1, 0, true, false, yes, no, t, f, y, n, enabled or disabled"
+#else
+#define WANT_EXPECT_TRISTATE "1, 0, -1, true, false, yes or no"
+#define WANT_EXPECT_BOOL     "1, 0, true, false, yes or no"
+#endif
 
 /* ---- descriptors -------------------------------------------------------- */
 
@@ -240,7 +254,7 @@ Test(params, invalid_alias_alone_is_warned_under_its_own_name)
 
   cr_assert_str_eq(eval_captured(envp, &p, &c),
                    "pinheap: warning: " TEST_WANT_PREFIX "memory_pinheap_code_patch="
-                   "\"sometimes\" is not a valid value (expected 1, 0, true, false, yes or no); "
+                   "\"sometimes\" is not a valid value (expected " WANT_EXPECT_BOOL "); "
                    "ignored, treated as not set\n");
   cr_assert_eq(p.v[PARAM_CODE_PATCH].source, PARAM_SOURCE_INVALID);
   cr_assert_eq(p.v[PARAM_CODE_PATCH].value, 1);
@@ -345,8 +359,11 @@ static const spelling_t tristate_ok[] = {
 };
 
 static const char *const tristate_bad[] = {
-  "", "   ", "2", "-2", "10", "01", "+1", "- 1", "-1x", "1 1", "maybe", "y", "n",
-  "on", "off", "auto", "runtime", "yess", "tru", "-", "1\x01",
+  "", "   ", "2", "-2", "10", "01", "+1", "- 1", "-1x", "1 1", "maybe",
+#if !PINHEAP_PARAM_FILES
+  "y", "n", "auto",                 /* Open MPI's, accepted with its prefix */
+#endif
+  "on", "off", "runtime", "yess", "tru", "-", "1\x01", "ye", "enable", "tt", "autoo",
 };
 
 /* Evaluates NAME=text alone; checks the id got value with source ENV, every
@@ -417,8 +434,7 @@ Test(params, tristate_unparsable_warns_once_and_counts_as_not_found)
 {
   param_id_t ids[] = { PARAM_LEAVE_PINNED, PARAM_LEAVE_PINNED_PIPELINE };
 
-  cr_assert_str_eq(param_desc_get(PARAM_LEAVE_PINNED)->expected,
-                   "1, 0, -1, true, false, yes or no");
+  cr_assert_str_eq(param_desc_get(PARAM_LEAVE_PINNED)->expected, WANT_EXPECT_TRISTATE);
   for (size_t k = 0; k < 2; k++) {
     for (size_t i = 0; i < sizeof(tristate_bad) / sizeof(tristate_bad[0]); i++) {
       char shown[64];
@@ -439,7 +455,7 @@ Test(params, warning_text_is_exact)
 
   cr_assert_str_eq(eval_captured(envp, &p, &c),
                    "pinheap: warning: " PINHEAP_ENV_LEAVE_PINNED "=\"maybe\" is not a valid "
-                   "value (expected 1, 0, -1, true, false, yes or no); ignored, treated as "
+                   "value (expected " WANT_EXPECT_TRISTATE "); ignored, treated as "
                    "not set\n");
 }
 
@@ -848,3 +864,424 @@ Test(params, malloc_align_bad_value_warning_is_exact)
   cr_assert_eq(p.v[PARAM_MALLOC_ALIGN].value, 16);
   cr_assert_eq(p.v[PARAM_MALLOC_ALIGN].source, PARAM_SOURCE_INVALID);
 }
+
+/* ---- Open MPI's parameter files and spellings --------------------------- */
+/*
+ * A build with Open MPI's prefix reads Open MPI's parameter files (the
+ * environment wins) and takes its boolean spellings; any other prefix
+ * keeps plain variables (test_params_other_prefix runs this file built
+ * so).  The files live in a scratch directory: <dir>/home is HOME,
+ * <dir>/etc the sysconfdir (OPAL_SYSCONFDIR), never the real ones.
+ */
+
+typedef struct scratch_s {
+  char dir[64];
+  char home[96];             /* <dir>/home, with .openmpi/ in it */
+  char etc[96];              /* <dir>/etc */
+  char home_conf[160];       /* <home>/.openmpi/mca-params.conf */
+  char etc_conf[160];        /* <etc>/openmpi-mca-params.conf */
+  char env_home[128];        /* "HOME=<home>" */
+  char env_etc[128];         /* "OPAL_SYSCONFDIR=<etc>" */
+} scratch_t;
+
+static void scratch_make(scratch_t *t)
+{
+  char openmpi[128];
+
+  snprintf(t->dir, sizeof(t->dir), "/tmp/test_params.XXXXXX");
+  cr_assert_not_null(mkdtemp(t->dir), "mkdtemp: %s", strerror(errno));
+  snprintf(t->home, sizeof(t->home), "%s/home", t->dir);
+  snprintf(t->etc, sizeof(t->etc), "%s/etc", t->dir);
+  snprintf(openmpi, sizeof(openmpi), "%s/.openmpi", t->home);
+  cr_assert_eq(mkdir(t->home, 0700), 0);
+  cr_assert_eq(mkdir(openmpi, 0700), 0);
+  cr_assert_eq(mkdir(t->etc, 0700), 0);
+  snprintf(t->home_conf, sizeof(t->home_conf), "%s/mca-params.conf", openmpi);
+  snprintf(t->etc_conf, sizeof(t->etc_conf), "%s/openmpi-mca-params.conf", t->etc);
+  snprintf(t->env_home, sizeof(t->env_home), "HOME=%s", t->home);
+  snprintf(t->env_etc, sizeof(t->env_etc), "OPAL_SYSCONFDIR=%s", t->etc);
+}
+
+static void scratch_remove(scratch_t *t)
+{
+  char cmd[128];
+
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* Writes text to path (created or replaced). */
+static void file_put(const char *path, const char *text)
+{
+  FILE *f = fopen(path, "w");
+
+  cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+  fputs(text, f);
+  cr_assert_eq(fclose(f), 0);
+}
+
+/* "path:line" */
+static const char *at_line(char *buf, size_t len, const char *path, int line)
+{
+  snprintf(buf, len, "%s:%d", path, line);
+  return buf;
+}
+
+#if PINHEAP_PARAM_FILES
+
+/* Writes text as the home directory's parameter file, then evaluates an
+ * environment of just the scratch HOME and OPAL_SYSCONFDIR. */
+static const char *eval_home_file(scratch_t *t, const char *text, params_t *p, capture_t *c)
+{
+  char *envp[] = { t->env_home, t->env_etc, NULL };
+
+  file_put(t->home_conf, text);
+  return eval_captured(envp, p, c);
+}
+
+Test(params_files, home_file_sets_leave_pinned)
+{
+  scratch_t t;
+  char where[256];
+  params_t p;
+  capture_t c;
+
+  scratch_make(&t);
+  cr_assert_str_eq(eval_home_file(&t, "# Open MPI habits\n\nmpi_leave_pinned = 1\n", &p, &c), "");
+  const param_value_t *v = &p.v[PARAM_LEAVE_PINNED];
+  cr_assert_eq(v->value, PARAM_TRI_YES);
+  cr_assert_eq(v->source, PARAM_SOURCE_FILE);
+  cr_assert_str_eq(param_source_name(v->source), "file");
+  cr_assert_str_eq(v->from, at_line(where, sizeof(where), t.home_conf, 3));
+  cr_assert_str_eq(v->where, where);
+  cr_assert_str_eq(v->key, "mpi_leave_pinned");
+  cr_assert_str_eq(v->raw, "1");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].source, PARAM_SOURCE_DEFAULT);
+  scratch_remove(&t);
+}
+
+Test(params_files, environment_wins_over_every_file)
+{
+  scratch_t t;
+  char *envp[] = { t.env_home, t.env_etc, PINHEAP_ENV_LEAVE_PINNED "=0",
+                   TEST_WANT_PREFIX "memory_pinheap_log_level=error", NULL };
+  char where[256];
+  params_t p;
+  capture_t c;
+
+  scratch_make(&t);
+  file_put(t.home_conf, "mpi_leave_pinned = 1\nmemory_pinheap_log_level = debug\n");
+  file_put(t.etc_conf, "mpi_leave_pinned = 1\nmpi_leave_pinned_pipeline = 1\n");
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_NO);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].source, PARAM_SOURCE_ENV);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].from, PINHEAP_ENV_LEAVE_PINNED);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].where, "");
+  /* an alias in the environment wins over the same name in a file too */
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].value, PH_LOG_ERROR);
+  cr_assert_str_eq(p.v[PARAM_LOG_LEVEL].from, TEST_WANT_PREFIX "memory_pinheap_log_level");
+  /* what the environment does not set, the files do */
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_YES);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].from,
+                   at_line(where, sizeof(where), t.etc_conf, 2));
+  scratch_remove(&t);
+}
+
+/* pinheap's own parameters answer in a file to their MCA alias's name. */
+Test(params_files, aliases_are_read_from_files)
+{
+  scratch_t t;
+  char where[256];
+  params_t p;
+  capture_t c;
+
+  scratch_make(&t);
+  cr_assert_str_eq(eval_home_file(&t, "memory_pinheap_log_level = debug\n"
+                                  "memory_pinheap_events = disabled\n"
+                                  "memory_ptmalloc2_disable = t\n", &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].value, PH_LOG_DEBUG);
+  cr_assert_str_eq(p.v[PARAM_LOG_LEVEL].from, at_line(where, sizeof(where), t.home_conf, 1));
+  cr_assert_str_eq(p.v[PARAM_LOG_LEVEL].key, "memory_pinheap_log_level");
+  cr_assert_eq(p.v[PARAM_EVENTS].value, 0);
+  cr_assert_eq(p.v[PARAM_DISABLE].value, 1);
+  cr_assert_eq(p.v[PARAM_DISABLE].source, PARAM_SOURCE_FILE);
+  scratch_remove(&t);
+}
+
+/* The home directory's file wins over the sysconfdir's; inside one file the
+ * last line wins; blanks, comments and other names do not matter. */
+Test(params_files, home_file_wins_over_sysconfdir_file_and_last_line_wins)
+{
+  scratch_t t;
+  char *envp[] = { t.env_home, t.env_etc, NULL };
+  char where[256];
+  params_t p;
+  capture_t c;
+
+  scratch_make(&t);
+  file_put(t.home_conf, "mpi_leave_pinned=0\n  # mpi_leave_pinned = 1\n"
+                        "btl = ^openib\n\t mpi_leave_pinned \t=  yes \r\n");
+  file_put(t.etc_conf, "mpi_leave_pinned = 0\nmpi_leave_pinned_pipeline = 1\n"
+                       "mpi_leave_pinned_pipeline = -1\n");
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_YES);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].raw, "yes");
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].from, at_line(where, sizeof(where), t.home_conf, 4));
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_RUNTIME);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].from,
+                   at_line(where, sizeof(where), t.etc_conf, 3));
+  scratch_remove(&t);
+}
+
+/* OMPI_MCA_mca_base_param_files replaces the default list: ','-separated,
+ * the leftmost file that sets a name wins, "none" reads nothing, ':' is
+ * part of a name (as in Open MPI), "~/" is the home directory. */
+Test(params_files, param_files_list_replaces_the_default_files)
+{
+  scratch_t t;
+  char a[128], b[128], list[512], where[256];
+  char *envp[] = { t.env_home, t.env_etc, list, NULL };
+  params_t p;
+  capture_t c;
+
+  scratch_make(&t);
+  snprintf(a, sizeof(a), "%s/a.conf", t.dir);
+  snprintf(b, sizeof(b), "%s/b.conf", t.dir);
+  file_put(a, "mpi_leave_pinned = 0\n");
+  file_put(b, "mpi_leave_pinned = 1\nmpi_leave_pinned_pipeline = 1\n");
+  file_put(t.home_conf, "mpi_leave_pinned_pipeline = 0\n");
+  file_put(t.etc_conf, "mpi_leave_pinned_pipeline = 0\n");
+
+  snprintf(list, sizeof(list), "OMPI_MCA_mca_base_param_files=%s,,%s", a, b);
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_NO);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].from, at_line(where, sizeof(where), a, 1));
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_YES, "the home file was read");
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].from, at_line(where, sizeof(where), b, 2));
+
+  snprintf(list, sizeof(list), "OMPI_MCA_mca_base_param_files=%s,%s", b, a);
+  eval_captured(envp, &p, &c);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_YES);
+
+  snprintf(list, sizeof(list), "OMPI_MCA_mca_base_param_files=%s:%s", b, a);
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].source, PARAM_SOURCE_DEFAULT);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].source, PARAM_SOURCE_DEFAULT);
+
+  snprintf(list, sizeof(list), "OMPI_MCA_mca_base_param_files=none");
+  eval_captured(envp, &p, &c);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].source, PARAM_SOURCE_DEFAULT);
+
+  snprintf(list, sizeof(list), "OMPI_MCA_mca_base_param_files=~/.openmpi/mca-params.conf");
+  eval_captured(envp, &p, &c);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_NO);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].from,
+                   at_line(where, sizeof(where), t.home_conf, 1));
+  scratch_remove(&t);
+}
+
+Test(params_files, open_mpi_spellings_are_accepted_in_any_case)
+{
+  static const spelling_t tri[] = {
+    { "t", PARAM_TRI_YES }, { "T", PARAM_TRI_YES }, { "y", PARAM_TRI_YES },
+    { "Y", PARAM_TRI_YES }, { "enabled", PARAM_TRI_YES }, { " ENABLED ", PARAM_TRI_YES },
+    { "f", PARAM_TRI_NO }, { "F", PARAM_TRI_NO }, { "n", PARAM_TRI_NO }, { "N", PARAM_TRI_NO },
+    { "disabled", PARAM_TRI_NO }, { "Disabled", PARAM_TRI_NO },
+    { "auto", PARAM_TRI_RUNTIME }, { "AUTO", PARAM_TRI_RUNTIME },
+  };
+  static const spelling_t bools[] = {
+    { "t", 1 }, { "Y", 1 }, { "Enabled", 1 }, { "f", 0 }, { "n", 0 }, { "DISABLED", 0 },
+  };
+  param_id_t ids[] = { PARAM_LEAVE_PINNED, PARAM_LEAVE_PINNED_PIPELINE };
+
+  for (size_t k = 0; k < 2; k++)
+    for (size_t i = 0; i < sizeof(tri) / sizeof(tri[0]); i++)
+      check_alone_ok(ids[k], tri[i].text, tri[i].value);
+  for (size_t i = 0; i < sizeof(bools) / sizeof(bools[0]); i++)
+    check_alone_ok(PARAM_DISABLE, bools[i].text, bools[i].value);
+  check_alone_ok(PARAM_MODE, "enabled", PARAM_MODE_ON);
+  check_alone_bad(PARAM_DISABLE, "auto", "auto");     /* a bool has no "decide" */
+
+  /* and in a file */
+  scratch_t t;
+  params_t p;
+  capture_t c;
+
+  scratch_make(&t);
+  cr_assert_str_eq(eval_home_file(&t, "mpi_leave_pinned = Enabled\n"
+                                  "mpi_leave_pinned_pipeline = auto\n", &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_YES);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_RUNTIME);
+  scratch_remove(&t);
+}
+
+/* A bad value in a file: one warning naming file:line, the name, the value
+ * and what is accepted; counted as not set.  A line that is not
+ * "name = value" is named once per file, and the rest is still read. */
+Test(params_files, bad_value_and_bad_line_are_named_with_file_and_line)
+{
+  scratch_t t;
+  char want[1024], where[256];
+  params_t p;
+  capture_t c;
+
+  scratch_make(&t);
+  snprintf(want, sizeof(want), "pinheap: warning: %s:3: mpi_leave_pinned=\"maybe\" is not a "
+           "valid value (expected " WANT_EXPECT_TRISTATE "); ignored, treated as not set\n",
+           t.home_conf);
+  cr_assert_str_eq(eval_home_file(&t, "# tuning\nmpi_leave_pinned_pipeline = 1\n"
+                                  "mpi_leave_pinned = maybe\n", &p, &c), want);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].source, PARAM_SOURCE_INVALID);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_NOT_FOUND);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].from, at_line(where, sizeof(where), t.home_conf, 3));
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_YES);
+
+  const char *err = eval_home_file(&t, "mpi_leave_pinned 1\n= 0\nmpi_leave_pinned_pipeline = 0\n"
+                                   "what is this\nmpi_leave_pinned = 1", &p, &c);
+  cr_assert_eq(lines_count(err), 1, "'%s'", err);
+  snprintf(want, sizeof(want), "pinheap: warning: %s:1: not a \"name = value\" line",
+           t.home_conf);
+  cr_assert(strstr(err, want) == err, "'%s'", err);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_YES, "the last line (no newline)");
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].from, at_line(where, sizeof(where), t.home_conf, 5));
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_NO);
+  scratch_remove(&t);
+}
+
+/* Files that do not exist or cannot be read are skipped without a word;
+ * an overlong line is named and skipped; a long value is cut and invalid. */
+Test(params_files, missing_unreadable_and_overlong_are_skipped)
+{
+  scratch_t t;
+  char list[512], good[128];
+  char *envp[] = { t.env_home, t.env_etc, list, NULL };
+  static char text[4096];
+  params_t p;
+  capture_t c;
+
+  scratch_make(&t);
+  snprintf(good, sizeof(good), "%s/good.conf", t.dir);
+  file_put(good, "mpi_leave_pinned = 1\n");
+  /* a directory, a missing file, a file in a missing directory, then one */
+  snprintf(list, sizeof(list), "OMPI_MCA_mca_base_param_files=%s,%s/missing.conf,"
+           "/nonexistent/dir/x.conf,%s", t.etc, t.dir, good);
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_YES);
+
+  /* the default files missing altogether (no .openmpi, no sysconfdir) */
+  char *bare[] = { "HOME=/nonexistent", "OPAL_SYSCONFDIR=/nonexistent", NULL };
+  cr_assert_str_eq(eval_captured(bare, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].source, PARAM_SOURCE_DEFAULT);
+
+  /* a 2000-byte line, then a good one; a 300-byte value */
+  memset(text, 'x', 2000);
+  snprintf(text + 2000, sizeof(text) - 2000, "\nmpi_leave_pinned_pipeline = 0\n"
+           "mpi_leave_pinned = %0300d\n", 1);
+  const char *err = eval_home_file(&t, text, &p, &c);
+  cr_assert_eq(lines_count(err), 2, "'%s'", err);
+  cr_assert(strstr(err, ":1: not a \"name = value\" line") != NULL, "'%s'", err);
+  cr_assert(strstr(err, ":3: mpi_leave_pinned=\"000") != NULL, "'%s'", err);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_NO);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].source, PARAM_SOURCE_INVALID);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].raw_truncated, 1);
+  scratch_remove(&t);
+}
+
+/* opal_leave_pinned and opal_leave_pinned_pipeline are Open MPI 4.1's
+ * deprecated synonyms of mpi_leave_pinned(_pipeline): set anywhere, a
+ * synonym wins, with one warning when the two differ; an invalid synonym
+ * is warned and the parameter's own value stays. */
+Test(params_files, opal_synonyms_are_honoured_as_open_mpi_does)
+{
+  scratch_t t;
+  char *alone[] = { t.env_home, t.env_etc, "OMPI_MCA_opal_leave_pinned=1",
+                    "OMPI_MCA_opal_leave_pinned_pipeline=0", NULL };
+  char *both[] = { t.env_home, t.env_etc, "OMPI_MCA_opal_leave_pinned=0",
+                   PINHEAP_ENV_LEAVE_PINNED "=1", NULL };
+  char *env_name[] = { t.env_home, t.env_etc, PINHEAP_ENV_LEAVE_PINNED "=0", NULL };
+  char *bad[] = { t.env_home, t.env_etc, "OMPI_MCA_opal_leave_pinned=maybe",
+                  PINHEAP_ENV_LEAVE_PINNED "=1", NULL };
+  char where[256];
+  params_t p;
+  capture_t c;
+  const char *err;
+
+  scratch_make(&t);
+  cr_assert_str_eq(eval_captured(alone, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_YES);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].from, "OMPI_MCA_opal_leave_pinned");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_NO);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].from, "OMPI_MCA_opal_leave_pinned_pipeline");
+
+  cr_assert_str_eq(eval_captured(both, &p, &c),
+                   "pinheap: warning: OMPI_MCA_opal_leave_pinned=\"0\" and "
+                   PINHEAP_ENV_LEAVE_PINNED "=\"1\" are both set and differ: "
+                   "OMPI_MCA_opal_leave_pinned wins (Open MPI's deprecated synonym of "
+                   "mpi_leave_pinned, it overrides it)\n");
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_NO);
+
+  /* in a file, it still wins over mpi_leave_pinned in the environment */
+  file_put(t.home_conf, "opal_leave_pinned = 1\n");
+  err = eval_captured(env_name, &p, &c);
+  cr_assert_eq(lines_count(err), 1, "'%s'", err);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_YES);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].source, PARAM_SOURCE_FILE);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].key, "opal_leave_pinned");
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].from, at_line(where, sizeof(where), t.home_conf, 1));
+
+  err = eval_captured(bad, &p, &c);
+  cr_assert_eq(lines_count(err), 1, "'%s'", err);
+  cr_assert(strstr(err, "OMPI_MCA_opal_leave_pinned=\"maybe\" is not a valid value") != NULL,
+            "'%s'", err);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_YES);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].from, PINHEAP_ENV_LEAVE_PINNED);
+  scratch_remove(&t);
+}
+
+/* The process table reads the files too: from HOME in environ. */
+Test(params_files, process_table_reads_the_home_file)
+{
+  scratch_t t;
+  char where[256];
+
+  scratch_make(&t);
+  file_put(t.home_conf, "mpi_leave_pinned_pipeline = y\n");
+  setenv("HOME", t.home, 1);
+  setenv("OPAL_SYSCONFDIR", t.etc, 1);
+  unsetenv("OMPI_MCA_mca_base_param_files");
+  unsetenv(PINHEAP_ENV_LEAVE_PINNED_PIPELINE);
+  unsetenv("OMPI_MCA_opal_leave_pinned_pipeline");
+  const params_t *p = params_get();
+  cr_assert_eq(p->v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_YES);
+  cr_assert_str_eq(p->v[PARAM_LEAVE_PINNED_PIPELINE].from,
+                   at_line(where, sizeof(where), t.home_conf, 1));
+  scratch_remove(&t);
+}
+
+#else /* !PINHEAP_PARAM_FILES */
+
+/* Another prefix keeps today's behaviour: no file is read, Open MPI's
+ * spellings and synonyms mean nothing. */
+Test(params_files, another_prefix_reads_no_file_and_no_open_mpi_spelling)
+{
+  scratch_t t;
+  char list[256];
+  char *envp[] = { t.env_home, t.env_etc, list, "OMPI_MCA_opal_leave_pinned=1", NULL };
+  params_t p;
+  capture_t c;
+
+  scratch_make(&t);
+  file_put(t.home_conf, "mpi_leave_pinned = 1\nmemory_pinheap_log_level = debug\n");
+  file_put(t.etc_conf, "mpi_leave_pinned_pipeline = 1\n");
+  snprintf(list, sizeof(list), "OMPI_MCA_mca_base_param_files=%s", t.home_conf);
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  for (int id = 0; id < PARAM_COUNT; id++)
+    cr_assert_eq(p.v[id].source, PARAM_SOURCE_DEFAULT, "param %d", id);
+  check_alone_bad(PARAM_LEAVE_PINNED, "y", "y");
+  check_alone_bad(PARAM_LEAVE_PINNED, "auto", "auto");
+  check_alone_bad(PARAM_DISABLE, "enabled", "enabled");
+  cr_assert_str_eq(param_desc_get(PARAM_DISABLE)->expected, "1, 0, true, false, yes or no");
+  scratch_remove(&t);
+}
+
+#endif /* PINHEAP_PARAM_FILES */

@@ -173,6 +173,7 @@ static void shm_param_text(const info_t *info, shm_param_id_t id, char *buf, siz
       snprintf(buf, len, "not set");
     break;
   case PARAM_SOURCE_ENV:
+  case PARAM_SOURCE_FILE:
     snprintf(buf, len, "\"%s\"%s", pv->raw, pv->raw_truncated ? "..." : "");
     break;
   case PARAM_SOURCE_INVALID:
@@ -193,6 +194,17 @@ static void text_raw_print(const param_value_t *pv)
   }
   if (pv->raw_truncated)
     fputs("...", stdout);
+}
+
+/* Where a value was set: VAR="raw", or from a parameter file
+ * path:line: name="raw". */
+static void text_source_print(const param_value_t *pv)
+{
+  if (pv->where[0] != '\0')
+    printf("%s: ", pv->where);
+  printf("%s=\"", pv->key);
+  text_raw_print(pv);
+  putchar('"');
 }
 
 static const char *install_method_name(int method)
@@ -226,14 +238,15 @@ static void text_param_print(const params_t *params, param_id_t id)
     printf("(not set: %s)\n", desc->name);
     break;
   case PARAM_SOURCE_ENV:
-    printf("(from %s=\"", pv->from);
-    text_raw_print(pv);
-    printf("\")\n");
+  case PARAM_SOURCE_FILE:
+    printf("(from ");
+    text_source_print(pv);
+    printf(")\n");
     break;
   case PARAM_SOURCE_INVALID:
-    printf("(%s=\"", pv->from);
-    text_raw_print(pv);
-    printf("\" is invalid, expected %s; ignored)\n", desc->expected);
+    printf("(");
+    text_source_print(pv);
+    printf(" is invalid, expected %s; ignored)\n", desc->expected);
     break;
   }
 }
@@ -265,9 +278,9 @@ static void text_config_print(const params_t *params)
     if (pv->source == PARAM_SOURCE_DEFAULT) {
       printf("default\n");
     } else {
-      printf("%s%s=\"", pv->source == PARAM_SOURCE_INVALID ? "invalid: " : "", pv->from);
-      text_raw_print(pv);
-      printf("\"%s%s\n", pv->source == PARAM_SOURCE_INVALID ? " (ignored)" : "",
+      printf("%s", pv->source == PARAM_SOURCE_INVALID ? "invalid: " : "");
+      text_source_print(pv);
+      printf("%s%s\n", pv->source == PARAM_SOURCE_INVALID ? " (ignored)" : "",
              pv->alias_ignored ? " (its alias is set too: ignored)" : "");
     }
     printf("    alias %s; accepts %s\n", desc->alias != NULL ? desc->alias : "none",
@@ -414,6 +427,15 @@ static void json_field(const char *indent, const char *key, const char *value, i
   puts(is_last ? "" : ",");
 }
 
+/* A string, or null. */
+static void json_string_or_null(const char *s)
+{
+  if (s == NULL)
+    fputs("null", stdout);
+  else
+    json_string(s);
+}
+
 static void json_param_print(const params_t *params, param_id_t id, int is_last)
 {
   const param_desc_t *desc = param_desc_get(id);
@@ -426,6 +448,9 @@ static void json_param_print(const params_t *params, param_id_t id, int is_last)
   json_field("      ", "value", param_value_name(id, pv->value), 0);
   json_field("      ", "default", param_value_name(id, desc->default_value), 0);
   json_field("      ", "source", pv->source == PARAM_SOURCE_DEFAULT ? "not set" : pv->from, 0);
+  printf("      \"name\": ");               /* the variable, or the name in the file */
+  json_string_or_null(pv->key);
+  puts(",");
   printf("      \"valid\": %s,\n", pv->is_valid ? "true" : "false");
   printf("      \"raw\": ");
   if (pv->source == PARAM_SOURCE_DEFAULT)
@@ -434,15 +459,6 @@ static void json_param_print(const params_t *params, param_id_t id, int is_last)
     json_string(pv->raw);
   printf(",\n      \"raw_truncated\": %s\n", pv->raw_truncated ? "true" : "false");
   printf("    }%s\n", is_last ? "" : ",");
-}
-
-/* A string, or null. */
-static void json_string_or_null(const char *s)
-{
-  if (s == NULL)
-    fputs("null", stdout);
-  else
-    json_string(s);
 }
 
 /* "configuration": every parameter by name: alias, value, default, source
@@ -468,7 +484,9 @@ static void json_config_print(const params_t *params)
     json_string(pv->source == PARAM_SOURCE_DEFAULT ? "default"
                 : pv->source == PARAM_SOURCE_INVALID ? "invalid" : pv->from);
     printf(", \"variable\": ");
-    json_string_or_null(pv->from);
+    json_string_or_null(pv->key);
+    printf(", \"file\": ");
+    json_string_or_null(pv->where[0] != '\0' ? pv->where : NULL);
     printf(", \"raw\": ");
     json_string_or_null(pv->source == PARAM_SOURCE_DEFAULT ? NULL : pv->raw);
     printf(", \"alias_ignored\": %s, \"accepted\": ", pv->alias_ignored ? "true" : "false");

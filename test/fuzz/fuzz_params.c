@@ -108,11 +108,38 @@ static bool word_in(const char *w, const char *const *list)
   return false;
 }
 
+/* Does entry name what the oracle leaves out: in an OMPI_MCA_ build, the
+ * variables that choose the parameter files and Open MPI's synonyms of the
+ * leave-pinned parameters (test_params covers them)?  Such entries are
+ * dropped from the input's environment. */
+static bool files_var(const char *entry)
+{
+  static const char *const vars[] = {
+    "HOME=", "OMPI_MCA_mca_base_param_files=", "OPAL_SYSCONFDIR=",
+    "OMPI_MCA_opal_leave_pinned=", "OMPI_MCA_opal_leave_pinned_pipeline=", NULL
+  };
+
+  if (!PINHEAP_PARAM_FILES)
+    return false;
+  for (const char *const *v = vars; *v != NULL; v++)
+    if (strncmp(entry, *v, strlen(*v)) == 0)
+      return true;
+  return false;
+}
+
 /* The value params.h promises for text, or false if it must be invalid. */
 static bool oracle_parse(param_kind_t kind, const char *text, int *value_p)
 {
+  /* an OMPI_MCA_ build takes Open MPI's spellings too (params.h) */
+#if PINHEAP_PARAM_FILES
+  static const char *const yes[] = { "1", "true", "yes", "t", "y", "enabled", NULL };
+  static const char *const no[] = { "0", "false", "no", "f", "n", "disabled", NULL };
+  const bool ompi_auto = true;
+#else
   static const char *const yes[] = { "1", "true", "yes", NULL };
   static const char *const no[] = { "0", "false", "no", NULL };
+  const bool ompi_auto = false;
+#endif
   char w[32];
 
   switch (kind) {
@@ -133,7 +160,10 @@ static bool oracle_parse(param_kind_t kind, const char *text, int *value_p)
   case PARAM_KIND_TRISTATE:
     if (word_in(w, yes)) { *value_p = PARAM_TRI_YES; return true; }
     if (word_in(w, no)) { *value_p = PARAM_TRI_NO; return true; }
-    if (strcmp(w, "-1") == 0) { *value_p = PARAM_TRI_RUNTIME; return true; }
+    if (strcmp(w, "-1") == 0 || (ompi_auto && strcmp(w, "auto") == 0)) {
+      *value_p = PARAM_TRI_RUNTIME;
+      return true;
+    }
     return false;
   case PARAM_KIND_BOOL:
     if (word_in(w, yes)) { *value_p = 1; return true; }
@@ -441,7 +471,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text[n] + len, data + i, vlen);
     text[n][len + vlen] = '\0';
     envp[n] = text[n];
-    n++;
+    if (!files_var(text[n]))
+      n++;
     if (j < size && data[j] == '\0') {  /* the rest is the probe root */
       size_t rlen = size - j - 1;
       if (rlen >= sizeof(root))
