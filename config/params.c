@@ -471,14 +471,15 @@ PH_HOT static void value_reset(const param_desc_t *desc, param_value_t *pv)
   pv->key = NULL;
   pv->alias_ignored = 0;
   pv->raw[0] = '\0';
-  pv->where[0] = '\0';
 }
 
 /* Sets pv from text, the value of key: a variable (where NULL), or a name
- * in a parameter file at where ("path:line"; truncated: the value was cut,
- * so it cannot be valid).  Parses it, or warns and marks it invalid. */
+ * in a parameter file at where ("path:line", copied to where_buf, which
+ * pv->from then points at; truncated: the value was cut, so it cannot be
+ * valid).  Parses it, or warns and marks it invalid. */
 PH_HOT static void value_take(const param_desc_t *desc, param_value_t *pv, const char *text,
-                              const char *key, const char *where, int truncated)
+                              const char *key, const char *where, int truncated,
+                              char *where_buf)
 {
   int value;
 
@@ -487,8 +488,8 @@ PH_HOT static void value_take(const param_desc_t *desc, param_value_t *pv, const
   pv->from = key;
   if (where != NULL) {
     size_t n = strlen(where);
-    memcpy(pv->where, where, n + 1);
-    pv->from = pv->where;
+    memcpy(where_buf, where, n + 1);
+    pv->from = where_buf;
     pv->raw_truncated |= truncated;
   }
   if (!truncated && value_parse(desc->kind, text, &value)) {
@@ -803,11 +804,13 @@ PH_STARTUP static void pfile_scan(pfile_scan_t *s, const char *list, const char 
 /* A value's name for a message: "where: key" for a file, else the variable. */
 PH_STARTUP static const char *value_label(const param_value_t *pv, char *buf, size_t len)
 {
-  size_t w = strlen(pv->where), k = strlen(pv->key);
-
-  if (pv->where[0] == '\0' || w + 2 + k >= len)
+  const char *where = param_file_where(pv);
+  if (where == NULL)
     return pv->key;
-  memcpy(buf, pv->where, w);
+  size_t w = strlen(where), k = strlen(pv->key);
+  if (w + 2 + k >= len)
+    return pv->key;
+  memcpy(buf, where, w);
   memcpy(buf + w, ": ", 2);
   memcpy(buf + w + 2, pv->key, k + 1);
   return buf;
@@ -816,17 +819,18 @@ PH_STARTUP static const char *value_label(const param_value_t *pv, char *buf, si
 /* Synonym k of pv's parameter is set (text; hit: from a file, else NULL):
  * a valid value wins, with one warning when the parameter's own differs. */
 PH_STARTUP static void synonym_take(const param_desc_t *desc, param_value_t *pv, int k,
-                                    const char *text, const pfile_hit_t *hit)
+                                    const char *text, const pfile_hit_t *hit, char *where_buf)
 {
   param_value_t syn;
+  char syn_where[PARAM_WHERE_MAX];
   char label[PARAM_WHERE_MAX + 64], syn_label[PARAM_WHERE_MAX + 64];
   char shown[72], syn_shown[72];
 
   value_reset(desc, &syn);
   if (hit != NULL)
-    value_take(desc, &syn, text, param_synonyms[k].key, hit->where, hit->truncated);
+    value_take(desc, &syn, text, param_synonyms[k].key, hit->where, hit->truncated, syn_where);
   else
-    value_take(desc, &syn, text, param_synonyms[k].var, NULL, 0);
+    value_take(desc, &syn, text, param_synonyms[k].var, NULL, 0, syn_where);
   if (!syn.is_valid)
     return;                          /* warned; the parameter's own value stays */
   if (pv->source != PARAM_SOURCE_DEFAULT && (!pv->is_valid || pv->value != syn.value)) {
@@ -838,8 +842,10 @@ PH_STARTUP static void synonym_take(const param_desc_t *desc, param_value_t *pv,
             desc->short_name, ", it overrides it)", (const char *)NULL);
   }
   *pv = syn;
-  if (syn.from == syn.where)
-    pv->from = pv->where;
+  if (syn.from == syn_where) {
+    memcpy(where_buf, syn_where, strlen(syn_where) + 1);
+    pv->from = where_buf;
+  }
 }
 #endif /* PINHEAP_PARAM_FILES */
 
@@ -861,7 +867,7 @@ enum {
  * synonyms' at ENV_SYNONYM; NULL: not set), then what the files set (scan:
  * a pfile_scan_t, NULL in a build without files). */
 PH_HOT static void param_eval_one(int id, const char *const *texts, const void *scan,
-                                  param_value_t *pv)
+                                  param_value_t *pv, char *where_buf)
 {
   const param_desc_t *desc = &param_descs[id];
   const char *text = texts[2 * id];
@@ -876,13 +882,13 @@ PH_HOT static void param_eval_one(int id, const char *const *texts, const void *
     alias_text = NULL;
   }
   if (text != NULL) {
-    value_take(desc, pv, text, key, NULL, 0);
+    value_take(desc, pv, text, key, NULL, 0, where_buf);
   }
 #if PINHEAP_PARAM_FILES
   const pfile_scan_t *s = scan;
   if (text == NULL && s != NULL && s->hits[id].file >= 0)   /* the files, after the environment */
     value_take(desc, pv, s->hits[id].text, s->keys[id], s->hits[id].where,
-               s->hits[id].truncated);
+               s->hits[id].truncated, where_buf);
 #else
   (void)scan;
 #endif
@@ -900,14 +906,22 @@ PH_HOT static void param_eval_one(int id, const char *const *texts, const void *
       continue;
     const pfile_hit_t *hit = s->hits[PARAM_COUNT + k].file >= 0 ? &s->hits[PARAM_COUNT + k] : NULL;
     if (texts[ENV_SYNONYM + k] != NULL)
-      synonym_take(desc, pv, k, texts[ENV_SYNONYM + k], NULL);
+      synonym_take(desc, pv, k, texts[ENV_SYNONYM + k], NULL, where_buf);
     else if (hit != NULL)
-      synonym_take(desc, pv, k, hit->text, hit);
+      synonym_take(desc, pv, k, hit->text, hit, where_buf);
   }
 #endif
 }
 
-PH_HOT void params_eval(char *const *envp, params_t *out_p)
+/* A file source's "path:line" for each parameter (from points here), apart
+ * from the tables, in cold .bss: a process that sets nothing in a file
+ * never writes these pages (test data_layout).  The process table's, and
+ * the last params_eval's. */
+PH_COLD_BSS static char params_where_process[PARAM_COUNT][PARAM_WHERE_MAX];
+PH_COLD_BSS static char params_where_eval[PARAM_COUNT][PARAM_WHERE_MAX];
+
+PH_HOT static void params_eval_into(char *const *envp, params_t *out_p,
+                                    char (*where)[PARAM_WHERE_MAX])
 {
   const char *names[ENV_COUNT];
   const char *texts[ENV_COUNT];
@@ -932,7 +946,12 @@ PH_HOT void params_eval(char *const *envp, params_t *out_p)
   scan = &files;
 #endif
   for (int id = 0; id < PARAM_COUNT; id++)
-    param_eval_one(id, texts, scan, &out_p->v[id]);
+    param_eval_one(id, texts, scan, &out_p->v[id], where[id]);
+}
+
+PH_HOT void params_eval(char *const *envp, params_t *out_p)
+{
+  params_eval_into(envp, out_p, params_where_eval);
 }
 
 PH_HOT int params_events_on(const char *what)
@@ -960,7 +979,7 @@ PH_HOT const params_t *params_get(void)
     return &params_process;
   if (__atomic_compare_exchange_n(&params_state, &expected, 1, 0,
                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    params_eval(environ, &params_process);
+    params_eval_into(environ, &params_process, params_where_process);
     /* The logger stayed at warn while the table was parsed (its warnings
      * went through it); from now on it follows the parameter. */
     ph_log_set_level(params_process.v[PARAM_LOG_LEVEL].value);

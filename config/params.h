@@ -165,17 +165,24 @@ typedef struct param_value_s {
   int   raw_truncated;        /* raw holds only the first PARAM_RAW_MAX-1 bytes */
   const char *from;           /* where it was set: the variable (the descriptor's
                                * name or alias, static), or for a file "path:line"
-                               * (points at where below); NULL when not set */
+                               * (a buffer of params.c's: see params_eval); NULL
+                               * when not set */
   const char *key;            /* the name set: the variable, or the name in the file
                                * (e.g. "mpi_leave_pinned"); static; NULL when not set */
   int   alias_ignored;        /* the alias was set too, and ignored (the name wins) */
   char  raw[PARAM_RAW_MAX];   /* the value's text as found ("" if not set) */
-  char  where[PARAM_WHERE_MAX]; /* a file source's "path:line", else "" */
 } param_value_t;
 
 typedef struct params_s {
   param_value_t v[PARAM_COUNT];
 } params_t;
+
+/** A value's parameter file position, "path:line", or NULL when it was not
+ *  set in a file (a value from a file has a from that is not its key). */
+static inline const char *param_file_where(const param_value_t *pv)
+{
+  return pv->from != NULL && pv->from != pv->key ? pv->from : NULL;
+}
 
 /* ======================================================================= */
 /*  API                                                                     */
@@ -191,7 +198,9 @@ const params_t *params_get(void);
  *  of a name wins, as with getenv().  In an OMPI_MCA_ build the parameter
  *  files are those envp names (HOME, OMPI_MCA_mca_base_param_files,
  *  OPAL_SYSCONFDIR), so a test gives its own.  Warns like params_get() for
- *  each unparsable value.  Never allocates.
+ *  each unparsable value.  Never allocates.  A file source's "path:line",
+ *  which a value's from points at, stays until the next call (the process
+ *  table's have buffers of their own).
  *  @param [in]  envp    the environment to read
  *  @param [out] out_p   the evaluated table */
 void params_eval(char *const *envp, params_t *out_p);

@@ -32,8 +32,9 @@ int PINHEAP_NAME(param_info)(int index, pinheap_param_info_t *out)
   else if (d->alias != NULL && strncmp(d->alias, PINHEAP_PARAM_PREFIX_STRING, plen) == 0)
     out->mca_name = d->alias + plen;          /* <prefix>memory_pinheap_<name> */
   out->default_value = param_value_name(id, d->default_value);
-  out->value = pv->source == PARAM_SOURCE_ENV ? pv->raw : out->default_value;
-  out->source = pv->source == PARAM_SOURCE_ENV       ? pv->from
+  bool set = pv->source == PARAM_SOURCE_ENV || pv->source == PARAM_SOURCE_FILE;
+  out->value = set ? pv->raw : out->default_value;
+  out->source = set                                  ? pv->from   /* variable, or path:line */
                 : pv->source == PARAM_SOURCE_INVALID ? "invalid (ignored)"
                                                      : "default";
   out->accepted = d->expected;

@@ -98,8 +98,16 @@ typedef struct events_link_s {
   unsigned long seq;
 } events_link_t;
 
-PH_COLD_BSS static events_slot_t events_slots[EVENTS_MAX_HANDLERS];
-PH_COLD_BSS static events_link_t events_order[EVENTS_MAX_HANDLERS];
+/* The chain and the slots, of which start-up writes the first few entries
+ * (pinheap's own handlers): in one page-aligned table, order first, so
+ * that those heads share one page whatever the layout around them (test
+ * data_layout; apart, they fell on two pages or one by chance). */
+PH_COLD_BSS static struct {
+  events_link_t order[EVENTS_MAX_HANDLERS];
+  events_slot_t slots[EVENTS_MAX_HANDLERS];
+} events_table __attribute__((aligned(4096)));
+#define events_slots events_table.slots
+#define events_order events_table.order
 /* Slots [0, events_slots_used) have been taken at some time (under
  * events_lock); the others are untouched, so that a process with a few
  * handlers keeps one page of events_slots resident, not all of them. */

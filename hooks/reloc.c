@@ -118,7 +118,7 @@ static uint16_t reloc_buckets[RELOC_BUCKETS];   /* name index + 1; 0 = empty */
  * names the objects of an MPI job import fail it (opal_, MPI_, pthread_,
  * str...); without it, hashing them was some 130 us of a rank's start-up. */
 #define RELOC_FILTER_BITS 1024u
-static uint64_t reloc_filter[RELOC_FILTER_BITS / 64];
+PH_HOT_DATA static uint64_t reloc_filter[RELOC_FILTER_BITS / 64];
 PH_COLD_BSS static reloc_object_t reloc_objects[RELOC_MAX_OBJECTS];
 PH_HOT_DATA static size_t reloc_nobjects;                    /* high-water mark */
 PH_COLD_BSS static reloc_slot_t reloc_slots[RELOC_MAX_SLOTS];   /* worst case */

@@ -953,7 +953,7 @@ Test(params_files, home_file_sets_leave_pinned)
   cr_assert_eq(v->source, PARAM_SOURCE_FILE);
   cr_assert_str_eq(param_source_name(v->source), "file");
   cr_assert_str_eq(v->from, at_line(where, sizeof(where), t.home_conf, 3));
-  cr_assert_str_eq(v->where, where);
+  cr_assert_str_eq(param_file_where(v), where);
   cr_assert_str_eq(v->key, "mpi_leave_pinned");
   cr_assert_str_eq(v->raw, "1");
   cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].source, PARAM_SOURCE_DEFAULT);
@@ -976,7 +976,7 @@ Test(params_files, environment_wins_over_every_file)
   cr_assert_eq(p.v[PARAM_LEAVE_PINNED].value, PARAM_TRI_NO);
   cr_assert_eq(p.v[PARAM_LEAVE_PINNED].source, PARAM_SOURCE_ENV);
   cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].from, PINHEAP_ENV_LEAVE_PINNED);
-  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED].where, "");
+  cr_assert_null(param_file_where(&p.v[PARAM_LEAVE_PINNED]));
   /* an alias in the environment wins over the same name in a file too */
   cr_assert_eq(p.v[PARAM_LOG_LEVEL].value, PH_LOG_ERROR);
   cr_assert_str_eq(p.v[PARAM_LOG_LEVEL].from, TEST_WANT_PREFIX "memory_pinheap_log_level");

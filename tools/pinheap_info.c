@@ -200,8 +200,8 @@ static void text_raw_print(const param_value_t *pv)
  * path:line: name="raw". */
 static void text_source_print(const param_value_t *pv)
 {
-  if (pv->where[0] != '\0')
-    printf("%s: ", pv->where);
+  if (param_file_where(pv) != NULL)
+    printf("%s: ", param_file_where(pv));
   printf("%s=\"", pv->key);
   text_raw_print(pv);
   putchar('"');
@@ -486,7 +486,7 @@ static void json_config_print(const params_t *params)
     printf(", \"variable\": ");
     json_string_or_null(pv->key);
     printf(", \"file\": ");
-    json_string_or_null(pv->where[0] != '\0' ? pv->where : NULL);
+    json_string_or_null(param_file_where(pv));
     printf(", \"raw\": ");
     json_string_or_null(pv->source == PARAM_SOURCE_DEFAULT ? NULL : pv->raw);
     printf(", \"alias_ignored\": %s, \"accepted\": ", pv->alias_ignored ? "true" : "false");

@@ -49,10 +49,11 @@ run() {
 hash_of() { cat "$@" | sha256sum | cut -c1-16; }
 
 # ---- pinheap with Open MPI's memory component prefix ----------------------
+# (reading this Open MPI's etc/openmpi-mca-params.conf, as it does)
 phase_start pinheap
 run pinheap-configure.log cmake -S "$repo" -B "$out/pinheap-build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPINHEAP_PREFIX=opal_memory_pinheap_ -DPINHEAP_BUILD_TESTS=OFF -DPINHEAP_BUILD_TOOLS=OFF \
-  -DCMAKE_INSTALL_PREFIX="$out/pinheap"
+  -DPINHEAP_OMPI_SYSCONFDIR="$out/install/etc" -DCMAKE_INSTALL_PREFIX="$out/pinheap"
 run pinheap-build.log cmake --build "$out/pinheap-build" -j "$jobs"
 run pinheap-install.log cmake --install "$out/pinheap-build"
 phase_end

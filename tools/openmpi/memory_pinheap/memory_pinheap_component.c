@@ -88,7 +88,7 @@ static int pinheap_component_register(void)
         const char *name = pi.mca_name + strlen(PINHEAP_MCA_PREFIX);
         char help[512];
         snprintf(help, sizeof(help),
-                 "pinheap's %s (read before main, from the environment): in effect %s (%s); "
+                 "pinheap's %s (read before main): in effect %s (%s); "
                  "default %s; accepted: %s", pi.name, pi.value, pi.source, pi.default_value,
                  pi.accepted);
         pinheap_mca_values[n] = NULL;
@@ -101,8 +101,9 @@ static int pinheap_component_register(void)
             if (seen != NULL && strcmp(seen, pi.value) != 0) {
                 opal_output(0, "memory:pinheap: %s%s is \"%s\" for Open MPI, but pinheap "
                             "read its parameters before main and uses %s (%s): set it in "
-                            "the environment (%s) to change what pinheap does",
-                            PINHEAP_MCA_PREFIX, name, seen, pi.value, pi.source, pi.name);
+                            "the environment (%s) or a parameter file to change what "
+                            "pinheap does", PINHEAP_MCA_PREFIX, name, seen, pi.value,
+                            pi.source, pi.name);
             }
         }
         n++;
