@@ -954,7 +954,11 @@ static int slab_check_header(mstate_t *ms, const slab_page_t *pg)
   SLAB_CHECK(pg == slab_page_at(pg), "slab page header misplaced", pg);
   SLAB_CHECK(pg->magic == (pg->secret ^ (uintptr_t)pg) && pg->ms == ms, "slab page header damaged",
              pg);
-  SLAB_CHECK(g < owner_kind_limit && owner_kind[g] == PH_KIND_SLAB,
+  /* atomic, as every access of the kind map: a granule's byte is written
+   * again when its memory comes back as another heap's, which a checker's
+   * plain read would race with in TSan's eyes (munmap and mmap order
+   * nothing for it) */
+  SLAB_CHECK(g < owner_kind_limit && __atomic_load_n(&owner_kind[g], __ATOMIC_RELAXED) == PH_KIND_SLAB,
              "slab page without its kind map byte", pg);
   SLAB_CHECK(pg->cls < PH_SLAB_NCLASS && pg->bsize == slab_class_size[pg->cls] &&
                  pg->span == page_area(pg) / pg->bsize * pg->bsize,
