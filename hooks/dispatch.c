@@ -50,14 +50,6 @@ extern void *__libc_pvalloc(size_t);
 extern int __libc_mallopt(int, int);
 extern struct mallinfo __libc_mallinfo(void);
 
-const dispatch_libc_t dispatch_libc = {
-  .lc_malloc = __libc_malloc,
-  .lc_free = __libc_free,
-  .lc_calloc = __libc_calloc,
-  .lc_realloc = __libc_realloc,
-  .lc_memalign = __libc_memalign,
-};
-
 __attribute__((weak)) int dispatch_preloaded = 0;  /* not const: a const weak gets folded */
 
 int dispatch_state;                         /* DISPATCH_*; written once */

@@ -47,7 +47,7 @@
  * release however deep the handler that made it sits.  Each level deeper
  * can only add a handler not yet on the stack, so this ends; as a guard
  * for the stack, nothing is delivered beyond EVENTS_MAX_DEPTH.  What is
- * not delivered is counted (events_dropped) and warned of once.
+ * not delivered is counted (events_dropped_count) and warned of once.
  *
  * With no handler for an event the entry point costs one load (the mask of
  * all registered events) before the system call.
@@ -286,11 +286,6 @@ void events_vm_mapped(void *addr, size_t len, int source)
   ev.vm_mapped.size = len;
   ev.vm_mapped.source = source;
   events_chain_run(PINHEAP_EVENT_VM_MAPPED, &ev);
-}
-
-size_t events_dropped(void)
-{
-  return atomic_load_explicit(&events_dropped_count, memory_order_relaxed);
 }
 
 /* ---- the allocator's OS layer ------------------------------------------ */

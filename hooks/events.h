@@ -91,9 +91,6 @@ PH_HIDDEN void events_shmdt_ranges(const void *addr, void (*fn)(void *start, siz
 /** Connects the allocator's OS layer (its release and map slots) to the
  *  derived events.  Idempotent. */
 PH_HIDDEN void events_init(void);
-/** Events not delivered because handlers nested too deep (for the info
- *  tool and the tests). */
-PH_HIDDEN size_t events_dropped(void);
 
 /* ---- files.c: releases through a file, and syscall() --------------------- */
 /* fallocate, ftruncate, truncate (the 64 names are the same on LP64): no

@@ -117,7 +117,6 @@ static unsigned char install_code_alias[INSTALL_MAX];
 /* install_code[i].text: written only when site i is not patched */
 PH_COLD_BSS static char install_code_text[INSTALL_MAX][PATCH_TEXT_MAX];
 static char install_text_buf[1024];
-PH_HOT_DATA int install_trim_blocked;
 
 static int install_probe_trim_noop(size_t pad);
 
@@ -711,12 +710,6 @@ void install_fork_child(void)
   ph_lock_reset(&install_lock);
 }
 
-int install_late(void)
-{
-  install_run();
-  return install_is_late == 1;
-}
-
 PH_HOT int install_malloc_served(void)
 {
   install_run();
@@ -780,7 +773,6 @@ void install_block_trim(void)
   static reloc_entry_t trim_table[1] = {
     { .name = "malloc_trim", .replacement = (void *)install_probe_trim_noop } };
   install_run();
-  __atomic_store_n(&install_trim_blocked, 1, __ATOMIC_RELAXED);
   if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_DISABLED)
     __atomic_store_n(&dispatch_table.fn_malloc_trim, install_probe_trim_noop, __ATOMIC_RELEASE);
   if (install_may_patch(install_tool()) &&
