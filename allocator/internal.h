@@ -10,6 +10,7 @@
 
 #include "../rename.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -81,6 +82,20 @@ PH_INLINE uint64_t ph_stat_number(const char *p)
   for (; p != NULL && *p >= '0' && *p <= '9'; p++)
     v = v * 10 + (uint64_t)(*p - '0');
   return v;
+}
+
+/* reallocarray on top of a realloc: NULL with errno ENOMEM when
+ * nmemb * size overflows, as glibc's; else realloc_fn(p, nmemb * size).
+ * The one reallocarray of the tree (allocator/malloc.c, hooks/dispatch.c). */
+PH_INLINE void *ph_reallocarray(void *p, size_t nmemb, size_t size,
+                                void *(*realloc_fn)(void *, size_t))
+{
+  size_t total;
+  if (__builtin_mul_overflow(nmemb, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return realloc_fn(p, total);
 }
 
 /* ======================================================================= */
