@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* ---- attributes, defined once ------------------------------------------- */
 #define ph_likely(x)     __builtin_expect(!!(x), 1)
@@ -82,6 +83,17 @@ PH_INLINE uint64_t ph_stat_number(const char *p)
   for (; p != NULL && *p >= '0' && *p <= '9'; p++)
     v = v * 10 + (uint64_t)(*p - '0');
   return v;
+}
+
+/* The clock clk (CLOCK_MONOTONIC, or CLOCK_MONOTONIC_COARSE: cheaper, a
+ * tick's resolution) in nanoseconds.  The one clock of the tree (segment.c's
+ * now_ms, shm.c's waits, hooks/install.c's timing); the vDSO's, nothing
+ * allocated: safe inside the first malloc. */
+PH_INLINE uint64_t ph_clock_ns(clockid_t clk)
+{
+  struct timespec ts;
+  clock_gettime(clk, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* reallocarray on top of a realloc: NULL with errno ENOMEM when

@@ -226,12 +226,7 @@ static void *shm_sys_mmap(void *addr, size_t len, int prot, int flags, int fd)
 
 static void shm_sys_munmap(void *addr, size_t len) { ph_syscall(SYS_munmap, addr, len); }
 
-static uint64_t shm_now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+static uint64_t shm_now_ms(void) { return ph_clock_ns(CLOCK_MONOTONIC) / 1000000u; }
 
 static void shm_nap(void)
 {

@@ -383,13 +383,13 @@ PH_STARTUP static const char *text_s(unsigned n)
 PH_STARTUP void install_run(void)
 {
   int expected = 0;
-  struct timespec t0, t1;
+  uint64_t t0;
 
   if (ph_likely(__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) == 2))
     return;
   if (ph_unlikely(copies_stand_by()))
     return;                    /* another copy of pinheap installs and serves (copies.c) */
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  t0 = ph_clock_ns(CLOCK_MONOTONIC);
   dispatch_decide();
   ph_lock(&install_lock);
   if (!__atomic_compare_exchange_n(&install_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
@@ -689,10 +689,8 @@ PH_STARTUP void install_run(void)
   if (uncalled > 0)
     text_add("Memory calls that no loaded object makes yet are patched as objects that make "
              "them are loaded. ");
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  long us = (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
   text_add("Installation took ");
-  text_dec(us > 0 ? (uint64_t)us : 0);
+  text_dec((ph_clock_ns(CLOCK_MONOTONIC) - t0) / 1000u);
   text_add(" us. ");
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   install_inside = 0;
