@@ -268,6 +268,24 @@ typedef struct os_kernel_s {
  *  Under ThreadSanitizer munmap keeps going through TSan's handler. */
 PH_HIDDEN void   os_set_kernel(const os_kernel_t *k);
 
+/** One line of /proc/self/maps. */
+typedef struct os_map_s {
+  uintptr_t lo, hi;         /* [lo, hi) */
+  uint64_t offset;          /* the file offset of lo */
+  unsigned dev_major, dev_minor;
+  uint64_t inode;           /* 0: not a file */
+  const char *path;         /* path_len bytes, not NUL-terminated (cut in a */
+  size_t path_len;          /* line longer than 4 KiB) */
+  const char *line;         /* the whole line, line_len bytes, the same way */
+  size_t line_len;
+} os_map_t;
+/** Calls fn for each line of /proc/self/maps, read in 4 KiB on the stack
+ *  with raw system calls (nothing allocated: safe inside the first malloc),
+ *  until fn returns nonzero.  fn may map and unmap (the kernel resumes the
+ *  read at the address after the last line given).  errno kept.  The one
+ *  reader of the file.  @return -1 if the file cannot be opened, else 0. */
+PH_HIDDEN int    os_maps_walk(int (*fn)(const os_map_t *m, void *ctx), void *ctx);
+
 typedef struct os_stats_s {
   size_t mapped;          /* bytes currently mapped by pinheap */
   size_t peak_mapped;     /* high-water mark of mapped */

@@ -271,51 +271,30 @@ static bool pid_gone(int pid)
   return gone;
 }
 
-/* ---- /proc/self/maps, read into a fixed buffer --------------------------- */
+/* ---- /proc/self/maps (os_maps_walk) -------------------------------------- */
 
-typedef struct maps_reader_s {
-  int fd;
-  char buf[4096];
-  size_t len, pos;
-  char line[512];
-} maps_reader_t;
+typedef struct maps_overlap_s {
+  uintptr_t lo, hi;
+  uintptr_t s, e;
+  char *line;
+  size_t cap;
+  bool found;
+} maps_overlap_t;
 
-/* The next line (without its newline) into r->line.  @return false at the end. */
-static bool maps_next(maps_reader_t *r)
+static int maps_overlap_line(const os_map_t *m, void *ctx)
 {
-  size_t n = 0;
-  for (;;) {
-    if (r->pos == r->len) {
-      ssize_t got = read(r->fd, r->buf, sizeof(r->buf));
-      if (got <= 0) {
-        r->line[n] = '\0';
-        return n != 0;
-      }
-      r->len = (size_t)got;
-      r->pos = 0;
-    }
-    char c = r->buf[r->pos++];
-    if (c == '\n') {
-      r->line[n] = '\0';
-      return true;
-    }
-    if (n + 1 < sizeof(r->line))
-      r->line[n++] = c;
+  maps_overlap_t *w = ctx;
+  if (m->lo >= w->hi || m->hi <= w->lo)
+    return 0;
+  w->s = m->lo;
+  w->e = m->hi;
+  if (w->line != NULL && w->cap > 0) {
+    size_t n = m->line_len < w->cap - 1 ? m->line_len : w->cap - 1;
+    memcpy(w->line, m->line, n);
+    w->line[n] = '\0';
   }
-}
-
-static uintptr_t hex_parse(const char **s)
-{
-  uintptr_t v = 0;
-  for (;; (*s)++) {
-    char c = **s;
-    if (c >= '0' && c <= '9')
-      v = v * 16 + (uintptr_t)(c - '0');
-    else if (c >= 'a' && c <= 'f')
-      v = v * 16 + (uintptr_t)(c - 'a' + 10);
-    else
-      return v;
-  }
+  w->found = true;
+  return 1;
 }
 
 /* The first mapping of this process overlapping [lo, hi): its range in
@@ -324,33 +303,13 @@ static uintptr_t hex_parse(const char **s)
 static bool maps_overlap(uintptr_t lo, uintptr_t hi, uintptr_t *s_p, uintptr_t *e_p, char *line,
                          size_t cap)
 {
-  static maps_reader_t r;                   /* under heap_default's lock: one user */
-  bool found = false;
+  maps_overlap_t w = { lo, hi, 0, 0, line, cap, false };
 
-  r.fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (r.fd < 0)
+  if (os_maps_walk(maps_overlap_line, &w) != 0 || !w.found)
     return false;
-  r.len = r.pos = 0;
-  while (maps_next(&r)) {
-    const char *p = r.line;
-    uintptr_t s = hex_parse(&p);
-    if (*p != '-')
-      continue;
-    p++;
-    uintptr_t e = hex_parse(&p);
-    if (s < hi && e > lo) {
-      *s_p = s;
-      *e_p = e;
-      if (line != NULL) {
-        line[0] = '\0';
-        str_cat(line, cap, r.line);
-      }
-      found = true;
-      break;
-    }
-  }
-  close(r.fd);
-  return found;
+  *s_p = w.s;
+  *e_p = w.e;
+  return true;
 }
 
 /* The highest span-sized, slot-aligned hole below SHM_TOP, or 0. */

@@ -68,21 +68,6 @@ PH_HIDDEN size_t events_page_len(const void *addr, size_t len);
 /** Whether madvise with this advice takes the range's pages away (they
  *  read back as zeros or as the file, or fault): a release. */
 PH_HIDDEN bool events_advice_releases(int advice);
-/** One line of /proc/self/maps. */
-typedef struct events_map_s {
-  uintptr_t lo, hi;         /* [lo, hi) */
-  uint64_t offset;          /* the file offset of lo */
-  unsigned dev_major, dev_minor;
-  uint64_t inode;           /* 0: not a file */
-  const char *path;         /* path_len bytes, not NUL-terminated (cut in a */
-  size_t path_len;          /* line longer than 4 KiB) */
-} events_map_t;
-/** Calls fn for each line of /proc/self/maps, read in 4 KiB on the stack
- *  (nothing allocated: pinheap may be the allocator), until fn returns
- *  nonzero.  fn may map and unmap (the kernel resumes the read at the
- *  address after the last line given).  errno kept.  @return -1 if the
- *  file cannot be opened, else 0. */
-PH_HIDDEN int events_maps_walk(int (*fn)(const events_map_t *m, void *ctx), void *ctx);
 /** Calls fn for each range shmdt(addr) is about to detach: every mapping
  *  of the segment attached at addr, fragments included (split by mprotect,
  *  its head unmapped), found in /proc/self/maps as the kernel finds them;
