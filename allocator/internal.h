@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 /* ---- attributes, defined once ------------------------------------------- */
@@ -173,6 +174,32 @@ PH_HIDDEN void ph_write_str(int fd, const char *s);
 /** Formats v as "0x..." / decimal into buf (at least 24 bytes); returns buf. */
 PH_HIDDEN char *ph_fmt_hex(char *buf, uintptr_t v);
 PH_HIDDEN char *ph_fmt_dec(char *buf, uint64_t v);
+
+/* The one message builder, for text made in pieces (no allocation, no
+ * stdio): ph_str_add appends s (NULL: "(null)", as ph_log's %s) to the
+ * NUL-terminated text in dst[0 .. cap), cut to fit, as snprintf would;
+ * ph_str_dec and ph_str_hex append a number as ph_fmt_dec and ph_fmt_hex
+ * spell it.  A line goes out with ph_log(level, "%s", dst). */
+PH_INLINE void ph_str_add(char *dst, size_t cap, const char *s)
+{
+  if (s == NULL)
+    s = "(null)";
+  size_t have = strlen(dst), len = strlen(s);
+  if (len > cap - 1 - have)
+    len = cap - 1 - have;
+  memcpy(dst + have, s, len);
+  dst[have + len] = '\0';
+}
+PH_INLINE void ph_str_dec(char *dst, size_t cap, uint64_t v)
+{
+  char num[24];
+  ph_str_add(dst, cap, ph_fmt_dec(num, v));
+}
+PH_INLINE void ph_str_hex(char *dst, size_t cap, uintptr_t v)
+{
+  char num[24];
+  ph_str_add(dst, cap, ph_fmt_hex(num, v));
+}
 
 /* ======================================================================= */
 /*  os.c -- the ONLY caller of mmap/munmap/madvise/mremap                   */

@@ -150,35 +150,18 @@ static ph_lock_t shm_fb_lock;
  * first malloc; the one later message ("is full") is said once. */
 
 static char shm_msg[PH_LOG_LINE_MAX];
-static size_t shm_msg_len;
 
-static void say(const char *s)
-{
-  size_t l = strlen(s);
-
-  if (l > sizeof(shm_msg) - 1 - shm_msg_len)
-    l = sizeof(shm_msg) - 1 - shm_msg_len;     /* the logger cuts it with "..." */
-  memcpy(shm_msg + shm_msg_len, s, l);
-  shm_msg_len += l;
-  shm_msg[shm_msg_len] = '\0';
-}
+/* the logger cuts a message that fills shm_msg with "..." */
+static void say(const char *s) { ph_str_add(shm_msg, sizeof(shm_msg), s); }
 /* Ends the message said since say_begin(): one line at level. */
 static void say_end(int level, const char *last)
 {
   say(last);
   ph_log(level, "%s", shm_msg);
-  shm_msg_len = 0;
+  shm_msg[0] = '\0';
 }
-static void say_dec(uint64_t v)
-{
-  char b[24];
-  say(ph_fmt_dec(b, v));
-}
-static void say_hex(uintptr_t v)
-{
-  char b[24];
-  say(ph_fmt_hex(b, v));
-}
+static void say_dec(uint64_t v) { ph_str_dec(shm_msg, sizeof(shm_msg), v); }
+static void say_hex(uintptr_t v) { ph_str_hex(shm_msg, sizeof(shm_msg), v); }
 static void say_oct(unsigned v)
 {
   char b[8];
@@ -197,7 +180,7 @@ static void say_oct(unsigned v)
 }
 static void say_begin(void)
 {
-  shm_msg_len = 0;
+  shm_msg[0] = '\0';
   say("shared heap ");
   say(shm_obj);
   say(": ");
@@ -234,14 +217,6 @@ static void shm_nap(void)
   nanosleep(&ts, NULL);
 }
 
-static void str_cat(char *dst, size_t cap, const char *src)
-{
-  size_t n = strlen(dst);
-  while (*src != '\0' && n + 1 < cap)
-    dst[n++] = *src++;
-  dst[n] = '\0';
-}
-
 /* Has the process pid ended?  One that its parent has not reaped yet (a
  * zombie) still answers kill(pid, 0): the state in /proc/<pid>/stat tells;
  * so does one that is exiting (a SIGKILL being carried out: its descriptors
@@ -254,9 +229,9 @@ static bool pid_gone(int pid)
   bool gone = pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
 
   if (!gone && pid > 0) {
-    char path[48] = "/proc/", num[24], buf[256];
-    str_cat(path, sizeof(path), ph_fmt_dec(num, (uint64_t)pid));
-    str_cat(path, sizeof(path), "/stat");
+    char path[48] = "/proc/", buf[256];
+    ph_str_dec(path, sizeof(path), (uint64_t)pid);
+    ph_str_add(path, sizeof(path), "/stat");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
       ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -917,15 +892,14 @@ mstate_t *shm_start(void)
   shm_conf_eval(environ, &shm_conf);
   if (!shm_conf.on)
     return NULL;
-  char num[24];
   shm_obj[0] = '\0';
-  str_cat(shm_obj, sizeof(shm_obj), "/pinheap-");
-  str_cat(shm_obj, sizeof(shm_obj), ph_fmt_dec(num, (uint64_t)geteuid()));
-  str_cat(shm_obj, sizeof(shm_obj), "-");
-  str_cat(shm_obj, sizeof(shm_obj), shm_conf.job);
+  ph_str_add(shm_obj, sizeof(shm_obj), "/pinheap-");
+  ph_str_dec(shm_obj, sizeof(shm_obj), (uint64_t)geteuid());
+  ph_str_add(shm_obj, sizeof(shm_obj), "-");
+  ph_str_add(shm_obj, sizeof(shm_obj), shm_conf.job);
   shm_path[0] = '\0';
-  str_cat(shm_path, sizeof(shm_path), "/dev/shm");
-  str_cat(shm_path, sizeof(shm_path), shm_obj);
+  ph_str_add(shm_path, sizeof(shm_path), "/dev/shm");
+  ph_str_add(shm_path, sizeof(shm_path), shm_obj);
 
   uint64_t deadline = shm_now_ms() + shm_conf.timeout_ms;
   bool created = false;

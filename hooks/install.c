@@ -356,22 +356,17 @@ PH_STARTUP static void install_pin_self(void)
 }
 
 /* The account is built without stdio (start-up calls no formatter of
- * libc's, whose pages the process would then carry): text_add appends s,
- * cut to fit as snprintf would; text_dec appends a number. */
+ * libc's, whose pages the process would then carry), with the message
+ * builder (internal.h): text_add appends s, cut to fit as snprintf would;
+ * text_dec appends a number. */
 PH_STARTUP PH_NOINLINE static void text_add(const char *s)
 {
-  size_t have = strlen(install_text_buf);
-  size_t len = strlen(s);
-  if (len > sizeof(install_text_buf) - 1 - have)
-    len = sizeof(install_text_buf) - 1 - have;
-  memcpy(install_text_buf + have, s, len);
-  install_text_buf[have + len] = '\0';
+  ph_str_add(install_text_buf, sizeof(install_text_buf), s);
 }
 
 PH_STARTUP PH_NOINLINE static void text_dec(uint64_t v)
 {
-  char num[24];
-  text_add(ph_fmt_dec(num, v));
+  ph_str_dec(install_text_buf, sizeof(install_text_buf), v);
 }
 
 /* "s" when n is not 1 (a plural's ending). */
