@@ -418,8 +418,7 @@ void ph_fatal(const char *func, const char *what, const void *ptr)
 
 void ph_warn(const char *first, ...)
 {
-  char text[PH_LOG_LINE_MAX];
-  size_t len = 0;
+  char text[PH_LOG_LINE_MAX] = "";
   va_list ap;
 
   if (PH_LOG_WARN > ph_log_level())
@@ -427,14 +426,8 @@ void ph_warn(const char *first, ...)
   /* Join the pieces (cut where the line would be cut anyway), then log
    * the result as one %s: pieces are never read as a format. */
   va_start(ap, first);
-  for (const char *s = first; s != NULL; s = va_arg(ap, const char *)) {
-    size_t l = strlen(s);
-    if (l > sizeof(text) - 1 - len)
-      l = sizeof(text) - 1 - len;
-    memcpy(text + len, s, l);
-    len += l;
-  }
+  for (const char *s = first; s != NULL; s = va_arg(ap, const char *))
+    ph_str_add(text, sizeof(text), s);
   va_end(ap);
-  text[len] = '\0';
   ph_log(PH_LOG_WARN, "%s", text);
 }

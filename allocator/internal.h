@@ -10,10 +10,13 @@
 
 #include "../rename.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <time.h>
 
 /* ---- attributes, defined once ------------------------------------------- */
 #define ph_likely(x)     __builtin_expect(!!(x), 1)
@@ -83,6 +86,31 @@ PH_INLINE uint64_t ph_stat_number(const char *p)
   return v;
 }
 
+/* The clock clk (CLOCK_MONOTONIC, or CLOCK_MONOTONIC_COARSE: cheaper, a
+ * tick's resolution) in nanoseconds.  The one clock of the tree (segment.c's
+ * now_ms, shm.c's waits, hooks/install.c's timing); the vDSO's, nothing
+ * allocated: safe inside the first malloc. */
+PH_INLINE uint64_t ph_clock_ns(clockid_t clk)
+{
+  struct timespec ts;
+  clock_gettime(clk, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* reallocarray on top of a realloc: NULL with errno ENOMEM when
+ * nmemb * size overflows, as glibc's; else realloc_fn(p, nmemb * size).
+ * The one reallocarray of the tree (allocator/malloc.c, hooks/dispatch.c). */
+PH_INLINE void *ph_reallocarray(void *p, size_t nmemb, size_t size,
+                                void *(*realloc_fn)(void *, size_t))
+{
+  size_t total;
+  if (__builtin_mul_overflow(nmemb, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return realloc_fn(p, total);
+}
+
 /* ======================================================================= */
 /*  error.c -- the only output path; never allocates                        */
 /* ======================================================================= */
@@ -146,6 +174,32 @@ PH_HIDDEN void ph_write_str(int fd, const char *s);
 /** Formats v as "0x..." / decimal into buf (at least 24 bytes); returns buf. */
 PH_HIDDEN char *ph_fmt_hex(char *buf, uintptr_t v);
 PH_HIDDEN char *ph_fmt_dec(char *buf, uint64_t v);
+
+/* The one message builder, for text made in pieces (no allocation, no
+ * stdio): ph_str_add appends s (NULL: "(null)", as ph_log's %s) to the
+ * NUL-terminated text in dst[0 .. cap), cut to fit, as snprintf would;
+ * ph_str_dec and ph_str_hex append a number as ph_fmt_dec and ph_fmt_hex
+ * spell it.  A line goes out with ph_log(level, "%s", dst). */
+PH_INLINE void ph_str_add(char *dst, size_t cap, const char *s)
+{
+  if (s == NULL)
+    s = "(null)";
+  size_t have = strlen(dst), len = strlen(s);
+  if (len > cap - 1 - have)
+    len = cap - 1 - have;
+  memcpy(dst + have, s, len);
+  dst[have + len] = '\0';
+}
+PH_INLINE void ph_str_dec(char *dst, size_t cap, uint64_t v)
+{
+  char num[24];
+  ph_str_add(dst, cap, ph_fmt_dec(num, v));
+}
+PH_INLINE void ph_str_hex(char *dst, size_t cap, uintptr_t v)
+{
+  char num[24];
+  ph_str_add(dst, cap, ph_fmt_hex(num, v));
+}
 
 /* ======================================================================= */
 /*  os.c -- the ONLY caller of mmap/munmap/madvise/mremap                   */
@@ -240,6 +294,24 @@ typedef struct os_kernel_s {
 /** Sets the kernel table (NULL: the raw system calls).  k must stay valid.
  *  Under ThreadSanitizer munmap keeps going through TSan's handler. */
 PH_HIDDEN void   os_set_kernel(const os_kernel_t *k);
+
+/** One line of /proc/self/maps. */
+typedef struct os_map_s {
+  uintptr_t lo, hi;         /* [lo, hi) */
+  uint64_t offset;          /* the file offset of lo */
+  unsigned dev_major, dev_minor;
+  uint64_t inode;           /* 0: not a file */
+  const char *path;         /* path_len bytes, not NUL-terminated (cut in a */
+  size_t path_len;          /* line longer than 4 KiB) */
+  const char *line;         /* the whole line, line_len bytes, the same way */
+  size_t line_len;
+} os_map_t;
+/** Calls fn for each line of /proc/self/maps, read in 4 KiB on the stack
+ *  with raw system calls (nothing allocated: safe inside the first malloc),
+ *  until fn returns nonzero.  fn may map and unmap (the kernel resumes the
+ *  read at the address after the last line given).  errno kept.  The one
+ *  reader of the file.  @return -1 if the file cannot be opened, else 0. */
+PH_HIDDEN int    os_maps_walk(int (*fn)(const os_map_t *m, void *ctx), void *ctx);
 
 typedef struct os_stats_s {
   size_t mapped;          /* bytes currently mapped by pinheap */

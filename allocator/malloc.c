@@ -63,7 +63,8 @@ PH_HOT void *calloc(size_t nmemb, size_t size)
   FRONT_CHECKED("calloc", calloc_impl(nmemb, size));
 }
 
-static void *realloc_impl(void *ptr, size_t size)
+/* realloc under the name fn (for the misuse report). */
+static void *realloc_named(void *ptr, size_t size, const char *fn)
 {
   if (ptr == NULL)
     return front_malloc(size);
@@ -71,7 +72,12 @@ static void *realloc_impl(void *ptr, size_t size)
     free(ptr);
     return NULL;
   }
-  return ms_realloc(NULL, ptr, size, "realloc");
+  return ms_realloc(NULL, ptr, size, fn);
+}
+
+static void *realloc_impl(void *ptr, size_t size)
+{
+  return realloc_named(ptr, size, "realloc");
 }
 
 void *realloc(void *ptr, size_t size)
@@ -79,23 +85,14 @@ void *realloc(void *ptr, size_t size)
   FRONT_CHECKED("realloc", realloc_impl(ptr, size));
 }
 
-static void *reallocarray_impl(void *ptr, size_t nmemb, size_t size)
+static void *reallocarray_realloc(void *ptr, size_t size)
 {
-  size_t total;
-  if (__builtin_mul_overflow(nmemb, size, &total)) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  if (ptr != NULL && total == 0) {
-    free(ptr);
-    return NULL;
-  }
-  return ptr == NULL ? front_malloc(total) : ms_realloc(NULL, ptr, total, "reallocarray");
+  return realloc_named(ptr, size, "reallocarray");
 }
 
 void *reallocarray(void *ptr, size_t nmemb, size_t size)
 {
-  FRONT_CHECKED("reallocarray", reallocarray_impl(ptr, nmemb, size));
+  FRONT_CHECKED("reallocarray", ph_reallocarray(ptr, nmemb, size, reallocarray_realloc));
 }
 
 void *memalign(size_t alignment, size_t size)

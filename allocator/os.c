@@ -1,6 +1,8 @@
 /*
  * os.c -- the OS layer: the only code in pinheap that calls mmap, munmap,
- * madvise or mremap, and the one place every release is reported.
+ * madvise or mremap, and the one place every release is reported; also the
+ * one reader of /proc/self/maps (os_maps_walk: hooks/events.c, hooks/files.c,
+ * shm.c).
  *
  * Memory comes from anonymous private mappings only (brk belongs to glibc);
  * the shared heap's region is mapped by shm.c, and os_release_shared()
@@ -26,7 +28,9 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
@@ -434,4 +438,98 @@ void os_stats_get(os_stats_t *out_p)
   out_p->release_calls = atomic_load_explicit(&os_release_calls, memory_order_relaxed);
   out_p->decommit_calls = atomic_load_explicit(&os_decommit_calls, memory_order_relaxed);
   out_p->released_bytes = atomic_load_explicit(&os_released_bytes, memory_order_relaxed);
+}
+
+/* ---- /proc/self/maps, read without allocating ----------------------------- */
+
+/* The number in [*c, end) in base (16 or 10), up to the first character
+ * that is not a digit of it; *c left there. */
+static uint64_t os_maps_num(const char **c, const char *end, unsigned base)
+{
+  uint64_t v = 0;
+  for (; *c < end; (*c)++) {
+    unsigned ch = (unsigned char)**c, d;
+    if (ch >= '0' && ch <= '9')
+      d = ch - '0';
+    else if (base == 16 && (ch | 0x20) >= 'a' && (ch | 0x20) <= 'f')
+      d = (ch | 0x20) - 'a' + 10;
+    else
+      break;
+    v = v * base + d;
+  }
+  return v;
+}
+
+/* Parses "lo-hi perms offset major:minor inode [path]" from [c, end): the
+ * fields come first, so a line cut after them (a long path) still parses. */
+static void os_maps_parse(const char *c, const char *end, os_map_t *m)
+{
+  m->line = c;
+  m->line_len = (size_t)(end - c);
+  m->lo = (uintptr_t)os_maps_num(&c, end, 16);
+  c += c < end;                                   /* '-' */
+  m->hi = (uintptr_t)os_maps_num(&c, end, 16);
+  while (c < end && *c == ' ')
+    c++;
+  while (c < end && *c != ' ')                    /* perms */
+    c++;
+  c += c < end;
+  m->offset = os_maps_num(&c, end, 16);
+  c += c < end;
+  m->dev_major = (unsigned)os_maps_num(&c, end, 16);
+  c += c < end;                                   /* ':' */
+  m->dev_minor = (unsigned)os_maps_num(&c, end, 16);
+  c += c < end;
+  m->inode = os_maps_num(&c, end, 10);
+  while (c < end && *c == ' ')
+    c++;
+  m->path = c;                                    /* (cut, in a line cut short) */
+  m->path_len = (size_t)(end - c);
+}
+
+int os_maps_walk(int (*fn)(const os_map_t *m, void *ctx), void *ctx)
+{
+  char buf[4096];
+  size_t have = 0;
+  int saved = errno, stop = 0;
+  bool skipping = false;         /* inside a line longer than buf, parsed already */
+  int fd = (int)ph_syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+  if (fd < 0) {
+    errno = saved;
+    return -1;
+  }
+  while (!stop) {
+    ssize_t n = ph_syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
+    if (n <= 0)
+      break;
+    have += (size_t)n;
+    size_t start = 0;
+    for (size_t i = 0; i < have && !stop; i++) {
+      if (buf[i] != '\n')
+        continue;
+      if (!skipping) {
+        os_map_t m;
+        os_maps_parse(buf + start, buf + i, &m);
+        stop = fn(&m, ctx);
+      }
+      skipping = false;
+      start = i + 1;
+    }
+    if (start == 0 && have == sizeof(buf)) {
+      /* one line fills the buffer: its fields are at its start */
+      if (!skipping) {
+        os_map_t m;
+        os_maps_parse(buf, buf + have, &m);
+        stop = fn(&m, ctx);
+      }
+      skipping = true;
+      start = have;
+    }
+    memmove(buf, buf + start, have - start);
+    have -= start;
+  }
+  ph_syscall(SYS_close, fd);
+  errno = saved;
+  return 0;
 }

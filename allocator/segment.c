@@ -491,9 +491,7 @@ PH_HOT void ms_trim_top(mstate_t *ms, size_t pad, release_t *rel)
 
 uint64_t now_ms(void)
 {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1u;
+  return ph_clock_ns(CLOCK_MONOTONIC_COARSE) / 1000000u + 1u;
 }
 
 /* The top has grown past the trim threshold (a free merged into it).  With

@@ -150,35 +150,18 @@ static ph_lock_t shm_fb_lock;
  * first malloc; the one later message ("is full") is said once. */
 
 static char shm_msg[PH_LOG_LINE_MAX];
-static size_t shm_msg_len;
 
-static void say(const char *s)
-{
-  size_t l = strlen(s);
-
-  if (l > sizeof(shm_msg) - 1 - shm_msg_len)
-    l = sizeof(shm_msg) - 1 - shm_msg_len;     /* the logger cuts it with "..." */
-  memcpy(shm_msg + shm_msg_len, s, l);
-  shm_msg_len += l;
-  shm_msg[shm_msg_len] = '\0';
-}
+/* the logger cuts a message that fills shm_msg with "..." */
+static void say(const char *s) { ph_str_add(shm_msg, sizeof(shm_msg), s); }
 /* Ends the message said since say_begin(): one line at level. */
 static void say_end(int level, const char *last)
 {
   say(last);
   ph_log(level, "%s", shm_msg);
-  shm_msg_len = 0;
+  shm_msg[0] = '\0';
 }
-static void say_dec(uint64_t v)
-{
-  char b[24];
-  say(ph_fmt_dec(b, v));
-}
-static void say_hex(uintptr_t v)
-{
-  char b[24];
-  say(ph_fmt_hex(b, v));
-}
+static void say_dec(uint64_t v) { ph_str_dec(shm_msg, sizeof(shm_msg), v); }
+static void say_hex(uintptr_t v) { ph_str_hex(shm_msg, sizeof(shm_msg), v); }
 static void say_oct(unsigned v)
 {
   char b[8];
@@ -197,7 +180,7 @@ static void say_oct(unsigned v)
 }
 static void say_begin(void)
 {
-  shm_msg_len = 0;
+  shm_msg[0] = '\0';
   say("shared heap ");
   say(shm_obj);
   say(": ");
@@ -226,25 +209,12 @@ static void *shm_sys_mmap(void *addr, size_t len, int prot, int flags, int fd)
 
 static void shm_sys_munmap(void *addr, size_t len) { ph_syscall(SYS_munmap, addr, len); }
 
-static uint64_t shm_now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+static uint64_t shm_now_ms(void) { return ph_clock_ns(CLOCK_MONOTONIC) / 1000000u; }
 
 static void shm_nap(void)
 {
   struct timespec ts = { 0, 1000000 };     /* 1 ms */
   nanosleep(&ts, NULL);
-}
-
-static void str_cat(char *dst, size_t cap, const char *src)
-{
-  size_t n = strlen(dst);
-  while (*src != '\0' && n + 1 < cap)
-    dst[n++] = *src++;
-  dst[n] = '\0';
 }
 
 /* Has the process pid ended?  One that its parent has not reaped yet (a
@@ -259,9 +229,9 @@ static bool pid_gone(int pid)
   bool gone = pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
 
   if (!gone && pid > 0) {
-    char path[48] = "/proc/", num[24], buf[256];
-    str_cat(path, sizeof(path), ph_fmt_dec(num, (uint64_t)pid));
-    str_cat(path, sizeof(path), "/stat");
+    char path[48] = "/proc/", buf[256];
+    ph_str_dec(path, sizeof(path), (uint64_t)pid);
+    ph_str_add(path, sizeof(path), "/stat");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
       ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -276,51 +246,30 @@ static bool pid_gone(int pid)
   return gone;
 }
 
-/* ---- /proc/self/maps, read into a fixed buffer --------------------------- */
+/* ---- /proc/self/maps (os_maps_walk) -------------------------------------- */
 
-typedef struct maps_reader_s {
-  int fd;
-  char buf[4096];
-  size_t len, pos;
-  char line[512];
-} maps_reader_t;
+typedef struct maps_overlap_s {
+  uintptr_t lo, hi;
+  uintptr_t s, e;
+  char *line;
+  size_t cap;
+  bool found;
+} maps_overlap_t;
 
-/* The next line (without its newline) into r->line.  @return false at the end. */
-static bool maps_next(maps_reader_t *r)
+static int maps_overlap_line(const os_map_t *m, void *ctx)
 {
-  size_t n = 0;
-  for (;;) {
-    if (r->pos == r->len) {
-      ssize_t got = read(r->fd, r->buf, sizeof(r->buf));
-      if (got <= 0) {
-        r->line[n] = '\0';
-        return n != 0;
-      }
-      r->len = (size_t)got;
-      r->pos = 0;
-    }
-    char c = r->buf[r->pos++];
-    if (c == '\n') {
-      r->line[n] = '\0';
-      return true;
-    }
-    if (n + 1 < sizeof(r->line))
-      r->line[n++] = c;
+  maps_overlap_t *w = ctx;
+  if (m->lo >= w->hi || m->hi <= w->lo)
+    return 0;
+  w->s = m->lo;
+  w->e = m->hi;
+  if (w->line != NULL && w->cap > 0) {
+    size_t n = m->line_len < w->cap - 1 ? m->line_len : w->cap - 1;
+    memcpy(w->line, m->line, n);
+    w->line[n] = '\0';
   }
-}
-
-static uintptr_t hex_parse(const char **s)
-{
-  uintptr_t v = 0;
-  for (;; (*s)++) {
-    char c = **s;
-    if (c >= '0' && c <= '9')
-      v = v * 16 + (uintptr_t)(c - '0');
-    else if (c >= 'a' && c <= 'f')
-      v = v * 16 + (uintptr_t)(c - 'a' + 10);
-    else
-      return v;
-  }
+  w->found = true;
+  return 1;
 }
 
 /* The first mapping of this process overlapping [lo, hi): its range in
@@ -329,33 +278,13 @@ static uintptr_t hex_parse(const char **s)
 static bool maps_overlap(uintptr_t lo, uintptr_t hi, uintptr_t *s_p, uintptr_t *e_p, char *line,
                          size_t cap)
 {
-  static maps_reader_t r;                   /* under heap_default's lock: one user */
-  bool found = false;
+  maps_overlap_t w = { lo, hi, 0, 0, line, cap, false };
 
-  r.fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (r.fd < 0)
+  if (os_maps_walk(maps_overlap_line, &w) != 0 || !w.found)
     return false;
-  r.len = r.pos = 0;
-  while (maps_next(&r)) {
-    const char *p = r.line;
-    uintptr_t s = hex_parse(&p);
-    if (*p != '-')
-      continue;
-    p++;
-    uintptr_t e = hex_parse(&p);
-    if (s < hi && e > lo) {
-      *s_p = s;
-      *e_p = e;
-      if (line != NULL) {
-        line[0] = '\0';
-        str_cat(line, cap, r.line);
-      }
-      found = true;
-      break;
-    }
-  }
-  close(r.fd);
-  return found;
+  *s_p = w.s;
+  *e_p = w.e;
+  return true;
 }
 
 /* The highest span-sized, slot-aligned hole below SHM_TOP, or 0. */
@@ -963,15 +892,14 @@ mstate_t *shm_start(void)
   shm_conf_eval(environ, &shm_conf);
   if (!shm_conf.on)
     return NULL;
-  char num[24];
   shm_obj[0] = '\0';
-  str_cat(shm_obj, sizeof(shm_obj), "/pinheap-");
-  str_cat(shm_obj, sizeof(shm_obj), ph_fmt_dec(num, (uint64_t)geteuid()));
-  str_cat(shm_obj, sizeof(shm_obj), "-");
-  str_cat(shm_obj, sizeof(shm_obj), shm_conf.job);
+  ph_str_add(shm_obj, sizeof(shm_obj), "/pinheap-");
+  ph_str_dec(shm_obj, sizeof(shm_obj), (uint64_t)geteuid());
+  ph_str_add(shm_obj, sizeof(shm_obj), "-");
+  ph_str_add(shm_obj, sizeof(shm_obj), shm_conf.job);
   shm_path[0] = '\0';
-  str_cat(shm_path, sizeof(shm_path), "/dev/shm");
-  str_cat(shm_path, sizeof(shm_path), shm_obj);
+  ph_str_add(shm_path, sizeof(shm_path), "/dev/shm");
+  ph_str_add(shm_path, sizeof(shm_path), shm_obj);
 
   uint64_t deadline = shm_now_ms() + shm_conf.timeout_ms;
   bool created = false;

@@ -242,18 +242,11 @@ PH_COLD_BSS static int copies_text_shown[2];    /* 1 + the index published, 0: n
  * a string), cut to fit. */
 __attribute__((sentinel)) static void copies_cat(char *buf, size_t size, ...)
 {
-  size_t have = strlen(buf);
   va_list ap;
   va_start(ap, size);
-  for (const char *s = va_arg(ap, const char *); s != NULL; s = va_arg(ap, const char *)) {
-    size_t len = strlen(s);
-    if (len > size - 1 - have)
-      len = size - 1 - have;
-    memcpy(buf + have, s, len);
-    have += len;
-  }
+  for (const char *s = va_arg(ap, const char *); s != NULL; s = va_arg(ap, const char *))
+    ph_str_add(buf, size, s);
   va_end(ap);
-  buf[have] = '\0';
 }
 
 /* Keeps line as this copy's account of the copies (once: at its start

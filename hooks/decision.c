@@ -21,19 +21,13 @@ static void text_set(decision_t *out_p, const char *first, ...)
 
 PH_STARTUP static void text_set(decision_t *out_p, const char *first, ...)
 {
-  size_t len = 0;
   va_list ap;
 
+  out_p->text[0] = '\0';
   va_start(ap, first);
-  for (const char *s = first; s != NULL; s = va_arg(ap, const char *)) {
-    size_t l = strlen(s);
-    if (len + l > DECISION_TEXT_MAX - 1)
-      l = DECISION_TEXT_MAX - 1 - len;
-    memcpy(out_p->text + len, s, l);
-    len += l;
-  }
+  for (const char *s = first; s != NULL; s = va_arg(ap, const char *))
+    ph_str_add(out_p->text, DECISION_TEXT_MAX, s);
   va_end(ap);
-  out_p->text[len] = '\0';
 }
 
 PH_STARTUP static void decide(decision_t *out_p, int enabled, decision_reason_t reason)

@@ -50,14 +50,6 @@ extern void *__libc_pvalloc(size_t);
 extern int __libc_mallopt(int, int);
 extern struct mallinfo __libc_mallinfo(void);
 
-const dispatch_libc_t dispatch_libc = {
-  .lc_malloc = __libc_malloc,
-  .lc_free = __libc_free,
-  .lc_calloc = __libc_calloc,
-  .lc_realloc = __libc_realloc,
-  .lc_memalign = __libc_memalign,
-};
-
 __attribute__((weak)) int dispatch_preloaded = 0;  /* not const: a const weak gets folded */
 
 int dispatch_state;                         /* DISPATCH_*; written once */
@@ -94,12 +86,7 @@ static void *en_realloc(void *p, size_t n)
 
 static void *en_reallocarray(void *p, size_t nmemb, size_t size)
 {
-  size_t total;
-  if (__builtin_mul_overflow(nmemb, size, &total)) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return en_realloc(p, total);
+  return ph_reallocarray(p, nmemb, size, en_realloc);
 }
 
 static size_t (*libc_usable_size)(void *);
@@ -310,12 +297,7 @@ static void *align_realloc(void *p, size_t n)
 
 static void *align_reallocarray(void *p, size_t m, size_t n)
 {
-  size_t total;
-  if (__builtin_mul_overflow(m, n, &total)) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return align_realloc(p, total);
+  return ph_reallocarray(p, m, n, align_realloc);
 }
 
 /* Asked for less than the default: the default.  Invalid alignments go
@@ -350,12 +332,7 @@ static void *align_aligned_alloc(size_t a, size_t n)
  * glibc does (ENOMEM and NULL when m * n overflows). */
 void *dispatch_libc_reallocarray(void *p, size_t m, size_t n)
 {
-  size_t total;
-  if (__builtin_mul_overflow(m, n, &total)) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return __libc_realloc(p, total);
+  return ph_reallocarray(p, m, n, __libc_realloc);
 }
 
 /* After dispatch_decide() the table is installed -- unless this thread is

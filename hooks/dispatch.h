@@ -64,16 +64,6 @@ PH_HIDDEN void *dispatch_libc_reallocarray(void *p, size_t nmemb, size_t size);
  *  glibc's up. */
 PH_HIDDEN void dispatch_libc_prepare(void *usable_size);
 
-/** glibc's own allocator, for the disabled mode and foreign pointers. */
-typedef struct dispatch_libc_s {
-  void *(*lc_malloc)(size_t);
-  void (*lc_free)(void *);
-  void *(*lc_calloc)(size_t, size_t);
-  void *(*lc_realloc)(void *, size_t);
-  void *(*lc_memalign)(size_t, size_t);
-} dispatch_libc_t;
-extern PH_HIDDEN const dispatch_libc_t dispatch_libc;
-
 /* ---- release.c ------------------------------------------------------------ */
 /** Calls every registered listener, in registration order, for a range
  *  about to be released.  Nested releases from inside a listener are
@@ -118,12 +108,9 @@ PH_HIDDEN void install_run(void);
 PH_HIDDEN void *install_resolved(const char *name);
 /** 1 when pinheap's allocator serves the process's malloc and free. */
 PH_HIDDEN int install_malloc_served(void);
-/** 1 when the object holding pinheap was loaded after start-up (dlopen). */
-PH_HIDDEN int install_late(void);
 /** Makes malloc_trim a no-op (glibc's trim gives memory back unseen) while
  *  the leave-pinned fallback is in force; patches it where needed. */
 PH_HIDDEN void install_block_trim(void);
-extern PH_HIDDEN int install_trim_blocked;
 /** The memory checker this process runs under (valgrind, a sanitizer), or
  *  NULL.  Never allocates. */
 PH_HIDDEN const char *install_tool(void);

@@ -47,7 +47,7 @@
  * release however deep the handler that made it sits.  Each level deeper
  * can only add a handler not yet on the stack, so this ends; as a guard
  * for the stack, nothing is delivered beyond EVENTS_MAX_DEPTH.  What is
- * not delivered is counted (events_dropped) and warned of once.
+ * not delivered is counted (events_dropped_count) and warned of once.
  *
  * With no handler for an event the entry point costs one load (the mask of
  * all registered events) before the system call.
@@ -296,11 +296,6 @@ void events_vm_mapped(void *addr, size_t len, int source)
   events_chain_run(PINHEAP_EVENT_VM_MAPPED, &ev);
 }
 
-size_t events_dropped(void)
-{
-  return atomic_load_explicit(&events_dropped_count, memory_order_relaxed);
-}
-
 /* ---- the allocator's OS layer ------------------------------------------ */
 
 PH_HOT static void events_from_os_release(void *addr, size_t len, void *ctx)
@@ -513,98 +508,6 @@ PH_HOT int events_madvise(void *addr, size_t length, int advice)
   return events_madvise_slow(addr, length, advice);
 }
 
-/* ---- /proc/self/maps, read without allocating ----------------------------- */
-
-/* The number in [*c, end) in base (16 or 10), up to the first character
- * that is not a digit of it; *c left there. */
-static uint64_t events_maps_num(const char **c, const char *end, unsigned base)
-{
-  uint64_t v = 0;
-  for (; *c < end; (*c)++) {
-    unsigned ch = (unsigned char)**c, d;
-    if (ch >= '0' && ch <= '9')
-      d = ch - '0';
-    else if (base == 16 && (ch | 0x20) >= 'a' && (ch | 0x20) <= 'f')
-      d = (ch | 0x20) - 'a' + 10;
-    else
-      break;
-    v = v * base + d;
-  }
-  return v;
-}
-
-/* Parses "lo-hi perms offset major:minor inode [path]" from [c, end): the
- * fields come first, so a line cut after them (a long path) still parses. */
-static void events_maps_parse(const char *c, const char *end, events_map_t *m)
-{
-  m->lo = (uintptr_t)events_maps_num(&c, end, 16);
-  c += c < end;                                   /* '-' */
-  m->hi = (uintptr_t)events_maps_num(&c, end, 16);
-  while (c < end && *c == ' ')
-    c++;
-  while (c < end && *c != ' ')                    /* perms */
-    c++;
-  c += c < end;
-  m->offset = events_maps_num(&c, end, 16);
-  c += c < end;
-  m->dev_major = (unsigned)events_maps_num(&c, end, 16);
-  c += c < end;                                   /* ':' */
-  m->dev_minor = (unsigned)events_maps_num(&c, end, 16);
-  c += c < end;
-  m->inode = events_maps_num(&c, end, 10);
-  while (c < end && *c == ' ')
-    c++;
-  m->path = c;                                    /* (cut, in a line cut short) */
-  m->path_len = (size_t)(end - c);
-}
-
-int events_maps_walk(int (*fn)(const events_map_t *m, void *ctx), void *ctx)
-{
-  char buf[4096];
-  size_t have = 0;
-  int saved = errno, stop = 0;
-  bool skipping = false;         /* inside a line longer than buf, parsed already */
-  int fd = (int)ph_syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-
-  if (fd < 0) {
-    errno = saved;
-    return -1;
-  }
-  while (!stop) {
-    ssize_t n = ph_syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
-    if (n <= 0)
-      break;
-    have += (size_t)n;
-    size_t start = 0;
-    for (size_t i = 0; i < have && !stop; i++) {
-      if (buf[i] != '\n')
-        continue;
-      if (!skipping) {
-        events_map_t m;
-        events_maps_parse(buf + start, buf + i, &m);
-        stop = fn(&m, ctx);
-      }
-      skipping = false;
-      start = i + 1;
-    }
-    if (start == 0 && have == sizeof(buf)) {
-      /* one line fills the buffer: its fields are at its start */
-      if (!skipping) {
-        events_map_t m;
-        events_maps_parse(buf, buf + have, &m);
-        stop = fn(&m, ctx);
-      }
-      skipping = true;
-      start = have;
-    }
-    memmove(buf, buf + start, have - start);
-    have -= start;
-  }
-  ph_syscall(SYS_close, fd);
-  errno = saved;
-  return 0;
-}
-
 /* ---- shmat, shmdt -------------------------------------------------------- */
 
 /* The size of System V segment shmid, page-rounded; 0 if unknown. */
@@ -638,12 +541,12 @@ typedef struct events_shmdt_walk_s {
   uintptr_t lo[EVENTS_SHM_RANGES], hi[EVENTS_SHM_RANGES];
 } events_shmdt_walk_t;
 
-static bool events_map_is_sysv(const events_map_t *m)
+static bool events_map_is_sysv(const os_map_t *m)
 {
   return m->path_len >= 5 && memcmp(m->path, "/SYSV", 5) == 0;
 }
 
-static int events_shmdt_line(const events_map_t *m, void *ctx)
+static int events_shmdt_line(const os_map_t *m, void *ctx)
 {
   events_shmdt_walk_t *w = ctx;
 
@@ -683,7 +586,7 @@ void events_shmdt_ranges(const void *addr, void (*fn)(void *start, size_t len))
   w.found = false;
   w.n = 0;
   if (((uintptr_t)addr & (os_page_size() - 1)) != 0 ||
-      events_maps_walk(events_shmdt_line, &w) != 0)
+      os_maps_walk(events_shmdt_line, &w) != 0)
     return;
   for (int i = 0; i < w.n; i++)
     fn((void *)w.lo[i], w.hi[i] - w.lo[i]);

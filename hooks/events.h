@@ -68,21 +68,6 @@ PH_HIDDEN size_t events_page_len(const void *addr, size_t len);
 /** Whether madvise with this advice takes the range's pages away (they
  *  read back as zeros or as the file, or fault): a release. */
 PH_HIDDEN bool events_advice_releases(int advice);
-/** One line of /proc/self/maps. */
-typedef struct events_map_s {
-  uintptr_t lo, hi;         /* [lo, hi) */
-  uint64_t offset;          /* the file offset of lo */
-  unsigned dev_major, dev_minor;
-  uint64_t inode;           /* 0: not a file */
-  const char *path;         /* path_len bytes, not NUL-terminated (cut in a */
-  size_t path_len;          /* line longer than 4 KiB) */
-} events_map_t;
-/** Calls fn for each line of /proc/self/maps, read in 4 KiB on the stack
- *  (nothing allocated: pinheap may be the allocator), until fn returns
- *  nonzero.  fn may map and unmap (the kernel resumes the read at the
- *  address after the last line given).  errno kept.  @return -1 if the
- *  file cannot be opened, else 0. */
-PH_HIDDEN int events_maps_walk(int (*fn)(const events_map_t *m, void *ctx), void *ctx);
 /** Calls fn for each range shmdt(addr) is about to detach: every mapping
  *  of the segment attached at addr, fragments included (split by mprotect,
  *  its head unmapped), found in /proc/self/maps as the kernel finds them;
@@ -91,9 +76,6 @@ PH_HIDDEN void events_shmdt_ranges(const void *addr, void (*fn)(void *start, siz
 /** Connects the allocator's OS layer (its release and map slots) to the
  *  derived events.  Idempotent. */
 PH_HIDDEN void events_init(void);
-/** Events not delivered because handlers nested too deep (for the info
- *  tool and the tests). */
-PH_HIDDEN size_t events_dropped(void);
 
 /* ---- files.c: releases through a file, and syscall() --------------------- */
 /* fallocate, ftruncate, truncate (the 64 names are the same on LP64): no

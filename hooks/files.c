@@ -68,7 +68,7 @@ typedef struct files_walk_s {
 } files_walk_t;
 
 /* One mapping: VM_UNMAPPED for the part of it backed by [from, to). */
-static int files_walk_one(const events_map_t *m, void *ctx)
+static int files_walk_one(const os_map_t *m, void *ctx)
 {
   files_walk_t *w = ctx;
   if (m->inode != w->inode || m->hi <= m->lo)
@@ -96,10 +96,10 @@ static void files_release(const struct stat *st, uint64_t from, uint64_t to)
                      false, 0, 0 };
   if (from >= to || w.inode == 0)
     return;
-  events_maps_walk(files_walk_one, &w);
+  os_maps_walk(files_walk_one, &w);
   if (w.same == 0 && w.other > 0) {
     w.other_dev = true;
-    events_maps_walk(files_walk_one, &w);
+    os_maps_walk(files_walk_one, &w);
   }
 }
 

@@ -117,7 +117,6 @@ static unsigned char install_code_alias[INSTALL_MAX];
 /* install_code[i].text: written only when site i is not patched */
 PH_COLD_BSS static char install_code_text[INSTALL_MAX][PATCH_TEXT_MAX];
 static char install_text_buf[1024];
-PH_HOT_DATA int install_trim_blocked;
 
 static int install_probe_trim_noop(size_t pad);
 
@@ -357,22 +356,17 @@ PH_STARTUP static void install_pin_self(void)
 }
 
 /* The account is built without stdio (start-up calls no formatter of
- * libc's, whose pages the process would then carry): text_add appends s,
- * cut to fit as snprintf would; text_dec appends a number. */
+ * libc's, whose pages the process would then carry), with the message
+ * builder (internal.h): text_add appends s, cut to fit as snprintf would;
+ * text_dec appends a number. */
 PH_STARTUP PH_NOINLINE static void text_add(const char *s)
 {
-  size_t have = strlen(install_text_buf);
-  size_t len = strlen(s);
-  if (len > sizeof(install_text_buf) - 1 - have)
-    len = sizeof(install_text_buf) - 1 - have;
-  memcpy(install_text_buf + have, s, len);
-  install_text_buf[have + len] = '\0';
+  ph_str_add(install_text_buf, sizeof(install_text_buf), s);
 }
 
 PH_STARTUP PH_NOINLINE static void text_dec(uint64_t v)
 {
-  char num[24];
-  text_add(ph_fmt_dec(num, v));
+  ph_str_dec(install_text_buf, sizeof(install_text_buf), v);
 }
 
 /* "s" when n is not 1 (a plural's ending). */
@@ -384,13 +378,13 @@ PH_STARTUP static const char *text_s(unsigned n)
 PH_STARTUP void install_run(void)
 {
   int expected = 0;
-  struct timespec t0, t1;
+  uint64_t t0;
 
   if (ph_likely(__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) == 2))
     return;
   if (ph_unlikely(copies_stand_by()))
     return;                    /* another copy of pinheap installs and serves (copies.c) */
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  t0 = ph_clock_ns(CLOCK_MONOTONIC);
   dispatch_decide();
   ph_lock(&install_lock);
   if (!__atomic_compare_exchange_n(&install_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
@@ -690,10 +684,8 @@ PH_STARTUP void install_run(void)
   if (uncalled > 0)
     text_add("Memory calls that no loaded object makes yet are patched as objects that make "
              "them are loaded. ");
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  long us = (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
   text_add("Installation took ");
-  text_dec(us > 0 ? (uint64_t)us : 0);
+  text_dec((ph_clock_ns(CLOCK_MONOTONIC) - t0) / 1000u);
   text_add(" us. ");
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   install_inside = 0;
@@ -709,12 +701,6 @@ void install_fork_child(void)
            "child, has what was installed before it, and the rest stays libc's. ");
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   ph_lock_reset(&install_lock);
-}
-
-int install_late(void)
-{
-  install_run();
-  return install_is_late == 1;
 }
 
 PH_HOT int install_malloc_served(void)
@@ -780,7 +766,6 @@ void install_block_trim(void)
   static reloc_entry_t trim_table[1] = {
     { .name = "malloc_trim", .replacement = (void *)install_probe_trim_noop } };
   install_run();
-  __atomic_store_n(&install_trim_blocked, 1, __ATOMIC_RELAXED);
   if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_DISABLED)
     __atomic_store_n(&dispatch_table.fn_malloc_trim, install_probe_trim_noop, __ATOMIC_RELEASE);
   if (install_may_patch(install_tool()) &&

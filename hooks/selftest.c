@@ -88,8 +88,7 @@ static int watch_hits(selftest_watch_t *w)
 
 static void text_add(const char *s)
 {
-  size_t have = strlen(selftest_text);
-  snprintf(selftest_text + have, sizeof(selftest_texts[0]) - have, "%s", s);
+  ph_str_add(selftest_text, sizeof(selftest_texts[0]), s);
 }
 
 static const char *object_of(void *addr)
