@@ -14,8 +14,8 @@ Configurations, interleaved round by round (--runs, default 5):
               (PINHEAP_MODE=off): the allocator's share alone;
   debian      Debian's own Open MPI 4.1.4 (/usr/bin/mpicc, mpirun: memory/patcher).
 NPmpi runs under each one's mpirun -np 2 (pml ob1, btl self,vader), sizes 1 byte
-to --upper (default 8 MiB), with -I (a different buffer each repetition, so
-that a registration cache would see new memory).
+to --upper (default 8 MiB), no perturbed sizes (-p 0), with -I (a different
+buffer each repetition, so that a registration cache would see new memory).
 
 Prints, per configuration, the medians over the rounds (and the spread) of
 the latency of 8-byte messages and the bandwidth at 64 KiB, 1 MiB and the
@@ -136,7 +136,7 @@ def main():
                     "--mca", "mpi_leave_pinned", "1"]
             for k, v in extra.items():
                 argv += ["-x", "%s=%s" % (k, v)]
-            sh(argv + [exes[n], "-I", "-u", str(a.upper), "-o", out], env=env)
+            sh(argv + [exes[n], "-I", "-p", "0", "-u", str(a.upper), "-o", out], env=env)
             runs[n].append(parse(out))
             print("round %d %s done" % (r + 1, n), flush=True)
 
