@@ -27,7 +27,7 @@
 /* PH_HOT: the functions a small program runs (malloc, free and their
  * slow paths, the thread cache, the arena, the OS layer, the event entry
  * points), gathered in .text.hot (GNU ld and gold place it next to
- * .text.startup, hooks/startup.h's once-only code, before the rest of
+ * .text.startup, allocator/startup.h's once-only code, before the rest of
  * .text).  The kernel maps a library's text 64 KiB at a time around each
  * page a process executes (fault-around): spread among the 140 kB of text,
  * these ~58 kB made all of it resident; gathered, the code a small program

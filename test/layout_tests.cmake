@@ -1,7 +1,7 @@
 # layout_tests.cmake -- what a small program keeps resident of pinheap:
 # its text (PH_HOT, allocator/internal.h; tools/preload_text.ld:
 # test/text_layout.sh) and its writable data (PH_COLD_BSS, PH_HOT_DATA:
-# hooks/startup.h; test/data_layout.sh), both counted by layout_probe under
+# allocator/startup.h; test/data_layout.sh), both counted by layout_probe under
 # the preload shim.  The shim's parts need the plain build: sanitizers'
 # runtimes and PINHEAP_DEBUG=2's heap checker run other code and write
 # other memory by design.
