@@ -1,9 +1,11 @@
 /*
- * startup.h -- PH_STARTUP, the mark of the hooks' once-only code: the
- * decision, installation (interposition checks, relocation and code
- * patching, the probe), event-handler registration.  Such code runs before
- * main (and again only when an object is loaded later), never on an
- * allocation's path.
+ * startup.h -- where code and data go in the archive's sections, for the
+ * whole archive (the base layer: allocator/, which hooks/ and config/ build
+ * on).  PH_STARTUP, the mark of once-only code: the decision, installation
+ * (interposition checks, relocation and code patching, the probe),
+ * event-handler registration, the allocator's own start-up.  Such code runs
+ * before main (and again only when an object is loaded later), never on an
+ * allocation's path.  PH_HOT_DATA and PH_COLD_BSS, below, for data.
  *
  * Why a section.  The kernel maps a library's text 64 KiB at a time around
  * each page a process touches (fault-around), so code that runs once, spread
