@@ -326,6 +326,14 @@ PH_INLINE bool ms_carve_backed(mstate_t *ms, const chunk_t *c, size_t csize, siz
   return shm_back(ms, c, nb + PH_SHARED_KEEP < csize ? nb + PH_SHARED_KEEP : csize);
 }
 
+/* Where a request the shared heap ms could not serve goes: the private
+ * heap of the fallback once the region (or the tmpfs behind it) is full
+ * and the fallback is on (shm.c); NULL otherwise (a cold path). */
+PH_INLINE mstate_t *ms_fallback(const mstate_t *ms)
+{
+  return ms->source->shared && shm_fallback_active() ? shm_fallback_heap() : NULL;
+}
+
 PH_INLINE uintptr_t *bundle_word(void *mem) { return &((uintptr_t *)mem)[2]; }
 PH_INLINE unsigned bundle_len(void *mem) { return (unsigned)(*bundle_word(mem) >> PH_BUNDLE_SHIFT); }
 PH_INLINE void *bundle_next(void *mem) { return (void *)(*bundle_word(mem) & PH_BUNDLE_LINK_MASK); }

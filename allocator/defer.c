@@ -210,12 +210,12 @@ unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
     n++;
   }
   ms_unlock(ms);
-  if (ph_unlikely(n == 0) && ms->source->shared && shm_fallback_active()) {
+  mstate_t *fb;
+  if (ph_unlikely(n == 0) && (fb = ms_fallback(ms)) != NULL) {
     /* The shared region is full and the fallback is on: one chunk of the
      * private heap (one: a thread cache's lists hold its own arena's chunks
      * only, and this one is handed out at once; its free finds its heap). */
-    mstate_t *fb = shm_fallback_heap();
-    return fb != NULL ? ms_alloc_batch(fb, nb, 1, list_p) : 0;
+    return ms_alloc_batch(fb, nb, 1, list_p);
   }
   *list_p = head;
   return n;

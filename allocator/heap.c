@@ -86,14 +86,6 @@ PH_HOT chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb)
   }
 }
 
-/* Where a request the shared heap ms could not serve goes: the private
- * heap of the fallback once the region (or the tmpfs behind it) is full
- * and the fallback is on (shm.c); NULL otherwise. */
-static PH_NOINLINE mstate_t *ms_fallback(const mstate_t *ms)
-{
-  return ms->source->shared && shm_fallback_active() ? shm_fallback_heap() : NULL;
-}
-
 PH_HOT void *ms_malloc(mstate_t *ms, size_t n)
 {
   size_t nb;
@@ -113,8 +105,13 @@ PH_HOT void *ms_malloc(mstate_t *ms, size_t n)
   ms_lock(ms);
   c = ms_alloc_chunk(ms, nb);
   ms_unlock(ms);
-  if (ph_unlikely(c == NULL))
-    return ms_fallback(ms) != NULL ? ms_malloc(ms_fallback(ms), n) : (errno = ENOMEM, NULL);
+  if (ph_unlikely(c == NULL)) {
+    mstate_t *fb = ms_fallback(ms);
+    if (fb != NULL)
+      return ms_malloc(fb, n);
+    errno = ENOMEM;
+    return NULL;
+  }
   return chunk_mem(c);
 }
 
@@ -515,8 +512,13 @@ void *ms_memalign(mstate_t *ms, size_t align, size_t n)
   ms_unlock(ms);
   if (rel.len != 0)
     os_release(rel.addr, rel.len);
-  if (c == NULL)
-    return ms_fallback(ms) != NULL ? ms_memalign(ms_fallback(ms), align, n) : (errno = ENOMEM, NULL);
+  if (c == NULL) {
+    mstate_t *fb = ms_fallback(ms);
+    if (fb != NULL)
+      return ms_memalign(fb, align, n);
+    errno = ENOMEM;
+    return NULL;
+  }
   return chunk_mem(c);
 }
 

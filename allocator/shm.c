@@ -430,18 +430,25 @@ static void shm_no_room(uint64_t len, int err)
             "(PINHEAP_SHM_FALLBACK=1 would go on on the private heap)");
 }
 
+/* Reserves [off, off + len) of the region in the tmpfs, through the
+ * object's descriptor.  @return 0 or the errno (said: shm_no_room). */
+static int shm_fill(uint64_t off, uint64_t len)
+{
+  int fd = shm_fd_get();
+  int err = fd >= 0 ? shm_reserve(fd, off, len) : EBADF;
+  if (err != 0)
+    shm_no_room(len, err);
+  return err;
+}
+
 /* Reserves [off, off + len) of the region and marks it.  @return 0 or the
  * errno (said). */
 static int shm_take_blocks(uint64_t off, uint64_t len)
 {
-  int fd = shm_fd_get();
-  int err = fd >= 0 ? shm_reserve(fd, off, len) : EBADF;
-  if (err != 0) {
-    shm_no_room(len, err);
-    return err;
-  }
-  shm_backed_set(shm_hdr, off, len);
-  return 0;
+  int err = shm_fill(off, len);
+  if (err == 0)
+    shm_backed_set(shm_hdr, off, len);
+  return err;
 }
 
 bool shm_back(mstate_t *ms, const void *p, size_t len)
@@ -454,12 +461,8 @@ bool shm_back(mstate_t *ms, const void *p, size_t len)
   uint64_t pg = off / page, end = align_up(off + len, page) / page;
   while ((pg = shm_bits_find(h, pg, end, false)) < end) {
     uint64_t run = shm_bits_find(h, pg, end, true);
-    int fd = shm_fd_get();
-    int err = fd >= 0 ? shm_reserve(fd, pg * page, (run - pg) * page) : EBADF;
-    if (err != 0) {
-      shm_no_room((run - pg) * page, err);
+    if (shm_fill(pg * page, (run - pg) * page) != 0)
       return false;
-    }
     __atomic_fetch_sub(&ms->unbacked, shm_bits_change(h, pg, run, true), __ATOMIC_RELAXED);
     pg = run;
   }
