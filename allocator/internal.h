@@ -271,6 +271,17 @@ PH_HIDDEN void  *os_move_reserve(size_t len, size_t align);
 PH_HIDDEN int    os_move_to(void *addr, size_t oldlen, size_t newlen, void *to);
 /** Gives back a reservation no mapping was moved over (reported). */
 PH_HIDDEN void   os_move_cancel(void *to, size_t len);
+/** The shared heap's region (shm_start.c, shm_fork.c): mmap, munmap and
+ *  a moving mremap (MREMAP_MAYMOVE | MREMAP_FIXED, same size) with raw
+ *  system calls, and madvise(MADV_POPULATE_WRITE) (refused before Linux
+ *  5.14: the pages then come by faults).  NEVER reported to the release or
+ *  map listener: see os.c, "the shared heap's region", for why each use
+ *  holds no block handed out.  os_region_map returns MAP_FAILED on error
+ *  (errno set); os_region_move whether the mapping landed at to. */
+PH_HIDDEN void  *os_region_map(void *addr, size_t len, int prot, int flags, int fd);
+PH_HIDDEN void   os_region_unmap(void *addr, size_t len);
+PH_HIDDEN bool   os_region_move(void *from, size_t len, void *to);
+PH_HIDDEN void   os_region_populate(void *addr, size_t len);
 /** The one release listener slot (NULL to clear).  The hooks layer fans it
  *  out to every registered listener. */
 PH_HIDDEN void   os_set_release_listener(os_release_fn *fn, void *ctx);
@@ -320,6 +331,7 @@ typedef struct os_stats_s {
   size_t release_calls;   /* munmap + mremap shrink */
   size_t decommit_calls;  /* madvise */
   size_t released_bytes;  /* total bytes given back (unmap + decommit) */
+  size_t region_calls;    /* the shared region's own mappings (os_region_*) */
 } os_stats_t;
 PH_HIDDEN void os_stats_get(os_stats_t *out_p);
 

@@ -36,6 +36,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* Linux 5.14; refused before (the pages then come by faults) */
+#define OS_MADV_POPULATE_WRITE 23
+
 /* The kernel, by raw system call: pinheap's own interposers (hooks/) never
  * see these.  Under ThreadSanitizer, mmap and munmap go through TSan's own
  * handlers (its __interceptor_ names, which no interposer of the program
@@ -418,6 +421,51 @@ void *os_grow_move(void *addr, size_t oldlen, size_t newlen, size_t align)
   return to;
 }
 
+/* ---- the shared heap's region: mapped here, never reported ---------------
+ * The region's own mappings (shm_start.c, shm_fork.c) go through these
+ * four, so that os.c stays the one place the allocator maps and unmaps.
+ * None is heard by the release or the map listener, by design: each maps
+ * or unmaps memory that holds no block handed out -- the address range
+ * reserved and the object mapped over it at start-up (no block yet), the
+ * header mapped while joining, a region given up by a failed start-up,
+ * fork's private snapshot -- or moves the child's copy over the region
+ * inside fork, with every heap lock held, before fork returns in the child
+ * (no code of the child has run to register anything, and a listener may
+ * not be called with the heap locks held).  The pages of the region's free
+ * space go through os_release_shared(), reported.  Counted apart
+ * (os_stats_t.region_calls). */
+static _Atomic size_t os_region_calls;
+
+static void os_region_count(void)
+{
+  atomic_fetch_add_explicit(&os_region_calls, 1, memory_order_relaxed);
+}
+
+void *os_region_map(void *addr, size_t len, int prot, int flags, int fd)
+{
+  os_region_count();
+  long r = ph_syscall(SYS_mmap, addr, len, prot, flags, fd, 0L);
+  return r == -1 ? MAP_FAILED : (void *)r;
+}
+
+void os_region_unmap(void *addr, size_t len)
+{
+  os_region_count();
+  ph_syscall(SYS_munmap, addr, len);
+}
+
+bool os_region_move(void *from, size_t len, void *to)
+{
+  os_region_count();
+  return ph_syscall(SYS_mremap, from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to) ==
+         (long)(uintptr_t)to;
+}
+
+void os_region_populate(void *addr, size_t len)
+{
+  ph_syscall(SYS_madvise, addr, len, OS_MADV_POPULATE_WRITE);
+}
+
 PH_HOT void os_set_release_listener(os_release_fn *fn, void *ctx)
 {
   atomic_store_explicit(&os_listener_ctx, ctx, memory_order_relaxed);
@@ -438,6 +486,7 @@ void os_stats_get(os_stats_t *out_p)
   out_p->release_calls = atomic_load_explicit(&os_release_calls, memory_order_relaxed);
   out_p->decommit_calls = atomic_load_explicit(&os_decommit_calls, memory_order_relaxed);
   out_p->released_bytes = atomic_load_explicit(&os_released_bytes, memory_order_relaxed);
+  out_p->region_calls = atomic_load_explicit(&os_region_calls, memory_order_relaxed);
 }
 
 /* ---- /proc/self/maps, read without allocating ----------------------------- */

@@ -5,6 +5,9 @@ set(PINHEAP_ALLOCATOR_SOURCES
   allocator/owner.c
   allocator/source.c
   allocator/shm.c
+  allocator/shm_start.c
+  allocator/shm_rel.c
+  allocator/shm_fork.c
   allocator/init.c
   allocator/arena.c
   allocator/bins.c

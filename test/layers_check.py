@@ -43,6 +43,10 @@ ALLOWED = {
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 WEAK = re.compile(r'__attribute__\s*\(\(\s*weak\s*\)\)|#\s*pragma\s+weak')
+# A mapping system call, by number or by libc's name.  In allocator/ only the
+# OS layer (MAPPER) makes them: every release of heap memory is reported there.
+MAPCALL = re.compile(r'\bSYS_(mmap|munmap|mremap|madvise)\b|(?<![\w.>])(mmap|munmap|mremap|madvise)\s*\(')
+MAPPER = "allocator/os.c"
 
 
 def resolve(src, frm_dir, name):
@@ -83,6 +87,11 @@ def check_sources(src):
                                    % (layer, fn, no, to, os.path.basename(name), layer, to,
                                       "" if not allowed else " but through " +
                                       ", ".join(sorted(allowed))))
+                if (layer == "allocator" and "%s/%s" % (layer, fn) != MAPPER
+                        and MAPCALL.search(line.split("//")[0])
+                        and not line.lstrip().startswith(("*", "/*"))):
+                    bad.append("%s/%s:%d: maps or unmaps itself (only %s does, through its "
+                               "os_* functions)" % (layer, fn, no, MAPPER))
                 if layer != "hooks" and WEAK.search(line) and not line.lstrip().startswith(("*", "/")):
                     bad.append("%s/%s:%d: a weak declaration (it hides a dependency)" % (layer, fn, no))
     return bad
@@ -127,6 +136,7 @@ def selftest():
         "include": ("allocator/a.c", '#include "h.h"\n'),
         "narrow": ("config/c.c", '#include "chunk.h"\n'),
         "weak": ("allocator/a.c", "extern void f(void) __attribute__((weak));\n"),
+        "mapcall": ("allocator/a.c", "  ph_syscall(SYS_munmap, p, n);\n"),
     }
     for what, (path, text) in list(cases.items()) + [("clean", ("allocator/a.c", '#include "b.h"\n'))]:
         d = tempfile.mkdtemp(prefix="layers-")
@@ -164,7 +174,7 @@ def main():
         return 1
     print("ok   no arrow points up: allocator/ and config/ use no hooks/ header, weak "
           "declaration or symbol; allocator/ and config/ meet only through params.h, "
-          "internal.h, startup.h and raw_syscall.h")
+          "internal.h, startup.h and raw_syscall.h; only allocator/os.c maps and unmaps")
     return 0
 
 
