@@ -158,6 +158,14 @@ size_t malloc_usable_size(void *ptr)
   return mem_usable(ptr, "malloc_usable_size", false);
 }
 
+/* A mallopt parameter glibc accepts (returning 1) and pinheap has no use
+ * for: accepted as glibc does, and said at level info. */
+static int mallopt_ignored(const char *name, int value, const char *why)
+{
+  ph_log(PH_LOG_INFO, "mallopt(%s, %d): accepted with no effect: %s", name, value, why);
+  return 1;
+}
+
 int mallopt(int param, int value)
 {
   heap_default();
@@ -186,6 +194,16 @@ int mallopt(int param, int value)
     return 1;
   case M_ARENA_MAX:
     return arena_max_set(value);
+  case M_MXFAST:                       /* glibc's range; pinheap has no fastbins */
+    if (value < 0 || (size_t)value > 80 * sizeof(size_t) / 4)
+      return 0;
+    return mallopt_ignored("M_MXFAST", value, "it has no fastbins");
+  case M_CHECK_ACTION:                 /* glibc ignores it too */
+    return mallopt_ignored("M_CHECK_ACTION", value, "it names every misuse and aborts");
+  case M_PERTURB:
+    return mallopt_ignored("M_PERTURB", value, "it does not fill blocks");
+  case M_ARENA_TEST:
+    return mallopt_ignored("M_ARENA_TEST", value, "M_ARENA_MAX alone bounds its arenas");
   default:
     return 0;
   }

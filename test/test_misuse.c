@@ -332,6 +332,51 @@ Test(misuse, mspace_free_of_another_mspace_pointer)
   PINHEAP_NAME(destroy_mspace)(b);
 }
 
+/* ---- a destroyed mspace is named, never read ----------------------------------- */
+
+static void act_destroy_mspace(void *arg) { PINHEAP_NAME(destroy_mspace)(arg); }
+static void act_mspace_malloc(void *arg)
+{
+  void *p = PINHEAP_NAME(mspace_malloc)(arg, 100);
+  PINHEAP_NAME(mspace_free)(arg, p);
+}
+
+#define NOT_LIVE "not a live mspace (destroyed, or never made by create_mspace)"
+
+Test(misuse, mspace_used_after_destroy)
+{
+  /* its memory is unmapped by destroy_mspace: a read of it would fault */
+  pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, 1);
+  cr_assert_not_null(m, "create_mspace failed");
+  cr_assert_not_null(PINHEAP_NAME(mspace_malloc)(m, 100));
+  cr_assert_gt(PINHEAP_NAME(destroy_mspace)(m), 0, "destroy_mspace gave nothing back");
+  misuse_assert(act_destroy_mspace, m, "destroy_mspace", NOT_LIVE, m);
+  misuse_assert(act_mspace_malloc, m, "mspace_malloc", NOT_LIVE, m);
+
+  /* an mspace over the caller's region: the region stays, the mspace goes */
+  size_t len = 1 << 20;
+  char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  cr_assert_neq(base, MAP_FAILED);
+  pinheap_mspace r = PINHEAP_NAME(create_mspace_with_base)(base, len, 0);
+  cr_assert_not_null(r, "create_mspace_with_base failed");
+  cr_assert_not_null(PINHEAP_NAME(mspace_malloc)(r, 100));
+  PINHEAP_NAME(destroy_mspace)(r);
+  misuse_assert(act_destroy_mspace, r, "destroy_mspace", NOT_LIVE, r);
+  misuse_assert(act_mspace_malloc, r, "mspace_malloc", NOT_LIVE, r);
+  /* made again over the same region: live again, and its slot reused */
+  pinheap_mspace r2 = PINHEAP_NAME(create_mspace_with_base)(base, len, 0);
+  cr_assert_eq(r2, r);
+  cr_assert_not_null(PINHEAP_NAME(mspace_malloc)(r2, 100));
+  PINHEAP_NAME(destroy_mspace)(r2);
+  munmap(base, len);
+
+  /* never an mspace: the middle of a malloc'd block */
+  char *p = PINHEAP_NAME(malloc)(4096);
+  cr_assert_not_null(p);
+  misuse_assert(act_mspace_malloc, p + 1024, "mspace_malloc", NOT_LIVE, p + 1024);
+  PINHEAP_NAME(free)(p);
+}
+
 Test(misuse, mspace_double_free)
 {
   pinheap_mspace m = PINHEAP_NAME(create_mspace)(0, 1);
