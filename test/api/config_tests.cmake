@@ -1,6 +1,5 @@
 # config_tests.cmake -- the configuration table (config/params.c) seen from a
-# whole process and from the info tool.  Included by test/CMakeLists.txt
-# (its glob of test/*.cmake).
+# whole process and from the info tool.
 #
 # test_config links libpinheap.a whole after pinheap_core, its symbols
 # exported, as test_events does: its malloc family and memory calls are
@@ -13,7 +12,7 @@
 # first in the process.
 # pinheap-info's configuration section is checked as text and as JSON.
 
-pinheap_add_criterion_program(test_config test_config.c)
+pinheap_add_criterion_program(test_config ${CMAKE_CURRENT_LIST_DIR}/test_config.c)
 target_link_libraries(test_config PRIVATE $<TARGET_FILE:pinheap> ${CMAKE_DL_LIBS})
 add_dependencies(test_config pinheap)
 target_include_directories(test_config PRIVATE ${PROJECT_BINARY_DIR}/include

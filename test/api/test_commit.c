@@ -26,7 +26,7 @@
  * and restores the old value before it asserts anything.  Switching needs
  * root and a writable /proc/sys; otherwise the test prints a skip with the
  * reason.  Strict overcommit is machine-wide, so ctest runs this executable
- * alone (RUN_SERIAL, test/commit_tests.cmake) and Criterion runs its tests
+ * alone (RUN_SERIAL, test/api/commit_tests.cmake) and Criterion runs its tests
  * one at a time (--jobs 1).
  */
 #include "test_util.h"

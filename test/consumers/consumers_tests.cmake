@@ -12,9 +12,9 @@
 #   frames_ucx      UCX's registration cache itself (ucs_rcache, libucs):
 #                   preload, direct, transitive.
 # Each with pinheap enabled and disabled, and a run with no callback that
-# must see misses.  Driven by test/frames_test.py (root only: frame
+# must see misses.  Driven by test/consumers/frames_test.py (root only: frame
 # numbers; SKIP otherwise, and for frames_opal without mpicc/mpirun).
-# Plain builds only.  Included by test/CMakeLists.txt.
+# Plain builds only.
 if(PINHEAP_SANITIZER)
   return()
 endif()
@@ -45,7 +45,7 @@ target_link_libraries(frames_patcher_direct PRIVATE democore)
 target_link_libraries(frames_patcher_transitive PRIVATE mpifix)
 
 add_test(NAME frames_patcher
-  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/frames_test.py ${CMAKE_CURRENT_BINARY_DIR}
+  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/frames_test.py ${CMAKE_CURRENT_BINARY_DIR}
           --consumer patcher --shim "${_shim}")
 set_tests_properties(frames_patcher PROPERTIES TIMEOUT 600 LABELS "frames;consumers;noasan"
   FAIL_REGULAR_EXPRESSION "FAIL ")
@@ -71,7 +71,7 @@ if(PINHEAP_UCS_RCACHE_INCLUDE AND PINHEAP_UCS_LIB AND PINHEAP_UCM_LIB)
   target_link_libraries(frames_ucx_transitive PRIVATE mpifix)
 endif()
 add_test(NAME frames_ucx
-  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/frames_test.py ${CMAKE_CURRENT_BINARY_DIR}
+  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/frames_test.py ${CMAKE_CURRENT_BINARY_DIR}
           --consumer ucx --shim "${_shim}")
 set_tests_properties(frames_ucx PROPERTIES TIMEOUT 600 LABELS "frames;consumers;ucx;noasan"
   FAIL_REGULAR_EXPRESSION "FAIL ")
@@ -99,7 +99,7 @@ if(PINHEAP_MPICC AND PINHEAP_MPIRUN)
   add_custom_target(frames_opal ALL DEPENDS ${_opal_apps})
 endif()
 add_test(NAME frames_opal
-  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/frames_test.py ${CMAKE_CURRENT_BINARY_DIR}
+  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/frames_test.py ${CMAKE_CURRENT_BINARY_DIR}
           --consumer opal --shim "${_shim}" --mpirun "${PINHEAP_MPIRUN}"
           --param-prefix ${PINHEAP_PARAM_PREFIX})
 set_tests_properties(frames_opal PROPERTIES TIMEOUT 900 LABELS "frames;consumers;mpi;noasan"

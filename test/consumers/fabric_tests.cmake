@@ -6,7 +6,7 @@
 # with libpinheap.a linked in whole, libfabric linked or dlopen'ed late,
 # each run with pinheap enabled and disabled.  Needs Debian's libfabric-dev
 # (build) and libfabric1 (run); without them the test says SKIP.  Plain
-# builds only.  Included by test/CMakeLists.txt.
+# builds only.
 if(PINHEAP_SANITIZER)
   return()
 endif()

@@ -3,7 +3,7 @@
 # three ways a core library can be loaded -- linked by the executable,
 # reached through another library (libmpifix.so -> libdemocore.so), and
 # dlopen'ed late with RTLD_LOCAL -- plus a blind run that must see misses.
-# Root only (frame numbers); test/frames_test.py says SKIP otherwise.
+# Root only (frame numbers); test/consumers/frames_test.py says SKIP otherwise.
 # Plain builds only: under a sanitizer pinheap does not replace malloc.
 if(PINHEAP_SANITIZER)
   return()
@@ -27,6 +27,6 @@ target_link_libraries(frames_direct PRIVATE -Wl,--no-as-needed democore)
 target_link_libraries(frames_transitive PRIVATE -Wl,--no-as-needed mpifix)
 
 add_test(NAME frames
-  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/frames_test.py ${CMAKE_CURRENT_BINARY_DIR})
+  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/frames_test.py ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(frames PROPERTIES TIMEOUT 300 LABELS "frames;noasan"
   FAIL_REGULAR_EXPRESSION "FAIL ")

@@ -1,14 +1,14 @@
 # openmpi_tests.cmake -- pinheap inside a real Open MPI: Debian 12's Open MPI
 # 4.1.4 built from its source with pinheap as its memory component
 # (tools/openmpi/build.sh, into <build>/openmpi, its default), then tested under its own
-# ompi_info and mpirun (test/openmpi_test.py) and by its own `make check`.
+# ompi_info and mpirun (test/consumers/openmpi_test.py) and by its own `make check`.
 # Label `openmpi`.
 #
 # The default pass only: the Open MPI build takes minutes and always uses
 # pinheap with the component's prefix (opal_memory_pinheap_), whatever this
 # build's; sanitizer builds cannot host it.  The build is a fixture, run
 # serially (it keeps both cores busy), and the tests after it too (mpirun
-# -np 2).  Included by test/CMakeLists.txt.
+# -np 2).
 if(PINHEAP_SANITIZER OR NOT PINHEAP_PREFIX STREQUAL "pinheap_" OR PINHEAP_DEBUG GREATER 1)
   return()
 endif()
@@ -21,7 +21,7 @@ set_tests_properties(openmpi_build PROPERTIES TIMEOUT 2400 LABELS "openmpi;noasa
   FIXTURES_SETUP openmpi RUN_SERIAL TRUE)
 
 add_test(NAME openmpi_component
-  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/openmpi_test.py ${_ompi_out}
+  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/openmpi_test.py ${_ompi_out}
           ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/openmpi-work)
 set_tests_properties(openmpi_component PROPERTIES TIMEOUT 900 LABELS "openmpi;mpi;noasan"
   FIXTURES_REQUIRED openmpi RUN_SERIAL TRUE FAIL_REGULAR_EXPRESSION "FAIL ")

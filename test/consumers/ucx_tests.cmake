@@ -5,7 +5,6 @@
 # after it, and one level deep (libmpifix.so -> libdemocore.so); each run
 # with pinheap enabled and disabled.  Needs Debian's libucx-dev; without it
 # the test says SKIP (ctest shows it skipped).  Plain builds only.
-# Included by test/CMakeLists.txt.
 if(PINHEAP_SANITIZER)
   return()
 endif()

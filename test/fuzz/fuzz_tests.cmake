@@ -1,5 +1,5 @@
 # fuzz_tests.cmake -- the libFuzzer harnesses of test/fuzz/, built with clang
-# whatever compiler builds the archive.  Included by test/CMakeLists.txt.
+# whatever compiler builds the archive.
 # Main entry point: pinheap_add_fuzzer().
 #
 #   fuzz_ops          operation sequences over the prefixed API and mspaces
@@ -30,7 +30,7 @@ set(PINHEAP_FUZZ_EXTRA_FLAGS "" CACHE STRING
 find_program(PINHEAP_FUZZ_CLANG NAMES clang clang-14
   DOC "clang with libFuzzer, for the fuzzers of test/fuzz/")
 
-set(_fuzz_dir ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
+set(_fuzz_dir ${CMAKE_CURRENT_LIST_DIR})
 set(_fuzz_run ${_fuzz_dir}/run_fuzz.sh)
 set(_fuzz_skip "")
 
@@ -101,7 +101,7 @@ function(pinheap_add_fuzzer name seconds)
   set(_bin ${CMAKE_CURRENT_BINARY_DIR}/fuzz/${name})
   add_custom_command(OUTPUT ${_bin}
     COMMAND ${PINHEAP_FUZZ_CLANG} ${_fuzz_common_flags} -fsanitize=fuzzer
-            -Wall -Wextra -I${CMAKE_CURRENT_SOURCE_DIR} -MD -MF ${_bin}.d
+            -Wall -Wextra -I${PROJECT_SOURCE_DIR}/test/lib -MD -MF ${_bin}.d
             ${_fuzz_dir}/${name}.c ${_fuzz_objs} -o ${_bin} -lpthread -ldl
     DEPENDS ${_fuzz_dir}/${name}.c ${_fuzz_objs}
     DEPFILE ${_bin}.d

@@ -1,14 +1,13 @@
 # copies_tests.cmake -- two copies of pinheap in one process (hooks/copies.c):
 # one serves malloc and the memory events, the other stands down and
-# forwards its API there.  Included by test/CMakeLists.txt (its glob of
-# test/*.cmake).
+# forwards its API there.
 #
 # Fixture core libraries (test/fixture/copies_core.c), each holding an
 # archive whole: libcopies_a.so and libcopies_b.so the build's libpinheap.a
 # (the same archive linked into two libraries, an easy slip), libcopies_z.so
 # a second archive of the same sources built here with another prefix
 # (another runtime's copy).  test/fixture/copies_app.c runs with two of them,
-# both linked or the second dlopen'ed (RTLD_LOCAL); test/copies_test.py runs
+# both linked or the second dlopen'ed (RTLD_LOCAL); test/integration/copies_test.py runs
 # each program with leave-pinned unset and set and checks its output and the
 # warning lines.  Plain builds only, and labelled noasan: the fixtures link
 # the archive into shared objects that a program without sanitizer flags
@@ -91,7 +90,7 @@ target_compile_definitions(copies_refused PRIVATE
 target_link_libraries(copies_refused PRIVATE -Wl,--no-as-needed copies_future copies_a
                       ${CMAKE_DL_LIBS})
 add_test(NAME copies_refused
-  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/copies_test.py
+  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/copies_test.py
           $<TARGET_FILE:copies_refused> ${PINHEAP_PARAM_PREFIX}${PINHEAP_PARAM_LEAVE_PINNED}
           ${PINHEAP_PROBE_ROOT_VAR} --refused $<TARGET_FILE:copies_a> $<TARGET_FILE:copies_future>)
 set_tests_properties(copies_refused PROPERTIES TIMEOUT 120 LABELS "copies;noasan"
@@ -99,7 +98,7 @@ set_tests_properties(copies_refused PROPERTIES TIMEOUT 120 LABELS "copies;noasan
 
 foreach(app same_linked same_dlopen prefixes_linked prefixes_dlopen)
   add_test(NAME copies_${app}
-    COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/copies_test.py
+    COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/copies_test.py
             $<TARGET_FILE:copies_${app}> ${PINHEAP_PARAM_PREFIX}${PINHEAP_PARAM_LEAVE_PINNED}
             ${PINHEAP_PROBE_ROOT_VAR})
   set_tests_properties(copies_${app} PROPERTIES TIMEOUT 300 LABELS "copies;noasan"

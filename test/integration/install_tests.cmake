@@ -4,7 +4,7 @@
 # behind libc (relocation patching), and dlopen'ed late (patching, malloc
 # left to glibc unless PINHEAP_LATE_MALLOC=1); PINHEAP_PATCH=0 and a memory
 # checker (valgrind) patch nothing; python3 loading the core library with
-# ctypes.  Driven by test/install_test.py.  Plain builds only.
+# ctypes.  Driven by test/integration/install_test.py.  Plain builds only.
 if(PINHEAP_SANITIZER)
   return()
 endif()
@@ -41,7 +41,7 @@ foreach(san address thread)
 endforeach()
 
 add_test(NAME install
-  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/install_test.py
+  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/install_test.py
           ${CMAKE_CURRENT_BINARY_DIR} $<TARGET_FILE:democore> ${PROJECT_BINARY_DIR}/tools/pinheap-info
           ${PINHEAP_PREFIX} ${PINHEAP_PARAM_PREFIX})
 set_tests_properties(install PROPERTIES TIMEOUT 300 LABELS "install;noasan"

@@ -29,7 +29,7 @@ target_link_libraries(demoapp_transitive PRIVATE demompi)
 find_program(PINHEAP_PYTHON3 python3)
 foreach(group matrix switches glibc releases transitive preload)
   add_test(NAME replace_${group}
-    COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/replace_test.py
+    COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/replace_test.py
             ${group} ${PROJECT_BINARY_DIR} ${PINHEAP_PREFIX})
   # Under ASan libasan's malloc comes first in every process: replacement
   # cannot take there, so these run in the plain build only.
@@ -43,7 +43,7 @@ add_test(NAME replace_lto
   COMMAND sh -c "set -e; d=$(mktemp -d /tmp/pinheap-lto.XXXXXX); trap 'rm -rf $d $d.log' EXIT; \
     \"$0\" -S \"$1\" -B $d -DCMAKE_C_FLAGS=-flto -DCMAKE_BUILD_TYPE=Release -DPINHEAP_BUILD_TOOLS=OFF > $d.log 2>&1 || { cat $d.log; exit 1; }; \
     \"$0\" --build $d -j2 --target demoapp demoapp_transitive > $d.log 2>&1 || { cat $d.log; exit 1; }; \
-    for g in switches glibc releases transitive; do \"$2\" \"$1/test/replace_test.py\" $g $d \"$3\"; done"
+    for g in switches glibc releases transitive; do \"$2\" \"$1/test/integration/replace_test.py\" $g $d \"$3\"; done"
     ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR} ${PINHEAP_PYTHON3} ${PINHEAP_PREFIX})
 set_tests_properties(replace_lto PROPERTIES TIMEOUT 900 LABELS "replace;noasan"
   FAIL_REGULAR_EXPRESSION "FAIL ")

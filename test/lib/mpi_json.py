@@ -1,6 +1,6 @@
 """mpi_json.py -- what the MPI test programs print: one JSON object per rank
-per line, among mpirun's other output (test/mpi_test.py,
-test/openmpi_test.py)."""
+per line, among mpirun's other output (test/multiproc/mpi_test.py,
+test/consumers/openmpi_test.py)."""
 import json
 
 

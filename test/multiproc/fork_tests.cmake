@@ -1,5 +1,8 @@
-# fork_tests.cmake -- fork while another thread holds one of the hooks'
-# locks (hooks/forks.c, hooks/README.md "Fork"); the self-test's case is in
+# fork_tests.cmake -- fork.  test_fork: the allocator's locks held across
+# fork() by its atfork handlers, so that children forked while threads
+# churn allocate at once (label stress; every pass, the TSan pass too).
+# fork_feeds and fork_install: fork while another thread holds one of the
+# hooks' locks (hooks/forks.c, hooks/README.md "Fork"); the self-test's case is in
 # test_hooks (hooks_tests.cmake).  fork_feeds: the UCX feed's attach, held
 # inside a stand-in libucm (test/fixture/fork_ucm.c, built as libucm.so in
 # a directory of its own) while the main thread forks; libpinheap.a linked
@@ -7,7 +10,9 @@
 # (libdemocore.so, replace_tests.cmake) dlopen'ed by a thread, held inside
 # it by the program's clock_gettime.  Plain builds only: a program or
 # library linking pinheap's malloc family cannot host a sanitizer's.
-# Included by test/CMakeLists.txt.
+pinheap_add_criterion_test(test_fork ${CMAKE_CURRENT_LIST_DIR}/test_fork.c)
+set_tests_properties(test_fork PROPERTIES LABELS stress)
+
 if(PINHEAP_SANITIZER)
   return()
 endif()

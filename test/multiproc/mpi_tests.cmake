@@ -2,9 +2,9 @@
 # Open MPI wrapper compiler (mpicc links -lmpi only) and linked with a
 # fixture library that itself needs the core library (libmpifix.so ->
 # libdemocore.so), so pinheap sits one level deep, as in libopen-pal.  Run
-# with mpirun -np 2 by test/mpi_test.py, which says SKIP (and passes) when
+# with mpirun -np 2 by test/multiproc/mpi_test.py, which says SKIP (and passes) when
 # mpicc or mpirun is missing.  Plain builds only: the program is not built
-# with the sanitizers.  Included by test/CMakeLists.txt.
+# with the sanitizers.
 if(PINHEAP_SANITIZER)
   return()
 endif()
@@ -30,7 +30,7 @@ if(PINHEAP_MPICC AND PINHEAP_MPIRUN)
 endif()
 
 add_test(NAME mpi_exchange
-  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/mpi_test.py
+  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/mpi_test.py
           ${_mpi_app} "${PINHEAP_MPIRUN}" ${PINHEAP_PARAM_PREFIX})
 set_tests_properties(mpi_exchange PROPERTIES TIMEOUT 300 LABELS "mpi;noasan"
   FAIL_REGULAR_EXPRESSION "FAIL ")

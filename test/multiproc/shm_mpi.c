@@ -1,7 +1,7 @@
 /*
  * shm_mpi.c -- the shared-memory heap under a real MPI (issue 11, item 5):
  * built by the wrapper compiler mpicc with the core archive, run by mpirun
- * (test/shm_mpi_tests.cmake).  Owns the demonstration only; the heap is
+ * (test/multiproc/shm_mpi_tests.cmake).  Owns the demonstration only; the heap is
  * allocator/shm.c.  Main entry point: main().
  *
  * Every rank allocates its blocks with pinheap's malloc (the prefixed API:

@@ -1,5 +1,5 @@
-# shm_mpi_tests.cmake -- the shared-memory heap under a real MPI (issue 11,
-# item 5): test/shm_mpi.c built by Debian's Open MPI wrapper compiler with
+# shm_mpi_tests.cmake -- the shared-memory heap under a real MPI:
+# test/multiproc/shm_mpi.c built by Debian's Open MPI wrapper compiler with
 # the core archive, run by mpirun with PINHEAP_SHM_SIZE set:
 #   shm_mpi_pairs    -np 2, one region: addresses travel by MPI, one copy
 #   shm_mpi_groups   -np 4 as two simulated nodes (two job ids): addresses
@@ -10,7 +10,7 @@
 # This file is also the tests' driver: `cmake -DMPIRUN=... -DAPP=... -DNP=n
 # -DMODE=pairs|groups -P shm_mpi_tests.cmake` runs mpirun, checks every
 # rank's JSON line, and checks no region's object is left in /dev/shm
-# (removing any, whatever the outcome).  Included by test/CMakeLists.txt.
+# (removing any, whatever the outcome).
 
 if(CMAKE_SCRIPT_MODE_FILE)
   execute_process(COMMAND id -u OUTPUT_VARIABLE _uid OUTPUT_STRIP_TRAILING_WHITESPACE)
@@ -90,8 +90,8 @@ if(PINHEAP_MPICC AND PINHEAP_MPIRUN)
   # program calls pinheap's prefixed malloc.
   add_custom_command(OUTPUT ${_shm_mpi_app}
     COMMAND ${PINHEAP_MPICC} -O2 -I${PROJECT_BINARY_DIR}/include -o ${_shm_mpi_app}
-            ${CMAKE_CURRENT_SOURCE_DIR}/shm_mpi.c $<TARGET_FILE:pinheap_core> ${_shm_mpi_libs}
-    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/shm_mpi.c pinheap_core
+            ${CMAKE_CURRENT_LIST_DIR}/shm_mpi.c $<TARGET_FILE:pinheap_core> ${_shm_mpi_libs}
+    DEPENDS ${CMAKE_CURRENT_LIST_DIR}/shm_mpi.c pinheap_core
     COMMENT "mpicc shm_mpi")
   add_custom_target(shm_mpi ALL DEPENDS ${_shm_mpi_app})
   foreach(_case "pairs;2" "groups;4")

@@ -1,16 +1,16 @@
-# shm_tests.cmake -- the shared-memory heap (allocator/shm.c, issue 11):
+# shm_tests.cmake -- the shared-memory heap (allocator/shm.c):
 # its parameters (test_shm, suite shm_params) and several processes of one
 # worker (shm_worker, linked with the archive's allocator) that share the heap.  The
 # test binary fork+execs the workers with PINHEAP_SHM_SIZE and a job id of
 # its own per test, and checks /dev/shm is left clean whatever the outcome.
-add_executable(shm_worker ${CMAKE_CURRENT_SOURCE_DIR}/shm_worker.c)
+add_executable(shm_worker ${CMAKE_CURRENT_LIST_DIR}/shm_worker.c)
 # The worker calls the prefixed API (PINHEAP_NAME(malloc)): pinheap's malloc
 # whatever the replacement decision, and it runs under ASan too.
 target_include_directories(shm_worker PRIVATE ${PROJECT_SOURCE_DIR}/allocator)
 target_compile_definitions(shm_worker PRIVATE _GNU_SOURCE)
 target_link_libraries(shm_worker PRIVATE pinheap_core Threads::Threads)
 
-pinheap_add_criterion_test(test_shm ${CMAKE_CURRENT_SOURCE_DIR}/test_shm.c)
+pinheap_add_criterion_test(test_shm ${CMAKE_CURRENT_LIST_DIR}/test_shm.c)
 target_include_directories(test_shm PRIVATE ${PROJECT_SOURCE_DIR}/config)
 target_compile_definitions(test_shm PRIVATE SHM_WORKER="$<TARGET_FILE:shm_worker>")
 add_dependencies(test_shm shm_worker)
@@ -42,9 +42,9 @@ if(TARGET pinheap-info)
     "warning: the shared-memory heap is configured.*malloc is not pinheap's.*shared-memory heap: on\n  malloc: NOT pinheap's in this process")
 endif()
 
-# Releases every process hears (issue 11, item 3): memory one process gives
-# back from the region fires the release listeners of the others before its
-# pages leave the shared object.  shm_worker's "release" mode drives each
+# Releases every process hears: memory one process gives back from the
+# region fires the release listeners of the others before its pages leave
+# the shared object.  shm_worker's "release" mode drives each
 # scenario on a job of its own (the giver, the process that hears, an idle
 # one killed) and checks nothing is left in /dev/shm.
 foreach(how heard reused untouched grown dead churn ringfull)

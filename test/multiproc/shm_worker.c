@@ -1,5 +1,5 @@
 /*
- * shm_worker.c -- one process of the shared-heap tests (test/test_shm.c
+ * shm_worker.c -- one process of the shared-heap tests (test/multiproc/test_shm.c
  * starts several with fork+exec).  It allocates with pinheap's malloc (the
  * prefixed API, PINHEAP_NAME(malloc)), so the shared heap starts inside its
  * first call when PINHEAP_SHM_SIZE is set.  Modes (argv[1]):

@@ -1,6 +1,6 @@
 /*
- * layout_probe.c -- a small program for test/text_layout.sh and
- * test/data_layout.sh: runs a malloc/free loop (as pinheap-bench's fixed),
+ * layout_probe.c -- a small program for test/packaging/text_layout.sh and
+ * test/packaging/data_layout.sh: runs a malloc/free loop (as pinheap-bench's fixed),
  * then counts the pages the preloaded object (the file whose path contains
  * PATH-SUBSTRING) keeps resident (/proc/self/pagemap, readable without
  * privileges).

@@ -1,7 +1,7 @@
 # decision_tests.cmake -- tests of the leave-pinned decision inputs and the
 # info tool: parameters (config/params.c), the matrix (hooks/decision.c), the
 # driver probe (hooks/probe.c), and pinheap-info run under `env -i`.
-# Included by test/CMakeLists.txt.  Main entry: the ctests registered below.
+# Main entry: the ctests registered below.
 
 set(PINHEAP_DECISION_TEST_DEFS)
 if(PINHEAP_PARAM_PREFIX STREQUAL "OMPI_MCA_"
@@ -15,7 +15,7 @@ if(PINHEAP_PARAM_PREFIX STREQUAL "OMPI_MCA_"
 endif()
 
 foreach(t test_params test_decision test_probe)
-  pinheap_add_criterion_test(${t} ${t}.c)
+  pinheap_add_criterion_test(${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
   target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/config ${PROJECT_SOURCE_DIR}/hooks)
   target_compile_definitions(${t} PRIVATE ${PINHEAP_DECISION_TEST_DEFS})
 endforeach()
@@ -52,7 +52,7 @@ function(params_other_prefix_config dir)
 endfunction()
 set(_params_other_inc ${CMAKE_CURRENT_BINARY_DIR}/params_other_prefix/include)
 params_other_prefix_config(${_params_other_inc})
-pinheap_add_criterion_test(test_params_other_prefix test_params.c
+pinheap_add_criterion_test(test_params_other_prefix ${CMAKE_CURRENT_LIST_DIR}/test_params.c
   ${PROJECT_SOURCE_DIR}/config/params.c)
 target_include_directories(test_params_other_prefix BEFORE PRIVATE ${_params_other_inc})
 target_include_directories(test_params_other_prefix PRIVATE ${PROJECT_SOURCE_DIR}/config
@@ -167,35 +167,3 @@ print(\"json-decision-ok\")
   pinheap_info_test(pinheap_info_probe_root_missing_arg 2
     "^pinheap-info: option '--probe-root' needs a directory\nusage:" ${info} --probe-root)
 endif()
-
-# The start-up path never allocates: the archive members of config/params.c,
-# hooks/probe.c and hooks/decision.c must not reference any allocating or
-# stdio/locale/directory-stream function (nm -u of each member), and they
-# must be there (else the check would prove nothing).
-set(deny "malloc|calloc|realloc|reallocarray|free|strdup|strndup|asprintf|vasprintf|opendir|fdopendir|readdir|readdir64|scandir|glob|fopen|fopen64|fdopen|printf|fprintf|sprintf|snprintf|vsnprintf|vfprintf|puts|fputs|fwrite|perror|setlocale|getenv|secure_getenv|realpath|qsort|stdout|stderr")
-add_test(NAME decision_objects_never_allocate
-  COMMAND sh -c "nm -A \"$1\" > decision_nm.txt || exit 1
-    for s in params_get params_eval probe_run decision_make decision_run; do
-      grep -Eq \"(params|probe|decision)[.]c[.]o: *[0-9a-f]+ T $2$s\$\" decision_nm.txt || { echo \"MISSING $2$s\"; exit 1; }
-    done
-    grep -E '(params|probe|decision)[.]c[.]o: +U ' decision_nm.txt | awk '{print $NF}' | sort -u > decision_undef.txt
-    grep -qx strlen decision_undef.txt || { echo 'MISSING undefined-symbol list'; exit 1; }
-    if grep -Ex '(${deny})' decision_undef.txt; then echo 'BAD: allocating call on the start-up path'; exit 1; fi
-    echo no-alloc-ok" sh $<TARGET_FILE:pinheap> ${PINHEAP_PREFIX})
-set_tests_properties(decision_objects_never_allocate PROPERTIES
-  PASS_REGULAR_EXPRESSION "no-alloc-ok" FAIL_REGULAR_EXPRESSION "BAD|MISSING")
-
-# Bad build settings are refused at configure time with a message naming
-# the value and what was expected.
-foreach(bad "PINHEAP_PARAM_PREFIX=1BAD_" "PINHEAP_PARAM_LEAVE_PINNED=leavepinned"
-            "PINHEAP_MODE_VAR=PINHEAP-MODE")
-  string(REGEX REPLACE "=.*" "" bad_var "${bad}")
-  string(REGEX REPLACE "^[^=]*=" "" bad_value "${bad}")
-  set(bad_dir ${CMAKE_CURRENT_BINARY_DIR}/badcfg-${bad_var})
-  add_test(NAME decision_options_refuse_${bad_var}
-    COMMAND sh -c "rm -rf \"$1\"; cmake -S \"$2\" -B \"$1\" -D\"$3\" -DPINHEAP_BUILD_TESTS=OFF -DPINHEAP_BUILD_TOOLS=OFF 2>&1; echo \"exit=$?\"; rm -rf \"$1\""
-            sh ${bad_dir} ${PROJECT_SOURCE_DIR} ${bad})
-  set_tests_properties(decision_options_refuse_${bad_var} PROPERTIES
-    PASS_REGULAR_EXPRESSION "${bad_var}='${bad_value}' is not a .*expected.*exit=1"
-    TIMEOUT 120)
-endforeach()

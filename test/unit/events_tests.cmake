@@ -1,6 +1,4 @@
 # events_tests.cmake -- the memory-events API (hooks/events.c) end to end.
-# Included by test/CMakeLists.txt (its glob of test/*.cmake).
-#
 # test_events links libpinheap.a after pinheap_core (whose objects the
 # test's own references pull first): the names the core leaves undefined --
 # malloc, munmap, ... -- come from the archive's replace.c, before libc.
@@ -27,4 +25,4 @@ function(pinheap_add_interposing_test name src)
       "${PINHEAP_PARAM_PREFIX}${PINHEAP_PARAM_DISABLE}=unset:;FAKEROOTKEY=unset:;FAKED_MODE=unset:;SANDBOX_ON=unset:")
 endfunction()
 
-pinheap_add_interposing_test(test_events test_events.c)
+pinheap_add_interposing_test(test_events ${CMAKE_CURRENT_LIST_DIR}/test_events.c)

@@ -2,7 +2,7 @@
 # release-listener registry, the dispatch (decision, decision text, the
 # pre-decision helpers) and the self-test, in a Criterion process whose
 # malloc stays glibc's -- so, unlike the fixture tests, this one runs in the
-# ASan+UBSan pass too.  Included by test/CMakeLists.txt.
+# ASan+UBSan pass too.
 #
 # pinheap_hooks_test_objs: the replacement layer's sources but replace.c
 # (config/sources.cmake's PINHEAP_REPLACE_SOURCES), compiled as the archive
@@ -14,7 +14,7 @@ list(TRANSFORM _hooks_test_sources PREPEND ${PROJECT_SOURCE_DIR}/)
 add_library(pinheap_hooks_test_objs OBJECT EXCLUDE_FROM_ALL ${_hooks_test_sources})
 pinheap_setup_target(pinheap_hooks_test_objs)
 
-pinheap_add_criterion_test(test_hooks test_hooks.c $<TARGET_OBJECTS:pinheap_hooks_test_objs>)
+pinheap_add_criterion_test(test_hooks ${CMAKE_CURRENT_LIST_DIR}/test_hooks.c $<TARGET_OBJECTS:pinheap_hooks_test_objs>)
 target_include_directories(test_hooks PRIVATE ${PROJECT_BINARY_DIR}/include)
 # The test's munmap must be what dlsym(RTLD_DEFAULT, "munmap") finds.
 set_target_properties(test_hooks PROPERTIES ENABLE_EXPORTS ON)

@@ -1,12 +1,11 @@
 # patch_tests.cmake -- code patching of libc's entry points (hooks/patch.c,
-# hooks/install.c): test/test_patch.c, one scenario per test (patch_cycles
+# hooks/install.c): test/unit/test_patch.c, one scenario per test (patch_cycles
 # also labelled stress), and
 # test/fixture/patch_dlclose.c (a dlopen'ed core library stays loaded after
 # dlclose).  test_patch links libpinheap.a with its symbols exported and
 # libpatch_fix.so (test/fixture/patch_fix.c).  Plain builds only: under a
 # sanitizer nothing is patched (install_tool()).  Off x86-64 each test
-# exits 77 (skipped, with the reason printed).  Included by
-# test/CMakeLists.txt (its glob of test/*.cmake).
+# exits 77 (skipped, with the reason printed).
 if(PINHEAP_SANITIZER)
   return()
 endif()
@@ -14,7 +13,7 @@ endif()
 add_library(patch_fix SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fixture/patch_fix.c)
 target_link_libraries(patch_fix PRIVATE ${CMAKE_DL_LIBS})
 
-add_executable(test_patch test_patch.c)
+add_executable(test_patch ${CMAKE_CURRENT_LIST_DIR}/test_patch.c)
 pinheap_setup_target(test_patch)
 target_compile_options(test_patch PRIVATE -fno-builtin)
 target_link_libraries(test_patch PRIVATE $<TARGET_FILE:pinheap> -Wl,--no-as-needed patch_fix

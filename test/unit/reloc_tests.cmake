@@ -5,7 +5,7 @@
 #                       compiles them: the stand-in for pinheap's object;
 #   librelocfix_a.so    linked at start-up, -z relro -z now;
 #   librelocfix_b.so    dlopen'ed by the test, lazy binding.
-# Included by test/CMakeLists.txt.  Labelled noasan: the test's malloc
+# Labelled noasan: the test's malloc
 # wrapper forwards to __libc_malloc, which cannot share a process with
 # ASan's malloc interceptors.  Not in the tsan label (the TSan pass skips it).
 set(PINHEAP_RELOCFIX_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fixture)
@@ -23,7 +23,9 @@ add_library(relocfix_b SHARED ${PINHEAP_RELOCFIX_DIR}/relocfix_b.c)
 target_compile_options(relocfix_b PRIVATE -fno-builtin-malloc)
 target_link_options(relocfix_b PRIVATE -Wl,-z,relro -Wl,-z,lazy)
 
-add_executable(test_reloc test_reloc.c)
+add_executable(test_reloc ${CMAKE_CURRENT_LIST_DIR}/test_reloc.c)
+# its fixture header, as "fixture/relocfix.h"
+target_include_directories(test_reloc PRIVATE ${PROJECT_SOURCE_DIR}/test)
 target_compile_options(test_reloc PRIVATE -fno-builtin-malloc -fno-builtin-free -Wall -Wextra)
 target_compile_definitions(test_reloc PRIVATE _GNU_SOURCE RELOCFIX_B_PATH="$<TARGET_FILE:relocfix_b>")
 target_link_libraries(test_reloc PRIVATE relocfix_a relocfix_pin ${CMAKE_DL_LIBS} Threads::Threads)

@@ -2,7 +2,7 @@
  * test_patch.c -- code patching of libc's entry points (hooks/patch.c,
  * hooks/install.c step b'), one scenario per run (argv[1]), each line
  * "PASS ...", "FAIL ..." or "SKIP ..."; exit 1 on any FAIL, 77 when the
- * scenario cannot run here (not x86-64).  Driven by test/patch_tests.cmake:
+ * scenario cannot run here (not x86-64).  Driven by test/unit/patch_tests.cmake:
  *   events    every memory call, through glibc's own function and through
  *             the program's PLT, fires its event; libc's entries jump
  *   glibc     pinheap disabled: glibc's free of a block above its mmap
