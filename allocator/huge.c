@@ -52,7 +52,7 @@ void huge_cache_fork_unlock(void) { ph_unlock(&huge_cache_lock); }
  * 94k page faults against 113k.  Lower is better still (5 MiB: largechurn
  * 287 MB, 88k faults; regcache 162 MB, 48k faults, hit rate 0.971; large
  * 16 MB against 34), but tests that free a block of up to 15 MiB expect
- * its release at once: test/fixture/ucx_mix.c (4-15 MiB), test/test_log.c
+ * its release at once: test/fixture/ucx_mix.c (4-15 MiB), test/unit/test_log.c
  * (8 MiB) and hooks/selftest.c's FREE probe (4 MiB). */
 #define PH_HUGE_RAISE_MAX ((size_t)16 << 20)
 /* A cached mapping taken for a request is split (its tail stays cached as

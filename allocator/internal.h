@@ -34,7 +34,7 @@
  * never runs (mspaces, statistics, the shared heap, realloc, checks'
  * reports) fills windows of its own that stay out of its resident set (a
  * malloc/free loop under the preload shim: 51 text pages resident -> 16;
- * test/text_layout.sh).  The set was measured with callgrind on the
+ * test/packaging/text_layout.sh).  The set was measured with callgrind on the
  * benchmark's fixed, falseshare, prodcons and larson workloads at 1 and 2
  * threads.  The mark moves code; it changes no behaviour. */
 #define PH_HOT           __attribute__((section(".text.hot.pinheap")))

@@ -2,7 +2,7 @@
  * raw_syscall.h -- ph_syscall(), a system call made by the instruction
  * itself.  Stands alone (no rename.h, no pinheap type): internal.h includes
  * it for the archive, and a test that must make a call no symbol sees
- * (test/release_trace.c) includes it too.
+ * (test/api/release_trace.c) includes it too.
  */
 #ifndef PINHEAP_RAW_SYSCALL_H
 #define PINHEAP_RAW_SYSCALL_H
@@ -18,7 +18,7 @@
  * rewrites -- would reach it: each of pinheap's munmaps would fire its event
  * again, or loop (peers_munmap -> syscall -> events_munmap -> peers_munmap).
  * So nothing in the archive but replace.c names `syscall`
- * (test/files_tests.cmake checks the objects).  Elsewhere than x86-64 and
+ * (test/packaging/packaging.cmake checks the objects).  Elsewhere than x86-64 and
  * aarch64 pinheap exports no syscall() and this is libc's. */
 #if defined(__x86_64__) || defined(__aarch64__)
 #define PH_RAW_SYSCALL 1

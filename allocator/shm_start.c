@@ -322,7 +322,7 @@ static bool shm_create(int fd)
     atomic_store_explicit(&h->rel[i].turn, i, memory_order_relaxed);
   atomic_store_explicit(&h->nprocs, 1, memory_order_relaxed);
   shm_me = 0;
-  /* Test hook: a creator that stalls before "ready" (test/test_shm.c, 1). */
+  /* Test hook: a creator that stalls before "ready" (test/multiproc/test_shm.c, 1). */
   for (char **e = environ; e != NULL && *e != NULL; e++) {
     if (strcmp(*e, "PINHEAP_SHM_TEST_STALL=1") == 0) {
       for (;;)

@@ -29,7 +29,7 @@
 #define PINHEAP_STARTUP_H
 
 /* Compiled for size: it runs once, and every byte of it is in the window
- * every process keeps resident (the shim's first 64 KiB, test/text_layout.sh):
+ * every process keeps resident (the shim's first 64 KiB, test/packaging/text_layout.sh):
  * 8 kB less there, for about 9,000 more instructions at start-up (3%). */
 #if defined(__clang__)
 #define PH_STARTUP_SIZE __attribute__((minsize))

@@ -16,7 +16,7 @@
 #   4. build-tsan/  -DPINHEAP_SANITIZE=thread (ThreadSanitizer), tools off,
 #                   and its ctest of the tests labelled `tsan` (the tests that
 #                   start threads; the list is in test/CMakeLists.txt).  They
-#                   run under test/tsan_runner.c, not libcriterion, whose
+#                   run under test/lib/tsan_runner.c, not libcriterion, whose
 #                   start-up cannot run under TSan.  Any TSan report fails.
 #   5. build-debug2/ -DPINHEAP_DEBUG=2 (the full heap check after every
 #                   operation) and its ctest of the randomized tests (label

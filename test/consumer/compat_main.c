@@ -1,5 +1,5 @@
 /*
- * compat_main.c -- the program of the compat link test (test/compat_link.sh).
+ * compat_main.c -- the program of the compat link test (test/packaging/compat_link.sh).
  * Main entry point: main().
  *
  * Built twice with legacy link lines: once as a plain libc program with

@@ -1,6 +1,6 @@
 /*
  * main.c -- the consumer program of the install/consumer test
- * (test/install_consumer.sh).  Main entry point: main().
+ * (test/packaging/install_consumer.sh).  Main entry point: main().
  *
  * Linked only against libconsumer_core.so (which holds libpinheap.a, linked
  * whole) and pinheap's headers, never against the archive itself.  It calls

@@ -2,7 +2,7 @@
  * fuzz_ops.c -- libFuzzer harness: the input is a sequence of operations over
  * pinheap's prefixed allocator API and over mspaces (growing ones and ones
  * over a caller's fixed region), checked against the shadow model of
- * test/shadow.h.  Main entry point: LLVMFuzzerTestOneInput().
+ * test/lib/shadow.h.  Main entry point: LLVMFuzzerTestOneInput().
  *
  * Encoding (see README.md beside this file; make_corpus.py writes seeds):
  *   every operation starts with one byte: low 5 bits the operation

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_fuzz.sh -- runs one libFuzzer harness for ctest (test/fuzz_tests.cmake).
+# run_fuzz.sh -- runs one libFuzzer harness for ctest (test/fuzz/fuzz_tests.cmake).
 # Main entry point: the command line below.
 #
 # Usage:

@@ -12,7 +12,7 @@
  *             pinheap started: pinheap's call goes through its hook
  * Counted with callgrind at two N (tools/events_bench/consumer_cost.sh):
  * the difference over the difference of N is the instructions per
- * map+munmap pair.  Built by test/consumers_tests.cmake (it links the
+ * map+munmap pair.  Built by test/consumers/consumers_tests.cmake (it links the
  * fixture core library and the fixture patcher).
  * usage: consumer_cost none|listener|opal|patcher N
  */

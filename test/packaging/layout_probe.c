@@ -1,0 +1,158 @@
+/*
+ * layout_probe.c -- a small program for test/packaging/text_layout.sh and
+ * test/packaging/data_layout.sh: runs a malloc/free loop (as pinheap-bench's fixed),
+ * then counts the pages the preloaded object (the file whose path contains
+ * PATH-SUBSTRING) keeps resident (/proc/self/pagemap, readable without
+ * privileges).
+ *
+ * layout_probe PATH-SUBSTRING
+ *     for each of its mappings: protection, file offset, size in pages and
+ *     resident pages, e.g.  r-xp 0x10000 36 16
+ * layout_probe PATH-SUBSTRING SEGMENT-END (hex, from the load base)
+ *     its writable segment:  data N bss M
+ *       data: resident pages of its file-backed writable mappings (.data,
+ *             .got: read or written, each one counts in the RSS)
+ *       bss:  pages of the anonymous mapping after them, up to the
+ *             segment's end, that were written (present and mapped by this
+ *             process alone; a page only read is the shared zero page and
+ *             costs nothing)
+ * layout_probe --startup PREFIX
+ *     the bytes pinheap holds in use as main() starts, before main
+ *     allocates anything (PREFIXmallinfo2's uordblks): what pinheap's own
+ *     start-up left allocated through the allocator it installed (ld.so's
+ *     set-up of a dlopen handle, dlerror's state after a failed dlsym...),
+ *     each such block making its size class's page resident.
+ *         in use at main: N bytes
+ *     Exits 1 if PREFIXowns is not found or does not own a malloc block
+ *     (pinheap is not the process's malloc: the count would mean nothing).
+ */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PM_PRESENT   ((uint64_t)1 << 63)
+#define PM_EXCLUSIVE ((uint64_t)1 << 56)
+
+static int pm = -1;
+static unsigned long page;
+
+/* The pagemap entry of the page at a (0 if it cannot be read). */
+static uint64_t pm_entry(unsigned long a)
+{
+  uint64_t e = 0;
+  if (pread(pm, &e, sizeof(e), (off_t)(a / page * sizeof(e))) != (ssize_t)sizeof(e))
+    return 0;
+  return e;
+}
+
+/* --startup: read before main allocates anything. */
+static int startup_blocks(const char *prefix)
+{
+  char name[128];
+  snprintf(name, sizeof(name), "%smallinfo2", prefix);
+  struct mallinfo2 (*info)(void) = (struct mallinfo2 (*)(void))dlsym(RTLD_DEFAULT, name);
+  snprintf(name, sizeof(name), "%sowns", prefix);
+  int (*owns)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, name);
+  if (info == NULL || owns == NULL) {
+    printf("layout_probe: %s or %smallinfo2 not found: pinheap is not loaded\n", name, prefix);
+    return 1;
+  }
+  size_t in_use = info().uordblks;
+  void *volatile p = malloc(32);
+  int ours = owns(p);
+  free(p);
+  if (!ours) {
+    printf("layout_probe: malloc's block is not pinheap's: pinheap is not this process's malloc\n");
+    return 1;
+  }
+  printf("in use at main: %zu bytes\n", in_use);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc == 3 && strcmp(argv[1], "--startup") == 0)
+    return startup_blocks(argv[2]);
+  if (argc != 2 && argc != 3) {
+    fprintf(stderr, "usage: layout_probe PATH-SUBSTRING [SEGMENT-END]\n");
+    return 2;
+  }
+  int data_mode = argc == 3;
+  unsigned long seg_end = data_mode ? strtoul(argv[2], NULL, 16) : 0;
+  void *volatile blocks[16];
+  for (int round = 0; round < 10000; round++) {
+    for (int i = 0; i < 16; i++)
+      blocks[i] = malloc(32);
+    for (int i = 0; i < 16; i++)
+      free(blocks[i]);
+  }
+
+  /* Read the maps whole first: the lines printed below must not change them. */
+  static char maps[1 << 16];
+  int fd = open("/proc/self/maps", O_RDONLY);
+  size_t n = 0;
+  ssize_t got;
+  while (fd >= 0 && n < sizeof(maps) - 1 && (got = read(fd, maps + n, sizeof(maps) - 1 - n)) > 0)
+    n += (size_t)got;
+  maps[n] = '\0';
+  pm = open("/proc/self/pagemap", O_RDONLY);
+  if (fd < 0 || pm < 0) {
+    fprintf(stderr, "layout_probe: cannot read /proc/self/maps or /proc/self/pagemap\n");
+    return 2;
+  }
+  close(fd);
+  page = (unsigned long)sysconf(_SC_PAGESIZE);
+  unsigned long base = 0, mine_end = 0, data = 0, bss = 0;
+  int found = 0;
+  for (char *line = strtok(maps, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+    unsigned long lo, hi, off;
+    char perm[8];
+    int path_at = 0;
+    if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perm, &off, &path_at) < 4)
+      continue;
+    const char *path = path_at != 0 ? line + path_at : "";
+    int mine = strstr(path, argv[1]) != NULL;
+    if (!data_mode) {
+      if (!mine)
+        continue;
+      unsigned long resident = 0;
+      for (unsigned long a = lo; a < hi; a += page)
+        resident += (pm_entry(a) & PM_PRESENT) != 0;
+      printf("%s 0x%lx %lu %lu\n", perm, off, (hi - lo) / page, resident);
+      continue;
+    }
+    if (mine && off == 0 && !found) {
+      base = lo;
+      found = 1;
+    }
+    int anon_tail = !mine && found && path[0] == '\0' && lo == mine_end && lo < base + seg_end;
+    if (mine)
+      mine_end = hi;
+    if (!(mine && perm[1] == 'w') && !anon_tail)
+      continue;
+    if (anon_tail && hi > base + seg_end)
+      hi = (base + seg_end + page - 1) / page * page;
+    for (unsigned long a = lo; a < hi; a += page) {
+      uint64_t e = pm_entry(a);
+      if (!(e & PM_PRESENT))
+        continue;
+      if (mine)
+        data++;
+      else if (e & PM_EXCLUSIVE)
+        bss++;
+    }
+  }
+  if (!data_mode)
+    return 0;
+  if (!found) {
+    fprintf(stderr, "layout_probe: no mapping of a file whose path contains %s\n", argv[1]);
+    return 2;
+  }
+  printf("data %lu bss %lu\n", data, bss);
+  return 0;
+}

@@ -1,0 +1,89 @@
+# packaging.cmake -- what is built, installed and linked: the archive's
+# symbols and members, the installed package, link lines, build settings.
+# Main entry point: the add_test() calls below.
+#
+#   install_consumer  cmake --install into a temp prefix; build and run
+#                     test/consumer/ with find_package, pkg-config and a plain
+#                     --whole-archive line
+#   nm_prefix         every defined global symbol carries the prefix, for this
+#                     build and for a second one with PINHEAP_PREFIX=phalt_;
+#                     public API present and exported; archive is PIC
+#   compat_link       -lopenmpi_malloc links and defines nothing
+#   shared_refused    -DBUILD_SHARED_LIBS=ON fails at configure, explaining why
+#   files_no_internal_syscall        no member but replace.c.o references
+#                                    the exported syscall() (nm)
+#   decision_objects_never_allocate  the start-up path's members reference
+#                                    no allocating or stdio function (nm)
+#   decision_options_refuse_<var>    bad build settings refused at configure
+#
+# The first four carry the label `packaging`.  install_consumer and
+# compat_link also carry `noasan`: they link programs against the archive without sanitizer
+# flags, which an ASan+UBSan archive cannot do (its objects need the
+# sanitizer runtime; -z defs fails), and they test link lines, not runtime
+# behaviour.  test/run.sh excludes `noasan` in its ASan+UBSan pass; there
+# nm_prefix still checks the instrumented archive's symbols.
+set(PINHEAP_PKG_TEST_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+add_test(NAME install_consumer
+  COMMAND bash ${PINHEAP_PKG_TEST_DIR}/install_consumer.sh
+          ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${PINHEAP_PREFIX}
+          ${CMAKE_COMMAND} ${CMAKE_C_COMPILER})
+
+add_test(NAME nm_prefix
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/nm_prefix.sh
+          ${PROJECT_SOURCE_DIR} $<TARGET_FILE:pinheap> ${PINHEAP_PREFIX}
+          ${CMAKE_COMMAND} ${CMAKE_C_COMPILER})
+
+add_test(NAME compat_link
+  COMMAND bash ${PINHEAP_PKG_TEST_DIR}/compat_link.sh
+          ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} $<TARGET_FILE_DIR:openmpi_malloc>
+          ${PINHEAP_PREFIX} ${CMAKE_C_COMPILER})
+
+add_test(NAME shared_refused
+  COMMAND bash ${PINHEAP_PKG_TEST_DIR}/shared_refused.sh
+          ${PROJECT_SOURCE_DIR} ${CMAKE_COMMAND} ${CMAKE_C_COMPILER})
+
+set_tests_properties(install_consumer nm_prefix compat_link shared_refused
+  PROPERTIES LABELS "packaging" TIMEOUT 600)
+set_tests_properties(install_consumer compat_link
+  PROPERTIES LABELS "packaging;noasan")
+
+# pinheap's own system calls never go through its exported syscall(): no
+# member of the archive but replace.c.o may reference `syscall` (internal.h,
+# ph_syscall).  A reference would bind, through the core library's PLT, to
+# the interposer -- each internal munmap an event again, or a loop.
+add_test(NAME files_no_internal_syscall
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/no_internal_syscall.sh $<TARGET_FILE:pinheap>)
+set_tests_properties(files_no_internal_syscall PROPERTIES FAIL_REGULAR_EXPRESSION "calls the exported")
+
+# The start-up path never allocates: the archive members of config/params.c,
+# hooks/probe.c and hooks/decision.c must not reference any allocating or
+# stdio/locale/directory-stream function (nm -u of each member), and they
+# must be there (else the check would prove nothing).
+set(deny "malloc|calloc|realloc|reallocarray|free|strdup|strndup|asprintf|vasprintf|opendir|fdopendir|readdir|readdir64|scandir|glob|fopen|fopen64|fdopen|printf|fprintf|sprintf|snprintf|vsnprintf|vfprintf|puts|fputs|fwrite|perror|setlocale|getenv|secure_getenv|realpath|qsort|stdout|stderr")
+add_test(NAME decision_objects_never_allocate
+  COMMAND sh -c "nm -A \"$1\" > decision_nm.txt || exit 1
+    for s in params_get params_eval probe_run decision_make decision_run; do
+      grep -Eq \"(params|probe|decision)[.]c[.]o: *[0-9a-f]+ T $2$s\$\" decision_nm.txt || { echo \"MISSING $2$s\"; exit 1; }
+    done
+    grep -E '(params|probe|decision)[.]c[.]o: +U ' decision_nm.txt | awk '{print $NF}' | sort -u > decision_undef.txt
+    grep -qx strlen decision_undef.txt || { echo 'MISSING undefined-symbol list'; exit 1; }
+    if grep -Ex '(${deny})' decision_undef.txt; then echo 'BAD: allocating call on the start-up path'; exit 1; fi
+    echo no-alloc-ok" sh $<TARGET_FILE:pinheap> ${PINHEAP_PREFIX})
+set_tests_properties(decision_objects_never_allocate PROPERTIES
+  PASS_REGULAR_EXPRESSION "no-alloc-ok" FAIL_REGULAR_EXPRESSION "BAD|MISSING")
+
+# Bad build settings are refused at configure time with a message naming
+# the value and what was expected.
+foreach(bad "PINHEAP_PARAM_PREFIX=1BAD_" "PINHEAP_PARAM_LEAVE_PINNED=leavepinned"
+            "PINHEAP_MODE_VAR=PINHEAP-MODE")
+  string(REGEX REPLACE "=.*" "" bad_var "${bad}")
+  string(REGEX REPLACE "^[^=]*=" "" bad_value "${bad}")
+  set(bad_dir ${CMAKE_CURRENT_BINARY_DIR}/badcfg-${bad_var})
+  add_test(NAME decision_options_refuse_${bad_var}
+    COMMAND sh -c "rm -rf \"$1\"; cmake -S \"$2\" -B \"$1\" -D\"$3\" -DPINHEAP_BUILD_TESTS=OFF -DPINHEAP_BUILD_TOOLS=OFF 2>&1; echo \"exit=$?\"; rm -rf \"$1\""
+            sh ${bad_dir} ${PROJECT_SOURCE_DIR} ${bad})
+  set_tests_properties(decision_options_refuse_${bad_var} PROPERTIES
+    PASS_REGULAR_EXPRESSION "${bad_var}='${bad_value}' is not a .*expected.*exit=1"
+    TIMEOUT 120)
+endforeach()
