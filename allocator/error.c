@@ -12,7 +12,8 @@
  * %llu %lld %llx %c %%, with an optional '-' (left-justify) and '0' (zero
  * pad) flag, a field width (digits or '*') and for %s a precision (digits
  * or '*').  Any other conversion is copied literally and reads no
- * argument.  A line longer than PH_LOG_LINE_MAX is cut and ends in "...\n".
+ * argument.  A line longer than PH_LOG_LINE_MAX is cut, between words
+ * where it can, and ends in "...\n".
  */
 #include "internal.h"
 
@@ -304,10 +305,19 @@ size_t ph_log_format(char *buf, size_t size, int level, int with_name, const cha
     out_chars(&o, name, strlen(name));
     out_chars(&o, ": ", 2);
   }
+  size_t text = o.len;                            /* the message starts here */
   log_format(&o, fmt, ap);
   if (o.is_truncated) {
-    memcpy(buf + size - (sizeof(cut) - 1), cut, sizeof(cut) - 1);
-    return size;
+    /* cut between words: back to the last space of the message's last 64
+     * bytes (a longer word is cut where it is) */
+    size_t at = size - (sizeof(cut) - 1), low = at > text + 64 ? at - 64 : text;
+    size_t sp = at;
+    while (sp > low && buf[sp] != ' ')
+      sp--;
+    if (sp > low)
+      at = sp;
+    memcpy(buf + at, cut, sizeof(cut) - 1);
+    return at + sizeof(cut) - 1;
   }
   /* A message's own trailing newline is not doubled. */
   if (o.len > 0 && o.buf[o.len - 1] == '\n')

@@ -125,7 +125,8 @@ PH_INLINE void *ph_reallocarray(void *p, size_t nmemb, size_t size,
  * length modifiers z, l, ll, the flags '-' and '0', a width (or '*') and a
  * precision for %s (or '.*'); %s of NULL prints "(null)"; an unknown
  * conversion is copied literally and reads no argument.  A line longer
- * than PH_LOG_LINE_MAX bytes is cut and ends in "...\n". */
+ * than PH_LOG_LINE_MAX bytes is cut -- after the last whole word if one
+ * ends in its last 64 bytes -- and ends in "...\n". */
 typedef enum ph_log_level_e {
   PH_LOG_FATAL,
   PH_LOG_ERROR,
@@ -135,7 +136,7 @@ typedef enum ph_log_level_e {
   PH_LOG_LEVEL_COUNT
 } ph_log_level_t;
 
-#define PH_LOG_LINE_MAX 512
+#define PH_LOG_LINE_MAX 1024
 
 PH_HIDDEN void ph_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** ph_log without the level name ("pinheap: <text>\n"): only for the

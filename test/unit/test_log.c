@@ -251,6 +251,21 @@ Test(log_format, long_message_is_cut_with_dots_never_overflowing)
   cr_assert_eq(area[n - 2], 'z', "a line that fits was cut");
 }
 
+Test(log_format, long_message_is_cut_between_words)
+{
+  static char words[3 * PH_LOG_LINE_MAX];
+  char area[PH_LOG_LINE_MAX];
+
+  for (size_t i = 0; i + 1 < sizeof(words); i++)
+    words[i] = "pinned "[i % 7];
+  size_t n = format_into(area, sizeof(area), PH_LOG_WARN, "%s", words);
+  cr_assert_leq(n, sizeof(area));
+  cr_assert_geq(n, sizeof(area) - 64, "cut %zu bytes early", sizeof(area) - n);
+  cr_assert(memcmp(area + n - 4, "...\n", 4) == 0, "no '...\\n' at the end");
+  cr_assert(memcmp(area + n - 10, "pinned", 6) == 0, "cut inside a word: '%.*s'", 20,
+            area + n - 20);
+}
+
 /* ---- the line on its way out -------------------------------------------- */
 
 typedef struct catch_s {
