@@ -15,6 +15,7 @@
 #   decision_objects_never_allocate  the start-up path's members reference
 #                                    no allocating or stdio function (nm)
 #   decision_options_refuse_<var>    bad build settings refused at configure
+#   decision_options_refuse_prefix_* a prefix making a reserved or glibc name
 #
 # The first four carry the label `packaging`.  install_consumer and
 # compat_link also carry `noasan`: they link programs against the archive without sanitizer
@@ -85,5 +86,20 @@ foreach(bad "PINHEAP_PARAM_PREFIX=1BAD_" "PINHEAP_PARAM_LEAVE_PINNED=leavepinned
             sh ${bad_dir} ${PROJECT_SOURCE_DIR} ${bad})
   set_tests_properties(decision_options_refuse_${bad_var} PROPERTIES
     PASS_REGULAR_EXPRESSION "${bad_var}='${bad_value}' is not a .*expected.*exit=1"
+    TIMEOUT 120)
+endforeach()
+
+# A prefix that would make pinheap define a reserved or a glibc name is
+# refused at configure time, naming the clash (config/prefix_check.cmake).
+foreach(case "underscore=_" "libc=__libc_" "posix=posix_")
+  string(REGEX REPLACE "=.*" "" bad_id "${case}")
+  string(REGEX REPLACE "^[^=]*=" "" bad "${case}")
+  set(bad_id prefix_${bad_id})
+  set(bad_dir ${CMAKE_CURRENT_BINARY_DIR}/badcfg-${bad_id})
+  add_test(NAME decision_options_refuse_${bad_id}
+    COMMAND sh -c "rm -rf \"$1\"; cmake -S \"$2\" -B \"$1\" -DPINHEAP_PREFIX=\"$3\" -DPINHEAP_BUILD_TESTS=OFF -DPINHEAP_BUILD_TOOLS=OFF 2>&1; echo \"exit=$?\"; rm -rf \"$1\""
+            sh ${bad_dir} ${PROJECT_SOURCE_DIR} ${bad})
+  set_tests_properties(decision_options_refuse_${bad_id} PROPERTIES
+    PASS_REGULAR_EXPRESSION "PINHEAP_PREFIX='${bad}' is not a usable prefix.*exit=1"
     TIMEOUT 120)
 endforeach()
