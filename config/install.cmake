@@ -38,7 +38,7 @@ install(TARGETS pinheap openmpi_malloc
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES
     ${PROJECT_BINARY_DIR}/include/pinheap.h
-    ${CMAKE_BINARY_DIR}/include/pinheap_config.h
+    ${PROJECT_BINARY_DIR}/include/pinheap_config.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 # ---- the CMake package ------------------------------------------------------------
@@ -50,18 +50,18 @@ set(PINHEAP_PACKAGE_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
 set(PINHEAP_PACKAGE_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
 configure_package_config_file(
   ${CMAKE_CURRENT_LIST_DIR}/pinheapConfig.cmake.in
-  ${CMAKE_BINARY_DIR}/package/pinheapConfig.cmake
+  ${PROJECT_BINARY_DIR}/package/pinheapConfig.cmake
   INSTALL_DESTINATION ${PINHEAP_INSTALL_CMAKEDIR}
   PATH_VARS PINHEAP_PACKAGE_LIBDIR PINHEAP_PACKAGE_INCLUDEDIR)
 # While the version is 0.x the API may change between minor versions, so a
 # request for X.Y is only met by X.Y.z.
 write_basic_package_version_file(
-  ${CMAKE_BINARY_DIR}/package/pinheapConfigVersion.cmake
+  ${PROJECT_BINARY_DIR}/package/pinheapConfigVersion.cmake
   VERSION ${PROJECT_VERSION}
   COMPATIBILITY SameMinorVersion)
 install(FILES
-    ${CMAKE_BINARY_DIR}/package/pinheapConfig.cmake
-    ${CMAKE_BINARY_DIR}/package/pinheapConfigVersion.cmake
+    ${PROJECT_BINARY_DIR}/package/pinheapConfig.cmake
+    ${PROJECT_BINARY_DIR}/package/pinheapConfigVersion.cmake
   DESTINATION ${PINHEAP_INSTALL_CMAKEDIR})
 
 # ---- the pkg-config file ------------------------------------------------------------
@@ -80,6 +80,6 @@ foreach(lib ${CMAKE_DL_LIBS})
   string(APPEND PINHEAP_PC_DEPS " -l${lib}")
 endforeach()
 configure_file(${CMAKE_CURRENT_LIST_DIR}/pinheap.pc.in
-  ${CMAKE_BINARY_DIR}/package/pinheap.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/package/pinheap.pc
+  ${PROJECT_BINARY_DIR}/package/pinheap.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/package/pinheap.pc
   DESTINATION ${PINHEAP_INSTALL_PKGCONFIGDIR})

@@ -22,12 +22,15 @@
 #                   operation) and its ctest of the randomized tests (label
 #                   `stress`) at PINHEAP_TEST_SCALE=0.25.
 # Every pass always runs; the exit status is non-zero if any step of any
-# failed.  Build directories are reused (incremental).
+# failed.  Build directories are reused (incremental).  First, on Debian,
+# test/deps.sh installs what the tests need and is missing (apt-get, as root
+# or through sudo; nothing when all is there).
 #
-# Usage: test/run.sh [--no-asan] [--no-tsan] [--quick]
+# Usage: test/run.sh [--no-asan] [--no-tsan] [--quick] [--no-install]
 #   --no-asan   skip the ASan+UBSan pass (quicker local runs; CI runs all)
 #   --no-tsan   skip the ThreadSanitizer pass
 #   --quick     only passes 1 and 2 (skip ASan+UBSan, TSan and debug level 2)
+#   --no-install  do not run test/deps.sh (tests whose tools are missing say SKIP)
 # Environment: CMAKE (default cmake), CTEST (default ctest), JOBS (default 2).
 set -euo pipefail
 
@@ -36,19 +39,25 @@ usage() { sed -n '/^# Usage:/,/^# Environment:/p' "$0" | sed 's/^# \{0,1\}//' >&
 run_asan=1
 run_tsan=1
 run_debug2=1
+run_deps=1
 for arg in "$@"; do
   case $arg in
     --no-asan) run_asan=0 ;;
     --no-tsan) run_tsan=0 ;;
     --quick) run_asan=0; run_tsan=0; run_debug2=0 ;;
+    --no-install) run_deps=0 ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "run.sh: unknown argument '$arg' (expected --no-asan, --no-tsan, --quick or --help)" >&2
+    *) echo "run.sh: unknown argument '$arg' (expected --no-asan, --no-tsan, --quick, --no-install or --help)" >&2
        usage; exit 2 ;;
   esac
 done
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+if ((run_deps)) && ! test/deps.sh; then
+  echo "run.sh: test/deps.sh could not install what the tests need; going on with what" \
+       "is here (tests whose tools are missing say SKIP)" >&2
+fi
 cmake_bin=${CMAKE:-cmake}
 ctest_bin=${CTEST:-ctest}
 jobs=${JOBS:-2}
@@ -129,21 +138,21 @@ run_pass() {
   step "$label: ctest $dir" ctest_counted "$dir" --output-on-failure -j"$jobs" $ctest_extra || return 0
 }
 
-run_pass default build ""
-run_pass prefix build-prefix "" -- -DPINHEAP_PREFIX=zz_
+run_pass default build "" -- -DPINHEAP_BUILD_TESTS=ON
+run_pass prefix build-prefix "" -- -DPINHEAP_PREFIX=zz_ -DPINHEAP_BUILD_TESTS=ON
 if ((run_asan)); then
-  run_pass asan build-asan "-LE noasan" -- -DPINHEAP_SANITIZE=ON
+  run_pass asan build-asan "-LE noasan" -- -DPINHEAP_SANITIZE=ON -DPINHEAP_BUILD_TESTS=ON
 else
   summary+=("SKIP  0s  asan: --no-asan or --quick given")
 fi
 if ((run_tsan)); then
-  run_pass tsan build-tsan "-L tsan" -- -DPINHEAP_SANITIZE=thread -DPINHEAP_BUILD_TOOLS=OFF
+  run_pass tsan build-tsan "-L tsan" -- -DPINHEAP_SANITIZE=thread -DPINHEAP_BUILD_TOOLS=OFF -DPINHEAP_BUILD_TESTS=ON
 else
   summary+=("SKIP  0s  tsan: --no-tsan or --quick given")
 fi
 if ((run_debug2)); then
   run_pass debug2 build-debug2 "-L stress" "PINHEAP_TEST_SCALE=0.25" -- \
-    -DPINHEAP_DEBUG=2 -DPINHEAP_BUILD_TOOLS=OFF
+    -DPINHEAP_DEBUG=2 -DPINHEAP_BUILD_TOOLS=OFF -DPINHEAP_BUILD_TESTS=ON
 else
   summary+=("SKIP  0s  debug2: --quick given")
 fi

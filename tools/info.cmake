@@ -9,3 +9,6 @@ target_include_directories(pinheap-info PRIVATE
   ${PROJECT_SOURCE_DIR}/allocator
   ${PROJECT_SOURCE_DIR}/config
   ${PROJECT_SOURCE_DIR}/hooks)
+if(PINHEAP_INSTALL)
+  install(TARGETS pinheap-info RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()

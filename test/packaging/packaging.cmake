@@ -16,6 +16,11 @@
 #                                    no allocating or stdio function (nm)
 #   decision_options_refuse_<var>    bad build settings refused at configure
 #   decision_options_refuse_prefix_* a prefix making a reserved or glibc name
+#   vendor_subdir, vendor_fetch      pinheap vendored into a runtime: its own
+#                                    prefix, nothing added to the parent,
+#                                    the parent's install
+#   vendor_fresh                     the README's main job without Criterion;
+#                                    the tools installed
 #
 # The first four carry the label `packaging`.  install_consumer and
 # compat_link also carry `noasan`: they link programs against the archive without sanitizer
@@ -94,4 +99,15 @@ foreach(case "PINHEAP_PARAM_PREFIX|PINHEAP_PARAM_PREFIX=1BAD_"
   set_tests_properties(decision_options_refuse_${bad_id} PROPERTIES
     PASS_REGULAR_EXPRESSION "${bad_var}='${bad_value}' is not a .*[Ee]xpected.*exit=1"
     TIMEOUT 120)
+endforeach()
+
+# Vendored (add_subdirectory, FetchContent from a tarball) and fresh-machine
+# builds, each a whole configure-build-install (vendor_test.sh says what is
+# checked).  noasan: they build and run programs without sanitizer flags.
+foreach(mode subdir fetch fresh)
+  add_test(NAME vendor_${mode}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/vendor_test.sh ${mode} ${PROJECT_SOURCE_DIR}
+            ${CMAKE_CURRENT_BINARY_DIR}/vendor-${mode})
+  set_tests_properties(vendor_${mode} PROPERTIES LABELS "packaging;noasan" TIMEOUT 900
+    FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deb-src.sh -- makes sure apt has a deb-src entry for the Debian archive the
 # machine already uses, so that `apt-get source openmpi` works
-# (tools/openmpi/build.sh; .ci/run runs it before the tests).  When there is
+# (tools/openmpi/build.sh; test/deps.sh runs it before the tests).  When there is
 # none, it writes /etc/apt/sources.list.d/pinheap-deb-src.sources (or .list)
 # from the machine's own deb entries and runs apt-get update once.  Needs
 # root or sudo only then.  Exit status non-zero when it cannot.
