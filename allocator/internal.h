@@ -646,7 +646,8 @@ PH_HIDDEN void tcache_flush_mine(const char *fn);
 PH_HIDDEN int tcache_check_mine(void);
 
 /* ======================================================================= */
-/*  slab.c -- slab pages: headerless small blocks, a free list per page     */
+/*  slab.c, slab_free.c -- slab pages: headerless small blocks, a free list  */
+/*  per page                                                                */
 /* ======================================================================= */
 
 /* The empty page every slab_cur[] slot of a cache without a page points at:
@@ -698,6 +699,29 @@ PH_HIDDEN void slab_trim(mstate_t *ms);
 PH_HIDDEN void slab_fork_child(void);
 /** A new cache: every class without a page. */
 PH_HIDDEN void slab_tcache_init(tcache_t *tc);
+
+/* Between slab.c and slab_free.c only (slab.h holds their inline helpers). */
+/** pg (no block in use, in no list but the arena's) becomes a free chunk
+ *  of ms again.  Locked; a range to release after unlocking: *rel; fn is
+ *  named if pg is found damaged. */
+PH_HIDDEN void slab_page_release_locked(mstate_t *ms, slab_page_t *pg, release_t *rel,
+                                        const char *fn);
+/** Releases what a give-back left to release (*rel, idle[0 .. nidle)), the
+ *  lock dropped. */
+PH_HIDDEN void slab_release(release_t *rel, release_t *idle, unsigned nidle);
+/** pg, empty and in none of its owner's lists, goes into ms's cache (one
+ *  page over PH_SLAB_CACHE goes back as a free chunk, if may_release).
+ *  Locked.  @return how many idle segments it put in idle[] to release. */
+PH_HIDDEN unsigned slab_cache_put_locked(mstate_t *ms, slab_page_t *pg, bool may_release,
+                                         release_t *rel, release_t idle[4], const char *fn);
+/** pg, empty and in none of its owner's lists, goes back to its arena. */
+PH_HIDDEN void slab_page_give(slab_page_t *pg, const char *fn);
+/** Takes v, a remote stack's word taken from pg, into pg's local list.
+ *  @return how many blocks. */
+PH_HIDDEN uint32_t slab_collect_stack(slab_page_t *pg, void *v, const char *fn);
+/** Takes the remote stack of pg into its local list (the owner's).
+ *  @return how many blocks. */
+PH_HIDDEN uint32_t slab_collect(slab_page_t *pg, const char *fn);
 
 /* The header of the slab page mem lies in. */
 PH_INLINE slab_page_t *slab_page_at(const void *mem)
