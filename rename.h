@@ -139,6 +139,7 @@
 #define front_arena             PINHEAP_NAME(front_arena)
 #define mem_source_os           PINHEAP_NAME(mem_source_os)
 #define mem_source_region       PINHEAP_NAME(mem_source_region)
+#define mem_source_ops          PINHEAP_NAME(mem_source_ops)
 #define ms_init                 PINHEAP_NAME(ms_init)
 #define front_init              PINHEAP_NAME(front_init)
 #define ms_register             PINHEAP_NAME(ms_register)
