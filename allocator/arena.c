@@ -212,7 +212,8 @@ static mstate_t *arena_at(unsigned i)
   if (ms == NULL) {
     unsigned kind = i < PH_KIND_TAGS ? PH_KIND_ARENA_TAG(i) : PH_KIND_ARENA;
     /* the shared heap's arenas live in its region (NULL once it is full) */
-    ms = shm_on() ? shm_heap_create(kind) : ms_create(0, PH_MS_LOCKED, kind);
+    const mem_source_ops_t *shared = source_shared_ops();
+    ms = shared->on() ? shared->heap_create(kind) : ms_create(0, PH_MS_LOCKED, kind);
     if (ms != NULL)
       __atomic_store_n(&arenas[i], ms, __ATOMIC_RELEASE);
   }

@@ -310,20 +310,21 @@ PH_INLINE chunk_t *chunk_carve(mstate_t *ms, chunk_t *c, size_t csize, size_t nb
 
 /* The bytes at the start of a free chunk of the shared heap that stay
  * reserved when its pages are given back (segment.c: shared_pages): its
- * header and a release's token (shm_rel_token_at). */
+ * header and a release's token (source_token_at). */
 #define PH_SHARED_KEEP (sizeof(chunk_t) + sizeof(uint64_t))
 
 /* Before nb bytes are carved from the start of the chunk c (csize bytes,
  * free), their pages -- and those of the rest's header -- are reserved
  * in the tmpfs again where a give-back of the shared heap removed them
- * (shm.c: "tmpfs blocks: reserved, not hoped for").  Nothing to do, one
- * load, in a heap with no page given back: every private heap.  Locked.
- * @return false (nothing changed) when the tmpfs has no room. */
+ * (shm.c: "tmpfs blocks: reserved, not hoped for"; the source's back).
+ * Nothing to do, one load, in a heap with no page given back: every
+ * private heap.  Locked.  @return false (nothing changed) when the tmpfs
+ * has no room. */
 PH_INLINE bool ms_carve_backed(mstate_t *ms, const chunk_t *c, size_t csize, size_t nb)
 {
   if (ph_likely(__atomic_load_n(&ms->unbacked, __ATOMIC_RELAXED) == 0))
     return true;
-  return shm_back(ms, c, nb + PH_SHARED_KEEP < csize ? nb + PH_SHARED_KEEP : csize);
+  return ms_source_ops(ms)->back(ms, c, nb + PH_SHARED_KEEP < csize ? nb + PH_SHARED_KEEP : csize);
 }
 
 /* Where a request the shared heap ms could not serve goes: the private
@@ -331,7 +332,9 @@ PH_INLINE bool ms_carve_backed(mstate_t *ms, const chunk_t *c, size_t csize, siz
  * and the fallback is on (shm.c); NULL otherwise (a cold path). */
 PH_INLINE mstate_t *ms_fallback(const mstate_t *ms)
 {
-  return ms->source->shared && shm_fallback_active() ? shm_fallback_heap() : NULL;
+  if (!ms->source->shared || !ms_source_ops(ms)->fallback_active())
+    return NULL;
+  return ms_source_ops(ms)->fallback_heap();
 }
 
 PH_INLINE uintptr_t *bundle_word(void *mem) { return &((uintptr_t *)mem)[2]; }

@@ -284,7 +284,7 @@ static PH_NOINLINE chunk_t *foreign_check(mstate_t *ms, seg_t *seg, void *mem, c
  * shared region? */
 PH_INLINE bool mem_foreign(const mstate_t *ms, const seg_t *seg, const void *mem)
 {
-  return ph_unlikely(ms->source->shared) && seg != NULL && shm_foreign(mem);
+  return ph_unlikely(ms->source->shared) && seg != NULL && ms_source_ops(ms)->foreign(mem);
 }
 
 /* Hands the checked block mem of another process's heap (foreign_check)

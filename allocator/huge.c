@@ -486,7 +486,7 @@ void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
   /* The shared heap serves large requests in its region; a private mapping
    * only once the region is full and the fallback is on -- this very
    * request included, when it is the one that finds the region full. */
-  if (ms->source->shared && !shm_fallback_active()) {
+  if (ms->source->shared && !ms_source_ops(ms)->fallback_active()) {
     if (a > PH_ALIGN)
       return NULL;
     ms_lock(ms);
@@ -494,7 +494,7 @@ void *huge_alloc(mstate_t *ms, size_t nb, size_t align)
     ms_unlock(ms);
     if (c != NULL)
       return chunk_mem(c);
-    if (!shm_fallback_active())
+    if (!ms_source_ops(ms)->fallback_active())
       return NULL;
   }
   /* A huge chunk has no next chunk to lend its prev_foot: usable bytes

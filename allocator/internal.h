@@ -373,6 +373,26 @@ extern PH_HIDDEN const mem_source_t mem_source_os;
 /* The caller's region (create_mspace_with_base): never grown, never given
  * back, not in the owner map. */
 extern PH_HIDDEN const mem_source_t mem_source_region;
+/* The sources' operations, a row per source (types.h: mem_source_ops_t),
+ * indexed by mem_source_t.ops. */
+extern PH_HIDDEN const mem_source_ops_t mem_source_ops[MEM_SOURCE_COUNT];
+
+/* The operations of ms's source. */
+PH_INLINE const mem_source_ops_t *ms_source_ops(const mstate_t *ms)
+{
+  return &mem_source_ops[ms->source->ops];
+}
+/* The shared region's operations, for what is the process's rather than a
+ * heap's: releases to hear, new arenas. */
+PH_INLINE const mem_source_ops_t *source_shared_ops(void)
+{
+  return &mem_source_ops[MEM_SOURCE_SHARED];
+}
+/* Where a chunk of the shared heap posted for release keeps the entry's
+ * token (post): the first word past its header and bin links.  A later
+ * post of a chunk at the same place overwrites it, so a mark on the chunk
+ * is the entry's only while the token is there. */
+PH_INLINE uint64_t *source_token_at(void *chunk) { return (uint64_t *)((chunk_t *)chunk + 1); }
 
 /* ======================================================================= */
 /*  shm.c -- the shared-memory heap: one region, one address, every process  */
@@ -423,16 +443,14 @@ PH_HIDDEN void shm_fork_child(void);
 PH_HIDDEN void shm_fork_prepare(void);
 PH_HIDDEN void shm_fork_parent(void);
 /* Releases every process hears (shm.c: "releases every process hears"). */
-enum shm_post_e {
-  SHM_POST_NOW,    /* no other process attached: the caller gives the pages back now */
-  SHM_POST_LATER,  /* posted: they go once every process has heard (ms_release_settle) */
-  SHM_POST_FULL    /* the ring is full: nothing posted, the pages stay for now */
+enum shm_post_e {   /* the source's post's results (types.h: enum source_post_e) */
+  SHM_POST_NOW = SOURCE_POST_NOW,
+  SHM_POST_LATER = SOURCE_POST_LATER,
+  SHM_POST_FULL = SOURCE_POST_FULL
 };
-/** Where a chunk posted to the ring keeps its entry's token: the first
- *  word past its header and bin links.  A later post of a chunk at the same
- *  place overwrites it, so a mark on the chunk is the entry's only while the
- *  token is there. */
-PH_INLINE uint64_t *shm_rel_token_at(void *chunk) { return (uint64_t *)((chunk_t *)chunk + 1); }
+/** Where a chunk posted to the ring keeps its entry's token (source.c's
+ *  section: source_token_at, the heap's name for it). */
+PH_INLINE uint64_t *shm_rel_token_at(void *chunk) { return source_token_at(chunk); }
 /** The pages [addr, addr+len) of the borrowed free chunk of this process's
  *  shared heap ms are to go back: posts them for every other process to
  *  hear first (and writes the entry's token in the chunk).  Lock-free; call
@@ -659,7 +677,8 @@ PH_HIDDEN void tcache_flush_mine(const char *fn);
 PH_HIDDEN int tcache_check_mine(void);
 
 /* ======================================================================= */
-/*  slab.c -- slab pages: headerless small blocks, a free list per page     */
+/*  slab.c, slab_free.c -- slab pages: headerless small blocks, a free list  */
+/*  per page                                                                */
 /* ======================================================================= */
 
 /* The empty page every slab_cur[] slot of a cache without a page points at:
@@ -711,6 +730,29 @@ PH_HIDDEN void slab_trim(mstate_t *ms);
 PH_HIDDEN void slab_fork_child(void);
 /** A new cache: every class without a page. */
 PH_HIDDEN void slab_tcache_init(tcache_t *tc);
+
+/* Between slab.c and slab_free.c only (slab.h holds their inline helpers). */
+/** pg (no block in use, in no list but the arena's) becomes a free chunk
+ *  of ms again.  Locked; a range to release after unlocking: *rel; fn is
+ *  named if pg is found damaged. */
+PH_HIDDEN void slab_page_release_locked(mstate_t *ms, slab_page_t *pg, release_t *rel,
+                                        const char *fn);
+/** Releases what a give-back left to release (*rel, idle[0 .. nidle)), the
+ *  lock dropped. */
+PH_HIDDEN void slab_release(release_t *rel, release_t *idle, unsigned nidle);
+/** pg, empty and in none of its owner's lists, goes into ms's cache (one
+ *  page over PH_SLAB_CACHE goes back as a free chunk, if may_release).
+ *  Locked.  @return how many idle segments it put in idle[] to release. */
+PH_HIDDEN unsigned slab_cache_put_locked(mstate_t *ms, slab_page_t *pg, bool may_release,
+                                         release_t *rel, release_t idle[4], const char *fn);
+/** pg, empty and in none of its owner's lists, goes back to its arena. */
+PH_HIDDEN void slab_page_give(slab_page_t *pg, const char *fn);
+/** Takes v, a remote stack's word taken from pg, into pg's local list.
+ *  @return how many blocks. */
+PH_HIDDEN uint32_t slab_collect_stack(slab_page_t *pg, void *v, const char *fn);
+/** Takes the remote stack of pg into its local list (the owner's).
+ *  @return how many blocks. */
+PH_HIDDEN uint32_t slab_collect(slab_page_t *pg, const char *fn);
 
 /* The header of the slab page mem lies in. */
 PH_INLINE slab_page_t *slab_page_at(const void *mem)

@@ -110,7 +110,7 @@ PH_HOT bool ms_grow(mstate_t *ms, size_t nb)
     /* A slice of the shared region: its tmpfs blocks reserved, no reserve
      * of address space past it. */
     spare = 0;
-    p = shm_slice_take(len);
+    p = ms_source_ops(ms)->take(len);
     if (p == NULL)
       return false;
   } else {
@@ -187,21 +187,22 @@ fail:
  */
 
 /* The pages [lo, hi) of the borrowed chunk c go back: at once, or posted
- * for the other processes to hear first (shm.c: shm_rel_post; they go when
+ * for the other processes to hear first (the source's post; they go when
  * all have heard, ms_release_settle).  @return whether they are gone or on
  * their way (then the chunk goes back marked decommitted, and no trim posts
  * it again); not with the ring full. */
 static bool shared_release(mstate_t *ms, chunk_t *c, uintptr_t lo, uintptr_t hi)
 {
-  if (!shm_on()) {
+  const mem_source_ops_t *ops = ms_source_ops(ms);
+  if (!ops->on()) {
     os_decommit((void *)lo, hi - lo);   /* a forked child: a private copy */
     return true;
   }
-  switch (shm_rel_post(ms, c, (void *)lo, hi - lo)) {
-  case SHM_POST_NOW:
-    shm_remove(ms, (void *)lo, hi - lo);
+  switch (ops->post(ms, c, (void *)lo, hi - lo)) {
+  case SOURCE_POST_NOW:
+    ops->remove(ms, (void *)lo, hi - lo);
     return true;
-  case SHM_POST_LATER:
+  case SOURCE_POST_LATER:
     return true;
   default:
     return false;
@@ -301,7 +302,7 @@ static void shared_put_back(mstate_t *ms, chunk_t *list, chunk_t *top, seg_t *ts
  * the borrowed top (NULL: none; past tkeep bytes; it was the top of tseg),
  * then puts them back.  Called and returns locked; the lock is dropped
  * around the releases, and after, if the releases of other processes are
- * to be heard or this process's to be settled (shm.c: shm_rel_poll). */
+ * to be heard or this process's to be settled (the source's poll). */
 static void shared_give_back(mstate_t *ms, chunk_t *list, chunk_t *top, seg_t *tseg, size_t tkeep)
 {
   uintptr_t lo, hi;
@@ -317,9 +318,9 @@ static void shared_give_back(mstate_t *ms, chunk_t *list, chunk_t *top, seg_t *t
     shared_mark(c, !shared_pages(c, 0, &lo, &hi) || shared_release(ms, c, lo, hi));
   ms_lock(ms);
   shared_put_back(ms, list, top, tseg);
-  if (shm_rel_due()) {
+  if (ms_source_ops(ms)->due()) {
     ms_unlock(ms);
-    shm_rel_poll();
+    ms_source_ops(ms)->poll();
     ms_lock(ms);
   }
 }
@@ -361,7 +362,7 @@ int ms_release_settle(mstate_t *ms, void *chunk, void *addr, size_t len, uint64_
   seg_t *tseg = NULL;
 
   ms_lock(ms);
-  bool ours = *shm_rel_token_at(c) == token && head_ok(ms, c) &&
+  bool ours = *source_token_at(c) == token && head_ok(ms, c) &&
               lo >= (uintptr_t)c + sizeof(chunk_t) && hi <= (uintptr_t)c + chunk_size(c) &&
               shared_is_chunk(ms, c);
   if (ours && chunk_cinuse(c) && shared_busy(c)) {
@@ -387,7 +388,7 @@ int ms_release_settle(mstate_t *ms, void *chunk, void *addr, size_t len, uint64_
   }
   shared_mark(c, true);
   ms_unlock(ms);
-  shm_remove(ms, addr, len);
+  ms_source_ops(ms)->remove(ms, addr, len);
   ms_lock(ms);
   shared_put_back(ms, list, top, tseg);
   ms_unlock(ms);
@@ -451,9 +452,9 @@ static unsigned shared_idle_collect(mstate_t *ms, bool force)
   }
   if (list != NULL) {
     shared_give_back(ms, list, NULL, NULL, 0);
-  } else if (force && shm_rel_due()) {    /* malloc_trim hears the others' releases too */
+  } else if (force && ms_source_ops(ms)->due()) {   /* malloc_trim hears the others' releases too */
     ms_unlock(ms);
-    shm_rel_poll();
+    ms_source_ops(ms)->poll();
     ms_lock(ms);
   }
   return 0;

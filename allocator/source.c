@@ -2,11 +2,14 @@
  * source.c -- the memory sources, one descriptor each (types.h:
  * mem_source_t): what a heap may do with the memory it is laid over.  A
  * heap points at its source from ms_init() on.  Main entry points: the
- * descriptors mem_source_os and mem_source_region.  The shared heap's
- * descriptor (grows, releases -- in place: the pages of free space leave
- * the shared object, the slices stay (segment.c) --, in the owner map,
- * shared) lives in its region's header (shm.c), so that its address is the
- * same in every process that reads a heap of the region.
+ * descriptors mem_source_os and mem_source_region, and the table of the
+ * sources' operations, mem_source_ops[] (types.h: mem_source_ops_t).  The
+ * shared heap's descriptor (grows, releases -- in place: the pages of free
+ * space leave the shared object, the slices stay (segment.c) --, in the
+ * owner map, shared) lives in its region's header (shm.c), so that its
+ * address is the same in every process that reads a heap of the region;
+ * it names its row of operations by index (MEM_SOURCE_SHARED, 0), and the
+ * row, with this process's code addresses, is here.
  */
 #include "internal.h"
 
@@ -17,6 +20,7 @@ const mem_source_t mem_source_os = {
   .maps_huge = true,
   .releases = true,
   .in_owner_map = true,
+  .ops = MEM_SOURCE_OS,
 };
 
 /* The caller's region (create_mspace_with_base): one segment over memory
@@ -27,4 +31,24 @@ const mem_source_t mem_source_region = {
   .maps_huge = false,
   .releases = false,
   .in_owner_map = false,
+  .ops = MEM_SOURCE_REGION,
+};
+
+/* Per process: the heap calls the shared heap (shm.c) through its row, and
+ * names no function of it.  The OS's and a region's rows are empty: every
+ * call site tests the descriptor's flags first (types.h). */
+const mem_source_ops_t mem_source_ops[MEM_SOURCE_COUNT] = {
+  [MEM_SOURCE_SHARED] = {
+    .on = shm_on,
+    .heap_create = shm_heap_create,
+    .take = shm_slice_take,
+    .back = shm_back,
+    .post = shm_rel_post,
+    .remove = shm_remove,
+    .due = shm_rel_due,
+    .poll = shm_rel_poll,
+    .foreign = shm_foreign,
+    .fallback_active = shm_fallback_active,
+    .fallback_heap = shm_fallback_heap,
+  },
 };

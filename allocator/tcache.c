@@ -278,9 +278,10 @@ PH_HOT void *front_malloc_slow(size_t n)
   size_t nb = request_to_size(n);
   tc_bin_t *b, *s;
 
-  if (ph_unlikely(shm_rel_due())) {     /* the shared heap: other processes' */
+  const mem_source_ops_t *shared = source_shared_ops();
+  if (ph_unlikely(shared->due())) {     /* the shared heap: other processes' */
     int saved = errno;                  /* releases heard, this one's settled */
-    shm_rel_poll();
+    shared->poll();
     errno = saved;
   }
 

@@ -150,8 +150,23 @@ struct mstate_s;
  * do with it.  Every heap points at its source (mstate_t.source); the code
  * asks the source, never which kind of heap it is.  The OS source maps
  * segments and huge chunks (os.c), a caller's region is one fixed segment
- * laid over memory pinheap does not own.  A new source is one more
- * descriptor (source.c). */
+ * laid over memory pinheap does not own, the shared region's slices are
+ * the shared heap's (shm.c).  A new source is one more descriptor and one
+ * more row of operations (source.c).
+ *
+ * The descriptor holds flags, which the hot paths test as they are, and
+ * the index of its row of operations (mem_source_ops_t), never function
+ * pointers: the shared heap's descriptor lives in its region, at one
+ * address in every process of the job, where code addresses differ from
+ * process to process. */
+enum mem_source_id_e {
+  MEM_SOURCE_SHARED = 0,     /* the shared region: 0, so that a descriptor
+                                written with only its flags named, as
+                                shm.c's header set-up does, is the region's */
+  MEM_SOURCE_OS = 1,
+  MEM_SOURCE_REGION = 2,
+  MEM_SOURCE_COUNT
+};
 typedef struct mem_source_s {
   bool grows;                /* the heap maps new segments and extends them */
   bool maps_huge;            /* large requests get mappings of their own */
@@ -167,7 +182,61 @@ typedef struct mem_source_s {
                                 every process; large requests are served in
                                 the region (private huge chunks only after
                                 the region filled up, with the fallback on) */
+  uint8_t ops;               /* its row of mem_source_ops[] (MEM_SOURCE_*) */
 } mem_source_t;
+
+/* What a post of pages to give back did (mem_source_ops_t.post). */
+enum source_post_e {
+  SOURCE_POST_NOW,    /* no other process attached: the caller gives the pages back now */
+  SOURCE_POST_LATER,  /* posted: they go once every process has heard (ms_release_settle) */
+  SOURCE_POST_FULL    /* the ring is full: nothing posted, the pages stay for now */
+};
+
+/* What a memory source does beyond the flags of its descriptor: one row per
+ * source, per process (source.c: mem_source_ops[]), indexed by
+ * mem_source_t.ops.  The heap calls these where it used to call the shared
+ * heap by name, only where a call was made already and only where the
+ * descriptor's flags say the source has the operation: today only the
+ * shared region's row has any (shm.c's functions); the OS's and a region's
+ * rows are empty.  Some are the process's rather than a heap's (on,
+ * heap_create, due, poll, fallback_*): the heap asks the shared row for
+ * them (internal.h: source_shared_ops). */
+typedef struct mem_source_ops_s {
+  /* Is the source live in this process?  (A forked child's copy of the
+   * region is private memory: its pages are decommitted, not removed.) */
+  bool (*on)(void);
+  /* A new arena of this process over the source, kind its kind map byte;
+   * NULL when the source is full. */
+  struct mstate_s *(*heap_create)(unsigned kind);
+  /* At least len bytes (a multiple of PH_GRANULE) for a new segment of a
+   * heap of this process, reserved; NULL when the source is full.
+   * Lock-free. */
+  void *(*take)(size_t len);
+  /* Reserves again the pages of [p, p + len) of ms that a give-back
+   * removed (chunk.h: ms_carve_backed).  Locked.  @return false when there
+   * is no room (then NULL, or the fallback). */
+  bool (*back)(struct mstate_s *ms, const void *p, size_t len);
+  /* The pages [addr, addr + len) of the borrowed free chunk of ms are to
+   * go back: posts them for every other process to hear first.  Lock-free,
+   * ms unlocked.  @return enum source_post_e. */
+  int (*post)(struct mstate_s *ms, void *chunk, void *addr, size_t len);
+  /* The whole pages [addr, addr + len) of ms's free chunk leave the
+   * source now (the release listener first). */
+  void (*remove)(struct mstate_s *ms, void *addr, size_t len);
+  /* Is there a release of another process to hear, or one of this
+   * process's to settle?  A few relaxed loads. */
+  bool (*due)(void);
+  /* Hears the other processes' releases and settles this process's; no
+   * heap lock held.  @return how many of its own still wait. */
+  int (*poll)(void);
+  /* Is mem in a part of the source another process holds? */
+  bool (*foreign)(const void *mem);
+  /* Has the source filled up with the fallback on?  Then requests go to
+   * the fallback's private heap (created on first use by fallback_heap,
+   * NULL if it cannot be). */
+  bool (*fallback_active)(void);
+  struct mstate_s *(*fallback_heap)(void);
+} mem_source_ops_t;
 
 /* At the base of every segment.  sizeof is a multiple of 16. */
 typedef struct seg_s {

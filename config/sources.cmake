@@ -17,6 +17,7 @@ set(PINHEAP_ALLOCATOR_SOURCES
   allocator/defer.c
   allocator/tcache.c
   allocator/slab.c
+  allocator/slab_free.c
   allocator/stats.c
   allocator/mspace.c
   allocator/malloc.c
