@@ -2,11 +2,11 @@
  * arena.c -- the arenas of the malloc family and every heap of the process:
  * the arena table and the choice of a thread's arena (one an exited thread
  * left, else a new one up to M_ARENA_MAX, else the least used; created on
- * first use), the registry of heaps (ms_all), the heap lock's slow paths
- * (a futex lock), and the fork locks.  Main entry point: arena_pick().
+ * first use), the registry of heaps (ms_all) and the arenas' fork lock.
+ * Main entry point: arena_pick().
  *
- * Arenas are heaps (mstate_t) like mspaces; arena 0 is the static heap of
- * init.c (heap_default), the others are created on demand.
+ * Arenas are heaps (mstate_t) like mspaces; arena 0 is the default heap
+ * (init.c: heap_default), the others are created on demand.
  */
 #include "chunk.h"
 
@@ -23,48 +23,6 @@
 
 static mstate_t *ms_all;                 /* every heap, newest first */
 static ph_lock_t ms_all_lock;
-
-/* The heap lock (ph_lock_t, inline in chunk.h) is a futex lock: held is
- * 0 (free), 1 (held) or 2 (held, and a thread may be asleep on it).  A
- * thread that finds it held spins for a while, since most holds are
- * short; then it marks it 2 and sleeps until the word changes.  The holder
- * that releases a 2 wakes one sleeper, which takes the lock as 2 again (it
- * cannot know whether others still sleep): at worst one wake too many,
- * never one too few.  With more threads than CPUs the holder may be
- * preempted, and sleeping then lets it run instead of the spinners.
- *
- * The futex calls are the shared kind (no FUTEX_PRIVATE_FLAG): the shared
- * heap's locks live in its region and are taken by several processes.  A
- * fork child's copies are held by the forking thread, and nobody sleeps on
- * them in the child: releasing them needs no wake (one is harmless). */
-#define PH_LOCK_SPINS 128
-
-static void lock_futex(ph_lock_t *l, int op, int val)
-{
-  int saved = errno;                      /* EAGAIN, EINTR: the caller looks again */
-  ph_syscall(SYS_futex, &l->held, op, val, NULL, NULL, 0);
-  errno = saved;
-}
-
-void ph_lock_slow(ph_lock_t *l)
-{
-  for (unsigned spins = 0; spins < PH_LOCK_SPINS; spins++) {
-    int v = atomic_load_explicit(&l->held, memory_order_relaxed);
-    if (v == 0 && atomic_compare_exchange_weak_explicit(&l->held, &v, 1, memory_order_acquire,
-                                                        memory_order_relaxed))
-      return;
-    if (v == 2)
-      break;                              /* others sleep already: join them */
-    __builtin_ia32_pause();
-  }
-  while (atomic_exchange_explicit(&l->held, 2, memory_order_acquire) != 0)
-    lock_futex(l, FUTEX_WAIT, 2);
-}
-
-void ph_lock_wake(ph_lock_t *l)
-{
-  lock_futex(l, FUTEX_WAKE, 1);
-}
 
 PH_HOT void ms_register(mstate_t *ms)
 {
@@ -121,23 +79,10 @@ static atomic_uint arena_threads[PH_ARENA_SLOTS];
 static pthread_key_t arena_key;          /* value: 1 + the thread's arena index */
 static bool arena_key_ok;
 
-/* Every lock of the allocator, always in this order. */
-void malloc_prefork_lock(void)
-{
-  ph_lock(&arenas_lock);
-  tc_pool_fork_lock();
-  ms_lock_all();
-}
-
-/* In the parent and in the child: the child's copies are held by the
- * forking thread, the only thread the child has, so releasing them is
- * the same as making them new. */
-void malloc_postfork_unlock(void)
-{
-  ms_unlock_all();
-  tc_pool_fork_unlock();
-  ph_unlock(&arenas_lock);
-}
+/* The arena table's lock, first of the allocator's locks at fork
+ * (malloc_prefork_lock, init.c). */
+void arena_fork_lock(void) { ph_lock(&arenas_lock); }
+void arena_fork_unlock(void) { ph_unlock(&arenas_lock); }
 
 /* CPUs this process may run on: the affinity mask, by a raw system call
  * (sysconf would bring in much of stdio's code for one number). */
@@ -169,9 +114,9 @@ static void arena_fork_child(void)
     atomic_store_explicit(&arena_threads[mine - 1], 1, memory_order_relaxed);
 }
 
-PH_HOT void arena_init(void)
+PH_HOT void arena_init(mstate_t *arena0)
 {
-  __atomic_store_n(&arenas[0], heap_default(), __ATOMIC_RELEASE);
+  __atomic_store_n(&arenas[0], arena0, __ATOMIC_RELEASE);
   if (__atomic_load_n(&arena_max, __ATOMIC_RELAXED) == 0) {  /* not set by mallopt(M_ARENA_MAX) */
     long cpus = cpu_count();
     int param = params_get()->v[PARAM_ARENA_MAX].value;
@@ -289,7 +234,9 @@ PH_HOT mstate_t *arena_pick(void)
 
 void arena_for_each(void (*fn)(mstate_t *ms, void *arg), void *arg)
 {
-  fn(heap_default(), arg);                /* arena 0, even before front_init() */
+  mstate_t *h0 = heap_main_get();         /* arena 0, even before front_init() */
+  if (h0 != NULL)
+    fn(h0, arg);
   for (unsigned i = 1; i < PH_ARENA_SLOTS; i++) {
     mstate_t *ms = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
     if (ms != NULL)

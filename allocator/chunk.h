@@ -194,6 +194,14 @@ PH_INLINE void ms_unlock(mstate_t *ms)
 }
 /* mparams is read without a lock everywhere and written by mallopt and by
  * the dynamic threshold: each field is read and written whole, relaxed. */
+/* An mspace's heap lives in its first segment, after the segment header;
+ * its first chunk follows (state.c: ms_create; mspace.c). */
+#define PH_MS_OFF align_up(sizeof(seg_t), PH_ALIGN)
+#define PH_MS_CHUNK_OFF (align_up(PH_MS_OFF + sizeof(mstate_t) + PH_CHUNK_HDR, PH_ALIGN) - PH_CHUNK_HDR)
+
+/* The default heap, or NULL before the first allocation made it. */
+PH_INLINE mstate_t *heap_main_get(void) { return __atomic_load_n(&heap_main, __ATOMIC_ACQUIRE); }
+
 #define mparams_get(field) __atomic_load_n(&mparams.field, __ATOMIC_RELAXED)
 #define mparams_set(field, v) __atomic_store_n(&mparams.field, (v), __ATOMIC_RELAXED)
 #if PINHEAP_DEBUG >= 2

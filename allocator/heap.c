@@ -336,20 +336,12 @@ void ms_free_mem(mstate_t *want, void *mem, const char *fn)
 
   if (mem == NULL)
     return;
-  if (want == NULL && slab_page_of(mem) != NULL) {
-    slab_free_slow(mem, fn);
-    return;
-  }
   mstate_t *ms = mem_owner(want, mem, fn, &seg);
   ms_free_resolved(ms, seg, mem, fn);
 }
 
 PH_HOT void ms_free_owned(uintptr_t o, void *mem, const char *fn)
 {
-  if (slab_page_of(mem) != NULL) {
-    slab_free_slow(mem, fn);
-    return;
-  }
   if (ph_unlikely(((uintptr_t)mem & PH_ALIGN_MASK) != 0))
     ph_fatal(fn, "invalid pointer", mem);
   if (o & PH_OWNER_HUGE_TAG) {
@@ -387,14 +379,12 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
   size_t nb, old_usable;
   void *fresh;
 
-  if (mem == NULL)
-    return ms_malloc(want != NULL ? want : heap_default(), n);
+  if (mem == NULL)                       /* an mspace's (malloc.c takes its own NULL) */
+    return ms_malloc(want, n);
   if (n == 0) {
     ms_free_mem(want, mem, fn);
     return NULL;
   }
-  if (want == NULL && slab_page_of(mem) != NULL)
-    return slab_realloc(mem, n, fn);
   mstate_t *ms = mem_owner(want, mem, fn, &seg);
   if (n > PH_MAX_REQUEST) {
     errno = ENOMEM;
@@ -404,7 +394,7 @@ void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn)
     /* another process's block: copied into this process's heap, and
      * handed back to its owner (its lock is not taken here) */
     old_usable = chunk_size(foreign_check(ms, seg, mem, fn)) - PH_CHUNK_OVERHEAD;
-    fresh = ms_malloc(heap_default(), n);
+    fresh = ms_malloc(heap_main_get(), n);   /* made: the region's block is here */
     if (fresh == NULL)
       return NULL;
     memcpy(fresh, mem, old_usable < n ? old_usable : n);
@@ -641,8 +631,6 @@ size_t mem_usable(const void *mem, const char *fn, bool lenient)
       return 0;
     return chunk_size(c) - PH_CHUNK_OVERHEAD;
   }
-  if (slab_page_of(mem) != NULL)
-    return slab_usable(mem, fn);
   mstate_t *ms = mem_owner(NULL, mem, fn, &seg);
   size_t usable;
   if (mem_foreign(ms, seg, mem))

@@ -375,7 +375,10 @@ extern PH_HIDDEN const mem_source_t mem_source_os;
 extern PH_HIDDEN const mem_source_t mem_source_region;
 /* The sources' operations, a row per source (types.h: mem_source_ops_t),
  * indexed by mem_source_t.ops. */
-extern PH_HIDDEN const mem_source_ops_t mem_source_ops[MEM_SOURCE_COUNT];
+extern PH_HIDDEN mem_source_ops_t mem_source_ops[MEM_SOURCE_COUNT];
+/** Puts a source's row of operations (the shared heap's, at its start,
+ *  before any heap of it exists). */
+PH_HIDDEN void source_ops_set(unsigned id, const mem_source_ops_t *ops);
 
 /* The operations of ms's source. */
 PH_INLINE const mem_source_ops_t *ms_source_ops(const mstate_t *ms)
@@ -442,6 +445,10 @@ PH_HIDDEN void shm_fork_child(void);
  *  region the child gets (shm_fork_child); and after the fork, its end. */
 PH_HIDDEN void shm_fork_prepare(void);
 PH_HIDDEN void shm_fork_parent(void);
+/** At exit (init.c's destructor, after this thread's cache gave other
+ *  processes their blocks back): the process leaves the region; the last
+ *  one unlinks it. */
+PH_HIDDEN void shm_leave(void);
 /* Releases every process hears (shm.c: "releases every process hears"). */
 enum shm_post_e {   /* the source's post's results (types.h: enum source_post_e) */
   SHM_POST_NOW = SOURCE_POST_NOW,
@@ -466,7 +473,16 @@ PH_HIDDEN bool shm_rel_due(void);
 PH_HIDDEN int shm_rel_poll(void);
 
 /* ======================================================================= */
-/*  init.c -- tunables, the default heap, a heap's set-up, front_init       */
+/*  lock.c -- the heap lock's slow paths                                    */
+/* ======================================================================= */
+
+/** The heap lock's slow paths: ph_lock() found it held (spins, then
+ *  sleeps on a futex); ph_unlock() found a sleeper (wakes one). */
+PH_HIDDEN void ph_lock_slow(ph_lock_t *l);
+PH_HIDDEN void ph_lock_wake(ph_lock_t *l);
+
+/* ======================================================================= */
+/*  state.c -- tunables, keys, a heap's set-up, heaps made and unmade       */
 /* ======================================================================= */
 
 /* Process-wide tunables (mallopt).  Read without a lock everywhere and
@@ -476,25 +492,39 @@ extern PH_HIDDEN mparams_t mparams;
 /* The key a waiting chunk holds in its second payload word (chunk.h:
  * chunk_mem_waiting). */
 extern PH_HIDDEN uint64_t chunk_free_key;
-/** The heap behind the malloc family (initialized on first use). */
-PH_HIDDEN mstate_t *heap_default(void);
+/* The default heap once made (heap_default, init.c; NULL before): read
+ * with heap_main_get() (chunk.h). */
+extern PH_HIDDEN mstate_t *heap_main;
+/** Sets chunk_free_key once, before any heap exists: random, odd. */
+PH_HIDDEN void chunk_free_key_init(void);
 /** Sets up the heap ms (zeroed up to its bins, a fresh cookie) over the
  *  memory source src with flags PH_MS_* and the kind map byte kind, and
  *  registers it (arena.c) if its source is in the owner map. */
 PH_HIDDEN void ms_init(mstate_t *ms, const mem_source_t *src, unsigned flags, unsigned kind);
+/** The private heap's arena 0 (a static heap), set up. */
+PH_HIDDEN mstate_t *heap_main_private(void);
+/** A new OS-backed heap: flags PH_MS_LOCKED and PH_MS_USER (a caller's
+ *  mspace, kind PH_KIND_USER) or 0 (an arena, kind PH_KIND_ARENA or
+ *  PH_KIND_ARENA_TAG(i)).  NULL with errno ENOMEM. */
+PH_HIDDEN mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind);
+/** Unmaps an OS-backed heap whole.  @return bytes released. */
+PH_HIDDEN size_t ms_destroy(mstate_t *ms);
+
+/* ======================================================================= */
+/*  init.c -- the default heap, front_init, the fork handlers              */
+/* ======================================================================= */
+
+/** The heap behind the malloc family (made on first use). */
+PH_HIDDEN mstate_t *heap_default(void);
 /** Once per process, outside any heap lock: arena 0, the arena cap, the
  *  thread-exit key, the fork handlers.  @return false while it is running
  *  on another thread or re-entered (then allocate without a cache). */
 PH_HIDDEN bool front_init(void);
 
 /* ======================================================================= */
-/*  arena.c -- arenas, the heap registry, the lock's slow path, fork        */
+/*  arena.c -- arenas, the heap registry, the arenas' fork lock             */
 /* ======================================================================= */
 
-/** The heap lock's slow paths: ph_lock() found it held (spins, then
- *  sleeps on a futex); ph_unlock() found a sleeper (wakes one). */
-PH_HIDDEN void ph_lock_slow(ph_lock_t *l);
-PH_HIDDEN void ph_lock_wake(ph_lock_t *l);
 /** Adds ms to / removes ms from the registry of every heap (fork). */
 PH_HIDDEN void ms_register(mstate_t *ms);
 PH_HIDDEN void ms_unregister(mstate_t *ms);
@@ -503,9 +533,12 @@ PH_HIDDEN bool ms_any(void);
 /** Fork: take every heap lock (registry order) / release them all. */
 PH_HIDDEN void ms_lock_all(void);
 PH_HIDDEN void ms_unlock_all(void);
-/** front_init: arena 0 and the arena cap (M_ARENA_MAX, the parameter, or
- *  four per CPU). */
-PH_HIDDEN void arena_init(void);
+/** front_init: arena 0 (the default heap, given) and the arena cap
+ *  (M_ARENA_MAX, the parameter, or four per CPU). */
+PH_HIDDEN void arena_init(mstate_t *arena0);
+/** Fork: the arena table's lock (malloc_prefork_lock's first). */
+PH_HIDDEN void arena_fork_lock(void);
+PH_HIDDEN void arena_fork_unlock(void);
 /** mallopt(M_ARENA_MAX, value).  @return 1, or 0 if value is out of range. */
 PH_HIDDEN int arena_max_set(int value);
 /** The arena of a thread that allocates for the first time. */
@@ -607,15 +640,18 @@ PH_HIDDEN chunk_t *ms_alloc_chunk(mstate_t *ms, size_t nb);
 PH_HIDDEN void *ms_malloc(mstate_t *ms, size_t n);
 PH_HIDDEN void *ms_calloc(mstate_t *ms, size_t n, size_t elem);
 PH_HIDDEN void *ms_memalign(mstate_t *ms, size_t align, size_t n);
-/** want: the heap mem must belong to, or NULL for any heap. */
+/** want: the heap mem must belong to, or NULL for any heap.  mem is a
+ *  chunk's, never a slab block's (the malloc family's realloc takes those,
+ *  and a NULL mem, itself); a NULL mem needs a heap (want). */
 PH_HIDDEN void *ms_realloc(mstate_t *want, void *mem, size_t n, const char *fn);
 /** Frees the in-use chunk c (validated) of seg: coalesces, bins or merges
  *  into the top.  Locked.  A range to release after unlocking: *rel. */
 PH_HIDDEN void ms_free_chunk(mstate_t *ms, seg_t *seg, chunk_t *c, size_t size, release_t *rel,
                              const char *fn);
-/** Frees mem (NULL: nothing) of the heap want (NULL: any heap). */
+/** Frees mem (NULL: nothing), a chunk of the heap want (NULL: any heap). */
 PH_HIDDEN void ms_free_mem(mstate_t *want, void *mem, const char *fn);
-/** Frees mem, whose owner map entry o (non-zero) was already read. */
+/** Frees mem, a chunk (not a slab block) whose owner map entry o
+ *  (non-zero) was already read. */
 PH_HIDDEN void ms_free_owned(uintptr_t o, void *mem, const char *fn);
 /** A chunk of nb bytes whose payload is aligned to align (> 16), ms
  *  locked (dropped around a grow).  A range to release after unlocking:
@@ -623,7 +659,8 @@ PH_HIDDEN void ms_free_owned(uintptr_t o, void *mem, const char *fn);
 PH_HIDDEN chunk_t *ms_alloc_aligned_locked(mstate_t *ms, size_t nb, size_t align, release_t *rel);
 /** Frees one waiting chunk of a deferred list, ms locked. */
 PH_HIDDEN void ms_free_locked(mstate_t *ms, void *mem, const char *fn);
-/** Usable bytes of mem; lenient: accept pointers outside the owner map. */
+/** Usable bytes of mem, a chunk (not a slab block); lenient: accept
+ *  pointers outside the owner map. */
 PH_HIDDEN size_t mem_usable(const void *mem, const char *fn, bool lenient);
 
 /* ======================================================================= */
@@ -779,17 +816,6 @@ PH_INLINE slab_page_t *slab_page_of(const void *mem)
  *  chunks.  @return 1 if anything was released. */
 PH_HIDDEN int ms_trim(mstate_t *ms, size_t pad);
 PH_HIDDEN struct mallinfo2 ms_info(mstate_t *ms);
-
-/* ======================================================================= */
-/*  mspace.c -- mspaces                                                     */
-/* ======================================================================= */
-
-/** A new OS-backed heap: flags PH_MS_LOCKED and PH_MS_USER (a caller's
- *  mspace, kind PH_KIND_USER) or 0 (an arena, kind PH_KIND_ARENA or
- *  PH_KIND_ARENA_TAG(i)).  NULL with errno ENOMEM. */
-PH_HIDDEN mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind);
-/** Unmaps an OS-backed heap whole.  @return bytes released. */
-PH_HIDDEN size_t ms_destroy(mstate_t *ms);
 
 /* ======================================================================= */
 /*  check.c -- the heap checker                                             */

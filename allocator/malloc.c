@@ -72,6 +72,8 @@ static void *realloc_named(void *ptr, size_t size, const char *fn)
     free(ptr);
     return NULL;
   }
+  if (slab_page_of(ptr) != NULL)
+    return slab_realloc(ptr, size, fn);
   return ms_realloc(NULL, ptr, size, fn);
 }
 
@@ -155,6 +157,8 @@ void *pvalloc(size_t size)
 
 size_t malloc_usable_size(void *ptr)
 {
+  if (ptr != NULL && slab_page_of(ptr) != NULL)
+    return slab_usable(ptr, "malloc_usable_size");
   return mem_usable(ptr, "malloc_usable_size", false);
 }
 

@@ -2,7 +2,8 @@
  * mspace.c -- the mspace API: heaps of the caller's, created over fresh
  * mappings (create_mspace) or over the caller's region
  * (create_mspace_with_base), destroyed whole, and the mspace_* calls.
- * Main entry points: ms_create() and destroy_mspace().
+ * Main entry points: create_mspace() and destroy_mspace() (a heap's
+ * making and unmaking are state.c's: ms_create(), ms_destroy()).
  */
 #include "chunk.h"
 
@@ -10,9 +11,6 @@
 #include <malloc.h>
 
 #include "pinheap.h"
-
-#define PH_MS_OFF align_up(sizeof(seg_t), PH_ALIGN)
-#define PH_MS_CHUNK_OFF (align_up(PH_MS_OFF + sizeof(mstate_t) + PH_CHUNK_HDR, PH_ALIGN) - PH_CHUNK_HDR)
 
 /* ---- which handles are live mspaces ---------------------------------------
  * An mspace made by create_mspace lives in its first segment, which the
@@ -74,39 +72,6 @@ static void ms_region_drop(mstate_t *ms)
   mstate_t *want = ms;
   if (slot != NULL)
     atomic_compare_exchange_strong(slot, &want, NULL);
-}
-
-PH_HOT mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
-{
-  size_t len;
-  char *p;
-
-  if (capacity == 0)
-    capacity = PH_DEFAULT_SEGMENT;
-  if (capacity > PH_MAX_REQUEST) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  len = align_up(capacity + PH_MS_CHUNK_OFF + PH_FENCE_SIZE + PH_MIN_CHUNK, PH_GRANULE);
-  size_t spare = (flags & PH_MS_USER) ? 0 : PH_SEG_SPARE;   /* as seg_spare_for() */
-  p = os_map_reserved(NULL, len, spare, PH_GRANULE);
-  if (p == NULL) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  mstate_t *ms = (mstate_t *)(p + PH_MS_OFF);
-  if (!owner_map_set(p, len, (uintptr_t)p | ((flags & PH_MS_USER) ? PH_OWNER_USER_TAG : 0), kind)) {
-    os_release(p, len + spare);
-    errno = ENOMEM;
-    return NULL;
-  }
-  ms_init(ms, &mem_source_os, flags, kind);
-  ms->seg_grow = align_up(capacity, PH_GRANULE);
-  seg_format(ms, p, len, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
-  ((seg_t *)p)->spare = spare;
-  ms->top_seg = (seg_t *)p;
-  ms->top = seg_first(ms->top_seg);
-  return ms;
 }
 
 pinheap_mspace create_mspace(size_t capacity, int locked)
@@ -175,48 +140,6 @@ size_t destroy_mspace(pinheap_mspace msp)
   return ms_destroy(ms);
 }
 
-size_t ms_destroy(mstate_t *ms)
-{
-  size_t total = 0;
-  seg_t *home = NULL;
-
-  ms_unregister(ms);
-  ms_lock(ms);
-  huge_t *h = ms->huge;
-  seg_t *s = ms->segs;
-  ms->huge = NULL;
-  ms->segs = NULL;
-  for (huge_t *x = h; x != NULL; x = x->next)
-    owner_map_set(x, x->map_size, 0, PH_KIND_NONE);
-  for (seg_t *x = s; x != NULL; x = x->next)
-    owner_map_set(x->base, x->size, 0, PH_KIND_NONE);
-  ms_unlock(ms);
-  while (h != NULL) {
-    huge_t *nx = h->next;
-    size_t len = h->map_size;
-    total += len;
-    atomic_fetch_sub_explicit(&huge_total, 1, memory_order_relaxed);
-    os_release(h, len);
-    h = nx;
-  }
-  while (s != NULL) {
-    seg_t *nx = s->next;
-    if (s->flags & PH_SEG_HOLDS_MS) {
-      home = s;
-    } else {
-      total += s->size + s->spare;
-      os_release(s->base, s->size + s->spare);
-    }
-    s = nx;
-  }
-  if (home != NULL) {
-    size_t len = home->size + home->spare;
-    total += len;
-    os_release(home->base, len);
-  }
-  return total;
-}
-
 /* PINHEAP_DEBUG >= 2: the mspace is checked after each call. */
 #define MSPACE_CHECKED(ms, fn, call)       \
   do {                                     \
@@ -259,6 +182,8 @@ void *mspace_memalign(pinheap_mspace msp, size_t alignment, size_t bytes)
 
 size_t mspace_usable_size(const void *mem)
 {
+  if (mem != NULL && slab_page_of(mem) != NULL)
+    return slab_usable(mem, "mspace_usable_size");
   return mem_usable(mem, "mspace_usable_size", true);
 }
 

@@ -2,8 +2,8 @@
  * shm_fork.c -- the shared heap at fork and at exit: the parent's snapshot
  * of the part in use, the child's private copy moved over the region, and
  * the last process's unlink.  Main entry points: shm_fork_prepare(),
- * shm_fork_parent(), shm_fork_child() (init.c's fork handlers) and the
- * destructor shm_leave().
+ * shm_fork_parent(), shm_fork_child() (init.c's fork handlers) and
+ * shm_leave() (init.c's destructor).
  */
 #include "shm_region.h"
 
@@ -117,16 +117,12 @@ void shm_fork_child(void)
 }
 
 /* The last process to leave unlinks the object. */
-__attribute__((destructor)) static void shm_leave(void)
+void shm_leave(void)
 {
   shm_hdr_t *h = shm_hdr;
 
   if (h == NULL || shm_left || shm_me < 0)
     return;
-  /* Blocks of other processes this thread freed go back to them now (a
-   * thread cache gathers them into bundles; the main thread's cache is not
-   * emptied at exit otherwise). */
-  tcache_flush_mine("exit");
   /* Its releases still waiting will not be settled: their slots go (the
    * pages stay in the object while it lives). */
   uint64_t s;

@@ -572,11 +572,29 @@ static void shm_keep_fd(int fd)
   shm_fd_ino = (uint64_t)st.st_ino;
 }
 
+/* The shared heap's row of operations (source.c): what the heap calls
+ * instead of naming these functions. */
+static const mem_source_ops_t shm_source_ops = {
+  .on = shm_on,
+  .heap_create = shm_heap_create,
+  .take = shm_slice_take,
+  .back = shm_back,
+  .post = shm_rel_post,
+  .remove = shm_remove,
+  .due = shm_rel_due,
+  .poll = shm_rel_poll,
+  .foreign = shm_foreign,
+  .fallback_active = shm_fallback_active,
+  .fallback_heap = shm_fallback_heap,
+};
+
 mstate_t *shm_start(void)
 {
   shm_conf_eval(environ, &shm_conf);
   if (!shm_conf.on)
     return NULL;
+  /* before any heap of the region: the heap calls it through this row */
+  source_ops_set(MEM_SOURCE_SHARED, &shm_source_ops);
   shm_obj[0] = '\0';
   ph_str_add(shm_obj, sizeof(shm_obj), "/pinheap-");
   ph_str_dec(shm_obj, sizeof(shm_obj), (uint64_t)geteuid());

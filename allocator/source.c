@@ -9,9 +9,11 @@
  * owner map, shared) lives in its region's header (shm.c), so that its
  * address is the same in every process that reads a heap of the region;
  * it names its row of operations by index (MEM_SOURCE_SHARED, 0), and the
- * row, with this process's code addresses, is here.
+ * row, with this process's code addresses, is here, put by the shared heap
+ * at its start (source_ops_set).
  */
 #include "internal.h"
+#include "startup.h"     /* PH_HOT_DATA */
 
 /* Segments and huge chunks mapped by os.c: grown, mapped on their own,
  * given back, found through the owner map. */
@@ -34,21 +36,28 @@ const mem_source_t mem_source_region = {
   .ops = MEM_SOURCE_REGION,
 };
 
-/* Per process: the heap calls the shared heap (shm.c) through its row, and
- * names no function of it.  The OS's and a region's rows are empty: every
- * call site tests the descriptor's flags first (types.h). */
-const mem_source_ops_t mem_source_ops[MEM_SOURCE_COUNT] = {
+/* The shared row until the shared heap registers its own (source_ops_set,
+ * from shm_start): no region, so nothing is live and nothing is due.  The
+ * other operations are called only where the descriptor's flags say the
+ * source has them (types.h), which no heap's do before the region exists. */
+PH_HOT static bool source_none(void) { return false; }
+PH_HOT static int source_none_poll(void) { return 0; }
+
+/* Per process: the heap calls the shared heap through its row, and names
+ * no function of it: the shared heap (shm_start) puts its row here, once,
+ * before any heap of the region exists.  The OS's and a region's rows are
+ * empty: every call site tests the descriptor's flags first (types.h).
+ * PH_HOT_DATA: read by every thread cache's refill (its poll check). */
+PH_HOT_DATA mem_source_ops_t mem_source_ops[MEM_SOURCE_COUNT] = {
   [MEM_SOURCE_SHARED] = {
-    .on = shm_on,
-    .heap_create = shm_heap_create,
-    .take = shm_slice_take,
-    .back = shm_back,
-    .post = shm_rel_post,
-    .remove = shm_remove,
-    .due = shm_rel_due,
-    .poll = shm_rel_poll,
-    .foreign = shm_foreign,
-    .fallback_active = shm_fallback_active,
-    .fallback_heap = shm_fallback_heap,
+    .on = source_none,
+    .due = source_none,
+    .poll = source_none_poll,
+    .fallback_active = source_none,
   },
 };
+
+void source_ops_set(unsigned id, const mem_source_ops_t *ops)
+{
+  mem_source_ops[id] = *ops;
+}

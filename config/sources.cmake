@@ -1,6 +1,7 @@
 # The archive's sources, by area.  Paths are relative to the project root.
 set(PINHEAP_ALLOCATOR_SOURCES
   allocator/error.c
+  allocator/lock.c
   allocator/os.c
   allocator/owner.c
   allocator/source.c
@@ -8,6 +9,7 @@ set(PINHEAP_ALLOCATOR_SOURCES
   allocator/shm_start.c
   allocator/shm_rel.c
   allocator/shm_fork.c
+  allocator/state.c
   allocator/init.c
   allocator/arena.c
   allocator/bins.c

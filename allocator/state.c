@@ -1,0 +1,154 @@
+/*
+ * state.c -- a heap's state: the process-wide tunables (mparams), the free
+ * key and the cookies every heap's checks use, a heap's set-up (ms_init),
+ * a heap over fresh mappings made and unmade whole (ms_create,
+ * ms_destroy), and the private heap's arena 0 (heap_main_private; the
+ * default heap itself is chosen by init.c's heap_default, which publishes
+ * it in heap_main).  Main entry points: ms_init(), ms_create().
+ */
+#include "chunk.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+static mstate_t gm;                      /* arena 0 of the private heap */
+/* arena 0 once set up: &gm, or the shared heap's arena 0 in its region */
+mstate_t *heap_main;
+
+static atomic_size_t cookie_counter;
+
+
+mparams_t mparams = {
+  .mmap_threshold = PH_DEFAULT_MMAP_THRESHOLD,
+  .trim_threshold = PH_DEFAULT_TRIM_THRESHOLD,
+  .top_pad = 0,
+  .mmap_max = PH_DEFAULT_MMAP_MAX,
+  .mmap_threshold_set = false,
+};
+
+uint64_t chunk_free_key;
+
+/* Sets chunk_free_key once, before any heap exists: random, odd (never 0,
+ * never a pointer). */
+PH_HOT void chunk_free_key_init(void)
+{
+  if (__atomic_load_n(&chunk_free_key, __ATOMIC_RELAXED) != 0)
+    return;
+  uint64_t key = 0x5f3759df9e3779b9ULL;
+  const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
+  if (r != NULL)
+    memcpy(&key, r + 8, sizeof(key));
+  uint64_t zero = 0;
+  __atomic_compare_exchange_n(&chunk_free_key, &zero, key | 1, false, __ATOMIC_RELAXED,
+                              __ATOMIC_RELAXED);
+}
+
+static size_t cookie_make(const void *salt)
+{
+  uint64_t c = 0;
+  const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
+
+  if (r != NULL)
+    memcpy(&c, r, sizeof(c));
+  c ^= (uintptr_t)salt * 0xff51afd7ed558ccdULL;
+  c ^= atomic_fetch_add_explicit(&cookie_counter, 1, memory_order_relaxed) * 0xc4ceb9fe1a85ec53ULL;
+  return (size_t)(c & PH_SIZE_MASK);   /* never disturbs bits outside size */
+}
+
+PH_HOT void ms_init(mstate_t *ms, const mem_source_t *src, unsigned flags, unsigned kind)
+{
+  chunk_free_key_init();
+  memset(ms, 0, offsetof(mstate_t, bins));   /* the bins wait (bin_live) */
+  ms->source = src;
+  ms->kind = kind;
+  ms->cookie = cookie_make(ms);
+  ms->seg_grow = PH_DEFAULT_SEGMENT;
+  bin_at(ms, PH_DV_BIN)->fd = bin_at(ms, PH_DV_BIN)->bk = bin_at(ms, PH_DV_BIN);
+  if (src->in_owner_map)            /* the caller's regions may vanish unannounced */
+    ms_register(ms);
+  /* last: heap_default() tests PH_MS_INIT without the lock */
+  __atomic_store_n(&ms->flags, flags | PH_MS_INIT, __ATOMIC_RELEASE);
+}
+
+/* The private heap's arena 0, set up (heap_default, once). */
+PH_HOT mstate_t *heap_main_private(void)
+{
+  ms_init(&gm, &mem_source_os, PH_MS_LOCKED, PH_KIND_ARENA_TAG(0));
+  return &gm;
+}
+
+PH_HOT mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
+{
+  size_t len;
+  char *p;
+
+  if (capacity == 0)
+    capacity = PH_DEFAULT_SEGMENT;
+  if (capacity > PH_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  len = align_up(capacity + PH_MS_CHUNK_OFF + PH_FENCE_SIZE + PH_MIN_CHUNK, PH_GRANULE);
+  size_t spare = (flags & PH_MS_USER) ? 0 : PH_SEG_SPARE;   /* as seg_spare_for() */
+  p = os_map_reserved(NULL, len, spare, PH_GRANULE);
+  if (p == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  mstate_t *ms = (mstate_t *)(p + PH_MS_OFF);
+  if (!owner_map_set(p, len, (uintptr_t)p | ((flags & PH_MS_USER) ? PH_OWNER_USER_TAG : 0), kind)) {
+    os_release(p, len + spare);
+    errno = ENOMEM;
+    return NULL;
+  }
+  ms_init(ms, &mem_source_os, flags, kind);
+  ms->seg_grow = align_up(capacity, PH_GRANULE);
+  seg_format(ms, p, len, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
+  ((seg_t *)p)->spare = spare;
+  ms->top_seg = (seg_t *)p;
+  ms->top = seg_first(ms->top_seg);
+  return ms;
+}
+
+size_t ms_destroy(mstate_t *ms)
+{
+  size_t total = 0;
+  seg_t *home = NULL;
+
+  ms_unregister(ms);
+  ms_lock(ms);
+  huge_t *h = ms->huge;
+  seg_t *s = ms->segs;
+  ms->huge = NULL;
+  ms->segs = NULL;
+  for (huge_t *x = h; x != NULL; x = x->next)
+    owner_map_set(x, x->map_size, 0, PH_KIND_NONE);
+  for (seg_t *x = s; x != NULL; x = x->next)
+    owner_map_set(x->base, x->size, 0, PH_KIND_NONE);
+  ms_unlock(ms);
+  while (h != NULL) {
+    huge_t *nx = h->next;
+    size_t len = h->map_size;
+    total += len;
+    atomic_fetch_sub_explicit(&huge_total, 1, memory_order_relaxed);
+    os_release(h, len);
+    h = nx;
+  }
+  while (s != NULL) {
+    seg_t *nx = s->next;
+    if (s->flags & PH_SEG_HOLDS_MS) {
+      home = s;
+    } else {
+      total += s->size + s->spare;
+      os_release(s->base, s->size + s->spare);
+    }
+    s = nx;
+  }
+  if (home != NULL) {
+    size_t len = home->size + home->spare;
+    total += len;
+    os_release(home->base, len);
+  }
+  return total;
+}
