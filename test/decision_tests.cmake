@@ -53,7 +53,8 @@ endfunction()
 set(_params_other_inc ${CMAKE_CURRENT_BINARY_DIR}/params_other_prefix/include)
 params_other_prefix_config(${_params_other_inc})
 pinheap_add_criterion_test(test_params_other_prefix test_params.c
-  ${PROJECT_SOURCE_DIR}/config/params.c)
+  ${PROJECT_SOURCE_DIR}/config/params.c ${PROJECT_SOURCE_DIR}/config/params_files.c
+  ${PROJECT_SOURCE_DIR}/config/params_shm.c)
 target_include_directories(test_params_other_prefix BEFORE PRIVATE ${_params_other_inc})
 target_include_directories(test_params_other_prefix PRIVATE ${PROJECT_SOURCE_DIR}/config
   ${PROJECT_SOURCE_DIR}/hooks ${PROJECT_SOURCE_DIR})
@@ -168,7 +169,7 @@ print(\"json-decision-ok\")
     "^pinheap-info: option '--probe-root' needs a directory\nusage:" ${info} --probe-root)
 endif()
 
-# The start-up path never allocates: the archive members of config/params.c,
+# The start-up path never allocates: the archive members of config/params*.c,
 # hooks/probe.c and hooks/decision.c must not reference any allocating or
 # stdio/locale/directory-stream function (nm -u of each member), and they
 # must be there (else the check would prove nothing).
@@ -178,7 +179,7 @@ add_test(NAME decision_objects_never_allocate
     for s in params_get params_eval probe_run decision_make decision_run; do
       grep -Eq \"(params|probe|decision)[.]c[.]o: *[0-9a-f]+ T $2$s\$\" decision_nm.txt || { echo \"MISSING $2$s\"; exit 1; }
     done
-    grep -E '(params|probe|decision)[.]c[.]o: +U ' decision_nm.txt | awk '{print $NF}' | sort -u > decision_undef.txt
+    grep -E '(params|params_files|params_shm|probe|decision)[.]c[.]o: +U ' decision_nm.txt | awk '{print $NF}' | sort -u > decision_undef.txt
     grep -qx strlen decision_undef.txt || { echo 'MISSING undefined-symbol list'; exit 1; }
     if grep -Ex '(${deny})' decision_undef.txt; then echo 'BAD: allocating call on the start-up path'; exit 1; fi
     echo no-alloc-ok" sh $<TARGET_FILE:pinheap> ${PINHEAP_PREFIX})
