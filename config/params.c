@@ -2,13 +2,14 @@
  * params.c -- parses pinheap's configuration from the environment (and,
  * through params_files.c, from Open MPI's parameter files).
  *
- * Owns the descriptor table (param_descs: every parameter with its name,
- * its MCA-style alias, kind, default and accepted values), the value
- * parser, the environment scan, and the process's evaluated copy
+ * Owns the one descriptor table (param_descs: every parameter, the
+ * process's and the shared heap's, with its name, its MCA-style alias,
+ * kind, default and accepted values), the one value parser and the
+ * environment scan that serve every row, and the process's evaluated copy
  * (params_process), filled once and read-only after.  Main entry point:
  * params_get().  Runs inside the very first malloc: no allocation, no
  * stdio, no locale; the environment is scanned by hand.  The shared heap's
- * parameters are params_shm.c's.  See params.h.
+ * rows are parsed only when asked, through params_shm.c.  See params.h.
  */
 #include "internal.h"
 
@@ -21,6 +22,27 @@
 
 extern char **environ;
 
+#if PINHEAP_PARAM_FILES
+/* Open MPI's names: its boolean spellings too (see value_parse). */
+#define EXPECT_TRISTATE "1, 0, -1, true, false, yes, no, t, f, y, n, enabled, disabled or auto"
+#define EXPECT_BOOL     "1, 0, true, false, yes, no, t, f, y, n, enabled or disabled"
+#define EXPECT_MODE     "on, off, auto, 1, 0, -1, true, false, yes, no, t, f, y, n, enabled " \
+                        "or disabled"
+#else
+#define EXPECT_TRISTATE "1, 0, -1, true, false, yes or no"
+#define EXPECT_BOOL     "1, 0, true, false, yes or no"
+#define EXPECT_MODE     "on, off, auto, 1, 0, -1, true, false, yes or no"
+#endif
+#define EXPECT_PATH     "an absolute path (starting with '/')"
+#define EXPECT_COUNT    "a whole number from 1 to 256"
+#define EXPECT_SIZE     "a size in bytes from 8M to 1T, with an optional K, M, G or T suffix (powers of 1024)"
+#define EXPECT_MIB      "a whole number of MiB from 8 to 1048576"
+#define EXPECT_RANKS    "a whole number from 1 to 4096"
+#define EXPECT_JOB      "1 to 64 characters among A-Z, a-z, 0-9, '.', '_' and '-'"
+#define EXPECT_LEVEL    "fatal, error, warn, info, debug or 0 to 4"
+#define EXPECT_MSEC     "a whole number of milliseconds from 1 to 3600000"
+#define EXPECT_ALIGN    "a power of two from 16 to 4096"
+
 /* The MCA-style alias of a PINHEAP_ parameter: the build's parameter prefix,
  * the framework and component ("memory_pinheap_"), the name in lowercase. */
 #define MCA_ALIAS(suffix) PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_" suffix
@@ -28,8 +50,13 @@ extern char **environ;
  * alias <prefix>memory_pinheap_<name>. */
 #define PINHEAP_PARAM(NAME, name, kind, def, expected) \
   { "PINHEAP_" NAME, "PINHEAP_" NAME, kind, def, expected, MCA_ALIAS(name) }
+/* A shared heap's parameter: row PARAM_COUNT + id, under its one name. */
+#define SHM_PARAM(id, NAME, kind, def, expected) \
+  [PARAM_COUNT + (id)] = { NAME, NAME, kind, def, expected, NULL }
 
-const param_desc_t param_descs[PARAM_COUNT] = {
+/* The one table: the process's rows (params_get), then the shared heap's
+ * (parsed only when asked: params_shm.c). */
+const param_desc_t param_descs[PARAM_ROWS] = {
   [PARAM_LEAVE_PINNED] = {
     PINHEAP_ENV_LEAVE_PINNED, PINHEAP_PARAM_LEAVE_PINNED_STRING,
     PARAM_KIND_TRISTATE, PARAM_TRI_NOT_FOUND, EXPECT_TRISTATE, NULL },
@@ -79,6 +106,15 @@ const param_desc_t param_descs[PARAM_COUNT] = {
    * to, pinheap enabled or disabled (hooks/dispatch.c). */
   [PARAM_MALLOC_ALIGN] = PINHEAP_PARAM("MALLOC_ALIGN", "malloc_align",
     PARAM_KIND_ALIGN, PARAM_ALIGN_MIN, EXPECT_ALIGN),
+  /* The shared-memory heap's (allocator/shm.c): on when a size is given. */
+  SHM_PARAM(SHM_PARAM_SIZE, "PINHEAP_SHM_SIZE", PARAM_KIND_SIZE, 0, EXPECT_SIZE),
+  SHM_PARAM(SHM_PARAM_SM_SIZE, "SM_SIZE", PARAM_KIND_MIB, 0, EXPECT_MIB),
+  SHM_PARAM(SHM_PARAM_RANKS, "PINHEAP_SHM_RANKS", PARAM_KIND_RANKS, 0, EXPECT_RANKS),
+  SHM_PARAM(SHM_PARAM_SM_RANKS, "SM_RANKS", PARAM_KIND_RANKS, 0, EXPECT_RANKS),
+  SHM_PARAM(SHM_PARAM_JOB, "PINHEAP_SHM_JOB", PARAM_KIND_JOB, 0, EXPECT_JOB),
+  SHM_PARAM(SHM_PARAM_FALLBACK, "PINHEAP_SHM_FALLBACK", PARAM_KIND_BOOL, 0, EXPECT_BOOL),
+  SHM_PARAM(SHM_PARAM_TIMEOUT, "PINHEAP_SHM_TIMEOUT", PARAM_KIND_MSEC, SHM_TIMEOUT_DEFAULT_MS,
+            EXPECT_MSEC),
 };
 
 /* The process's table: 0 not parsed, 1 being parsed, 2 ready (read-only). */
@@ -191,10 +227,23 @@ PH_HOT void param_env_scan(char *const *envp, const char *const *names, size_t n
   }
 }
 
+/* [*b_p, *e_p) without its leading and trailing blanks. */
+PH_INLINE void span_trim(const char **b_p, const char **e_p)
+{
+  const char *b = *b_p, *e = *e_p;
+
+  while (b < e && param_char_is_blank(*b))
+    b++;
+  while (e > b && param_char_is_blank(e[-1]))
+    e--;
+  *b_p = b;
+  *e_p = e;
+}
+
 /* The shared heap's kinds, on the blank-trimmed [b, e).  @return 1 and
  * *value_p (1 for a size or a job id) and *bytes_p (sizes), or 0. */
-int param_value_parse_shm(param_kind_t kind, const char *b, const char *e, int *value_p,
-                          size_t *bytes_p)
+static int value_parse_shm(param_kind_t kind, const char *b, const char *e, int *value_p,
+                           size_t *bytes_p)
 {
   unsigned long long v;
   unsigned shift = 0;
@@ -241,8 +290,10 @@ int param_value_parse_shm(param_kind_t kind, const char *b, const char *e, int *
   }
 }
 
-/* Parses one value of the given kind.  @return 1 and *value_p, or 0. */
-PH_HOT int param_value_parse(param_kind_t kind, const char *text, int *value_p)
+/* The value parser, for every kind of every row: parses text.  @return 1,
+ * *value_p and, for a size, *bytes_p; or 0. */
+PH_HOT static int value_parse(param_kind_t kind, const char *text, int *value_p,
+                              size_t *bytes_p)
 {
   const char *b = text;
   const char *e = text + strlen(text);
@@ -259,11 +310,7 @@ PH_HOT int param_value_parse(param_kind_t kind, const char *text, int *value_p)
     return 1;
   }
 
-  while (b < e && param_char_is_blank(*b))
-    b++;
-  while (e > b && param_char_is_blank(e[-1]))
-    e--;
-
+  span_trim(&b, &e);
   yes = span_in(b, e, words_yes);
   no = span_in(b, e, words_no);
   runtime = span_equals(b, e, "-1") || (PINHEAP_PARAM_FILES && span_equals(b, e, "auto"));
@@ -331,7 +378,7 @@ PH_HOT int param_value_parse(param_kind_t kind, const char *text, int *value_p)
     }
     return 0;
   default:
-    return 0;
+    return value_parse_shm(kind, b, e, value_p, bytes_p);
   }
 }
 
@@ -355,8 +402,8 @@ void param_value_show(const char *text, char shown[72])
 
 /* Writes the one warning line for an unparsable value of variable var, or
  * of the name var in a parameter file (where: "path:line", else NULL). */
-void param_value_warn(const param_desc_t *desc, const char *where, const char *var,
-                      const char *text)
+static void value_warn(const param_desc_t *desc, const char *where, const char *var,
+                       const char *text)
 {
   char shown[72];
   const char *at = where != NULL ? where : "";
@@ -388,7 +435,7 @@ static void value_warn_conflict(const param_desc_t *desc, const char *text,
 /* ---- API ---------------------------------------------------------------- */
 
 /* Copies text into pv->raw (cut at PARAM_RAW_MAX - 1). */
-PH_HOT void param_raw_keep(param_value_t *pv, const char *text)
+static void raw_keep(param_value_t *pv, const char *text)
 {
   size_t len = strlen(text);
 
@@ -416,14 +463,16 @@ PH_HOT void param_value_reset(const param_desc_t *desc, param_value_t *pv)
 /* Sets pv from text, the value of key: a variable (where NULL), or a name
  * in a parameter file at where ("path:line", copied to where_buf, which
  * pv->from then points at; truncated: the value was cut, so it cannot be
- * valid).  Parses it, or warns and marks it invalid. */
+ * valid).  Parses it, or warns and marks it invalid.  bytes_p (NULL: not
+ * wanted): a size's byte count, left as it is when the value is not valid. */
 PH_HOT void param_value_take(const param_desc_t *desc, param_value_t *pv, const char *text,
                              const char *key, const char *where, int truncated,
-                             char *where_buf)
+                             char *where_buf, size_t *bytes_p)
 {
   int value;
+  size_t bytes = 0;
 
-  param_raw_keep(pv, text);
+  raw_keep(pv, text);
   pv->key = key;
   pv->from = key;
   if (where != NULL) {
@@ -432,13 +481,21 @@ PH_HOT void param_value_take(const param_desc_t *desc, param_value_t *pv, const 
     pv->from = where_buf;
     pv->raw_truncated |= truncated;
   }
-  if (!truncated && param_value_parse(desc->kind, text, &value)) {
+  if (!truncated && value_parse(desc->kind, text, &value, &bytes)) {
     pv->source = where != NULL ? PARAM_SOURCE_FILE : PARAM_SOURCE_ENV;
     pv->value = value;
+    if (bytes_p != NULL)
+      *bytes_p = bytes;
+    if (desc->kind == PARAM_KIND_JOB) {       /* raw holds the id, blanks trimmed */
+      const char *b = pv->raw, *e = pv->raw + strlen(pv->raw);
+      span_trim(&b, &e);
+      memmove(pv->raw, b, (size_t)(e - b));
+      pv->raw[e - b] = '\0';
+    }
   } else {
     pv->source = PARAM_SOURCE_INVALID;
     pv->is_valid = 0;
-    param_value_warn(desc, where, key, text);
+    value_warn(desc, where, key, text);
   }
 }
 
@@ -456,44 +513,53 @@ enum {
 #endif
 };
 
-/* One parameter: its variables' texts (texts[2 id], [2 id + 1], the
- * synonyms' at ENV_SYNONYM; NULL: not set), then what the files set (scan:
- * a pfile_scan_t, NULL in a build without files). */
-PH_HOT static void param_eval_one(int id, const char *const *texts, const void *scan,
-                                  param_value_t *pv, char *where_buf)
+/* Row id from the environment: text its name's value, alias_text its
+ * alias's (NULL: not set).  The name wins; both set to different values:
+ * one warning.  bytes_p (NULL: not wanted): a size's byte count, else 0.
+ * @return whether either was set. */
+PH_HOT static int param_eval_env(int id, const char *text, const char *alias_text,
+                                 param_value_t *pv, size_t *bytes_p)
 {
   const param_desc_t *desc = &param_descs[id];
-  const char *text = texts[2 * id];
   const char *key = desc->name;
-  const char *alias_text = texts[2 * id + 1];
   int alias_value;
+  size_t alias_bytes;
 
   param_value_reset(desc, pv);
+  if (bytes_p != NULL)
+    *bytes_p = 0;
   if (text == NULL) {              /* the alias alone */
     text = alias_text;
     key = desc->alias;
     alias_text = NULL;
   }
-  if (text != NULL) {
-    param_value_take(desc, pv, text, key, NULL, 0, where_buf);
-  }
-#if PINHEAP_PARAM_FILES
-  const pfile_scan_t *s = scan;
-  if (text == NULL && s != NULL && s->hits[id].file >= 0)   /* the files, after the environment */
-    param_value_take(desc, pv, s->hits[id].text, s->keys[id], s->hits[id].where,
-                     s->hits[id].truncated, where_buf);
-#else
-  (void)scan;
-#endif
+  if (text == NULL)
+    return 0;
+  param_value_take(desc, pv, text, key, NULL, 0, NULL, bytes_p);
   if (alias_text != NULL) {        /* both names: the PINHEAP_ one won */
     pv->alias_ignored = 1;
     int same = strcmp(text, alias_text) == 0 ||
-               (pv->is_valid && param_value_parse(desc->kind, alias_text, &alias_value) &&
+               (pv->is_valid && value_parse(desc->kind, alias_text, &alias_value, &alias_bytes) &&
                 alias_value == pv->value);
     if (!same)
       value_warn_conflict(desc, text, alias_text);
   }
+  return 1;
+}
+
+/* One row of the process's: its variables' texts (texts[2 id], [2 id + 1],
+ * the synonyms' at ENV_SYNONYM; NULL: not set), then what the files set
+ * (scan: a pfile_scan_t, NULL in a build without files). */
+PH_HOT static void param_eval_one(int id, const char *const *texts, const void *scan,
+                                  param_value_t *pv, char *where_buf)
+{
+  int set = param_eval_env(id, texts[2 * id], texts[2 * id + 1], pv, NULL);
 #if PINHEAP_PARAM_FILES
+  const param_desc_t *desc = &param_descs[id];
+  const pfile_scan_t *s = scan;
+  if (!set && s != NULL && s->hits[id].file >= 0)   /* the files, after the environment */
+    param_value_take(desc, pv, s->hits[id].text, s->keys[id], s->hits[id].where,
+                     s->hits[id].truncated, where_buf, NULL);
   for (int k = 0; k < PARAM_SYNONYMS && s != NULL; k++) {
     if (param_synonyms[k].id != (param_id_t)id)
       continue;
@@ -503,7 +569,26 @@ PH_HOT static void param_eval_one(int id, const char *const *texts, const void *
     else if (hit != NULL)
       pfile_synonym_take(desc, pv, k, hit->text, hit, where_buf);
   }
+#else
+  (void)set;
+  (void)scan;
+  (void)where_buf;
 #endif
+}
+
+PH_HOT void params_names(int first, int n, const char **names)
+{
+  for (int i = 0; i < n; i++) {
+    names[2 * i] = param_descs[first + i].name;
+    names[2 * i + 1] = param_descs[first + i].alias;
+  }
+}
+
+void params_eval_rows(int first, int n, const char *const *texts, param_value_t *out_p,
+                      size_t *bytes_p)
+{
+  for (int i = 0; i < n; i++)
+    param_eval_env(first + i, texts[2 * i], texts[2 * i + 1], &out_p[i], &bytes_p[i]);
 }
 
 /* A file source's "path:line" for each parameter (from points here), apart
@@ -521,10 +606,7 @@ PH_HOT static void params_eval_into(char *const *envp, params_t *out_p,
   const void *scan = NULL;
 
   _Static_assert(ENV_COUNT <= ENV_SCAN_MAX, "param_env_scan takes at most ENV_SCAN_MAX names");
-  for (int id = 0; id < PARAM_COUNT; id++) {
-    names[2 * id] = param_descs[id].name;
-    names[2 * id + 1] = param_descs[id].alias;
-  }
+  params_names(0, PARAM_COUNT, names);
 #if PINHEAP_PARAM_FILES
   pfile_scan_t files;
   for (int k = 0; k < PARAM_SYNONYMS; k++)
@@ -591,6 +673,19 @@ const param_desc_t *param_desc_get(param_id_t id)
   if ((int)id < 0 || id >= PARAM_COUNT)
     return NULL;
   return &param_descs[id];
+}
+
+PH_STARTUP const char *param_mca_name(const param_desc_t *desc)
+{
+  const char *prefix = PINHEAP_PARAM_PREFIX_STRING;
+  size_t n = 0;
+
+  while (prefix[n] != '\0' && desc->name[n] == prefix[n])
+    n++;
+  if (n != 0 && prefix[n] == '\0')
+    return desc->name + n;          /* <prefix>mpi_leave_pinned */
+  /* <prefix>memory_pinheap_<name> */
+  return desc->alias != NULL ? desc->alias + sizeof(PINHEAP_PARAM_PREFIX_STRING) - 1 : NULL;
 }
 
 const char *param_source_name(param_source_t source)

@@ -75,21 +75,6 @@ const param_synonym_t param_synonyms[PARAM_SYNONYMS] = {
     "opal_leave_pinned_pipeline" },
 };
 
-/* The name a file gives a parameter: its MCA variable less the prefix --
- * the name's (mpi_leave_pinned) or the alias's (memory_pinheap_log_level);
- * NULL for the variables outside the MCA scheme (FAKEROOTKEY ...). */
-PH_STARTUP static const char *pfile_key(const param_desc_t *desc)
-{
-  const char *prefix = PINHEAP_PARAM_PREFIX_STRING;
-  size_t n = 0;
-
-  while (prefix[n] != '\0' && desc->name[n] == prefix[n])
-    n++;
-  if (prefix[n] == '\0')
-    return desc->name + n;
-  return desc->alias != NULL ? desc->alias + sizeof(PINHEAP_PARAM_PREFIX_STRING) - 1 : NULL;
-}
-
 /* Does [b, e) equal w exactly (Open MPI's names are case-sensitive)? */
 PH_STARTUP static int span_same(const char *b, const char *e, const char *w)
 {
@@ -282,7 +267,7 @@ PH_STARTUP void pfile_scan(pfile_scan_t *s, const char *list, const char *home,
   int saved = errno;                /* a missing file must not show in errno */
 
   for (int id = 0; id < PARAM_COUNT; id++)
-    s->keys[id] = pfile_key(&param_descs[id]);
+    s->keys[id] = param_mca_name(&param_descs[id]);   /* the name a file gives it */
   for (int k = 0; k < PARAM_SYNONYMS; k++)
     s->keys[PARAM_COUNT + k] = param_synonyms[k].key;
   for (int k = 0; k < PFILE_KEYS; k++)
@@ -332,9 +317,9 @@ PH_STARTUP void pfile_synonym_take(const param_desc_t *desc, param_value_t *pv, 
   param_value_reset(desc, &syn);
   if (hit != NULL)
     param_value_take(desc, &syn, text, param_synonyms[k].key, hit->where, hit->truncated,
-                     syn_where);
+                     syn_where, NULL);
   else
-    param_value_take(desc, &syn, text, param_synonyms[k].var, NULL, 0, syn_where);
+    param_value_take(desc, &syn, text, param_synonyms[k].var, NULL, 0, syn_where, NULL);
   if (!syn.is_valid)
     return;                          /* warned; the parameter's own value stays */
   if (pv->source != PARAM_SOURCE_DEFAULT && (!pv->is_valid || pv->value != syn.value)) {

@@ -12,32 +12,13 @@
 
 #include <stddef.h>
 
-#if PINHEAP_PARAM_FILES
-/* Open MPI's names: its boolean spellings too (see param_value_parse). */
-#define EXPECT_TRISTATE "1, 0, -1, true, false, yes, no, t, f, y, n, enabled, disabled or auto"
-#define EXPECT_BOOL     "1, 0, true, false, yes, no, t, f, y, n, enabled or disabled"
-#define EXPECT_MODE     "on, off, auto, 1, 0, -1, true, false, yes, no, t, f, y, n, enabled " \
-                        "or disabled"
-#else
-#define EXPECT_TRISTATE "1, 0, -1, true, false, yes or no"
-#define EXPECT_BOOL     "1, 0, true, false, yes or no"
-#define EXPECT_MODE     "on, off, auto, 1, 0, -1, true, false, yes or no"
-#endif
-#define EXPECT_PATH     "an absolute path (starting with '/')"
-#define EXPECT_COUNT    "a whole number from 1 to 256"
-#define EXPECT_SIZE     "a size in bytes from 8M to 1T, with an optional K, M, G or T suffix (powers of 1024)"
-#define EXPECT_MIB      "a whole number of MiB from 8 to 1048576"
-#define EXPECT_RANKS    "a whole number from 1 to 4096"
-#define EXPECT_JOB      "1 to 64 characters among A-Z, a-z, 0-9, '.', '_' and '-'"
-#define EXPECT_LEVEL    "fatal, error, warn, info, debug or 0 to 4"
-#define EXPECT_MSEC     "a whole number of milliseconds from 1 to 3600000"
-#define EXPECT_ALIGN    "a power of two from 16 to 4096"
-
 /* ======================================================================= */
 /*  params.c: the table, the value parser, the environment                  */
 /* ======================================================================= */
 
-extern const param_desc_t param_descs[PARAM_COUNT];
+/* The one table: [0, PARAM_COUNT) the process's rows, then the shared
+ * heap's (row PARAM_COUNT + shm_param_id_t). */
+extern const param_desc_t param_descs[PARAM_ROWS];
 
 /** 1 for a blank: space, tab, newline, CR, VT, FF (ASCII only, no locale). */
 PH_INLINE int param_char_is_blank(char c)
@@ -74,31 +55,30 @@ PH_INLINE int param_job_char_ok(char c)
          c == '.' || c == '_' || c == '-';
 }
 
-/** Parses one value of the given kind.  @return 1 and *value_p, or 0. */
-int param_value_parse(param_kind_t kind, const char *text, int *value_p);
-/** The shared heap's kinds, on the blank-trimmed [b, e).  @return 1 and
- *  *value_p (1 for a size or a job id) and *bytes_p (sizes), or 0. */
-int param_value_parse_shm(param_kind_t kind, const char *b, const char *e, int *value_p,
-                          size_t *bytes_p);
-
 /** A value as a warning quotes it: unprintables as '?', cut at 64 bytes
  *  with "...". */
 void param_value_show(const char *text, char shown[72]);
-/** The one warning line for an unparsable value of variable var, or of
- *  the name var in a parameter file (where: "path:line", else NULL). */
-void param_value_warn(const param_desc_t *desc, const char *where, const char *var,
-                      const char *text);
-
-/** Copies text into pv->raw (cut at PARAM_RAW_MAX - 1). */
-void param_raw_keep(param_value_t *pv, const char *text);
 /** pv as not set: the default applies. */
 void param_value_reset(const param_desc_t *desc, param_value_t *pv);
 /** Sets pv from text, the value of key: a variable (where NULL), or a name
  *  in a parameter file at where ("path:line", copied to where_buf, which
  *  pv->from then points at; truncated: the value was cut, so it cannot be
- *  valid).  Parses it, or warns and marks it invalid. */
+ *  valid).  Parses it (the one value parser, for every kind), or warns and
+ *  marks it invalid.  bytes_p (NULL: not wanted): a size's byte count. */
 void param_value_take(const param_desc_t *desc, param_value_t *pv, const char *text,
-                      const char *key, const char *where, int truncated, char *where_buf);
+                      const char *key, const char *where, int truncated, char *where_buf,
+                      size_t *bytes_p);
+
+/** names[2 i], names[2 i + 1]: the name and the alias (NULL: none) of row
+ *  first + i of the table, i < n, for param_env_scan. */
+void params_names(int first, int n, const char **names);
+/** Rows [first, first + n) of the table from their variables' texts
+ *  (texts[2 i], [2 i + 1]: the name's and the alias's, NULL: not set, as
+ *  param_env_scan found them for params_names), from the environment only:
+ *  out_p[i], and bytes_p[i] a size's byte count (else 0).  Warns for each
+ *  unparsable value. */
+void params_eval_rows(int first, int n, const char *const *texts, param_value_t *out_p,
+                      size_t *bytes_p);
 
 #if PINHEAP_PARAM_FILES
 /* ======================================================================= */
@@ -114,7 +94,7 @@ typedef struct param_synonym_s {
 } param_synonym_t;
 extern const param_synonym_t param_synonyms[PARAM_SYNONYMS];
 
-/* The names a file may set: [id] parameter id's (pfile_key), then
+/* The names a file may set: [id] parameter id's (param_mca_name), then
  * [PARAM_COUNT + k] synonym k's. */
 #define PFILE_KEYS (PARAM_COUNT + PARAM_SYNONYMS)
 
