@@ -22,10 +22,9 @@
 /* Their rows of the one table (params.c): row SHM_ROW + shm_param_id_t. */
 #define SHM_ROW PARAM_COUNT
 
-/* The shared heap's names then (n > 2 SHM_PARAM_COUNT) the callers' in
- * names[2 SHM_PARAM_COUNT ..), looked up in envp in one pass:
- * texts[2 id], [2 id + 1] the values of row id's name and alias (NULL: not
- * set), then the callers'. */
+/* The shared heap's names, then the callers' in names[2 SHM_PARAM_COUNT ..
+ * n), looked up in envp in one pass: texts[2 id], [2 id + 1] the values of
+ * row id's name and alias (NULL: not set), then the callers'. */
 PH_HOT static void shm_params_scan(char *const *envp, const char **names, size_t n,
                                    const char **texts)
 {
