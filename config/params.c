@@ -241,9 +241,10 @@ PH_INLINE void span_trim(const char **b_p, const char **e_p)
 }
 
 /* The shared heap's kinds, on the blank-trimmed [b, e).  @return 1 and
- * *value_p (1 for a size or a job id) and *bytes_p (sizes), or 0. */
-static int value_parse_shm(param_kind_t kind, const char *b, const char *e, int *value_p,
-                           size_t *bytes_p)
+ * *value_p (1 for a size or a job id) and *bytes_p (sizes), or 0.  Out of
+ * the hot text: only the shared heap's rows have these kinds. */
+PH_NOINLINE static int value_parse_shm(param_kind_t kind, const char *b, const char *e,
+                                       int *value_p, size_t *bytes_p)
 {
   unsigned long long v;
   unsigned shift = 0;
