@@ -371,6 +371,20 @@
 #define owner_map_adopt         PINHEAP_NAME(owner_map_adopt)
 #define ms_any                  PINHEAP_NAME(ms_any)
 
+/* config/params*.c among themselves (config/params_internal.h), and
+ * param_mca_name (params.h) */
+#define param_descs             PINHEAP_NAME(param_descs)
+#define param_env_scan          PINHEAP_NAME(param_env_scan)
+#define param_value_show        PINHEAP_NAME(param_value_show)
+#define param_value_reset       PINHEAP_NAME(param_value_reset)
+#define param_value_take        PINHEAP_NAME(param_value_take)
+#define params_names            PINHEAP_NAME(params_names)
+#define params_eval_rows        PINHEAP_NAME(params_eval_rows)
+#define param_mca_name          PINHEAP_NAME(param_mca_name)
+#define param_synonyms          PINHEAP_NAME(param_synonyms)
+#define pfile_scan              PINHEAP_NAME(pfile_scan)
+#define pfile_synonym_take      PINHEAP_NAME(pfile_synonym_take)
+
 /* ---- 3. hooks/ and config/ names --------------------------------------- */
 /* (decision matrix, parameters, driver probe; kept in this section) */
 #define params_get                  PINHEAP_NAME(params_get)

@@ -4,6 +4,8 @@
 list(APPEND PINHEAP_HOOKS_SOURCES
   config/params.c
   config/params_info.c
+  config/params_files.c
+  config/params_shm.c
   hooks/probe.c
   hooks/decision.c
   hooks/events.c

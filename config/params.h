@@ -5,10 +5,14 @@
  * One descriptor table, in the spirit of mimalloc's mi_option_desc_t: each
  * parameter has a name (the environment variable), a kind (how its value is
  * parsed), a default, and after evaluation a source, the variable that set
- * it, the raw text, the parsed value and a valid flag.  The process's
- * environment is parsed once, on first use (params_get()), and is
- * read-only after that.  Main entry points: params_get() for the process,
- * params_eval() for an explicit envp array (tests, the info tool).
+ * it, the raw text, the parsed value and a valid flag.  One value parser and
+ * one environment scan serve every row.  The table has two parts: the
+ * process's rows (param_id_t, PARAM_COUNT of them), parsed once, on first
+ * use (params_get()), and read-only after that; and the shared-memory
+ * heap's rows (shm_param_id_t, at PARAM_COUNT + id), parsed only when asked
+ * (shm_params_eval, shm_conf_eval, below).  Main entry points: params_get()
+ * for the process, params_eval() for an explicit envp array (tests, the
+ * info tool).
  *
  * MCA-style aliases.  Every PINHEAP_* parameter also answers to
  * <parameter prefix>memory_pinheap_<suffix in lowercase> (the prefix is the
@@ -87,8 +91,12 @@ typedef enum param_id_e {
   PARAM_LOG_LEVEL,              /* PINHEAP_LOG_LEVEL                  level    */
   PARAM_EVENTS,                 /* PINHEAP_EVENTS                     bool     */
   PARAM_MALLOC_ALIGN,           /* PINHEAP_MALLOC_ALIGN               align    */
-  PARAM_COUNT
+  PARAM_COUNT                   /* the process's rows; the shared heap's follow */
 } param_id_t;
+
+/* The rows of the table: the process's, then the shared heap's
+ * (shm_param_id_t id is row PARAM_COUNT + id). */
+#define PARAM_ROWS (PARAM_COUNT + SHM_PARAM_COUNT)
 
 typedef enum param_kind_e {
   PARAM_KIND_TRISTATE,
@@ -208,6 +216,13 @@ void params_eval(char *const *envp, params_t *out_p);
 /** @return the descriptor of id, or NULL if id is out of range. */
 const param_desc_t *param_desc_get(param_id_t id);
 
+/** The name a parameter has without the build's parameter prefix (its MCA
+ *  name, which Open MPI's parameter files and pinheap_param_info use): its
+ *  variable's (mpi_leave_pinned) or its alias's (memory_pinheap_log_level);
+ *  NULL for a variable outside the MCA scheme (FAKEROOTKEY, the shared
+ *  heap's). */
+const char *param_mca_name(const param_desc_t *desc);
+
 /** @return "default", "environment", "invalid" or "file". */
 const char *param_source_name(param_source_t source);
 
@@ -227,10 +242,12 @@ int params_events_on(const char *what);
 /*  The shared-memory heap's parameters (allocator/shm.c)                   */
 /* ======================================================================= */
 /*
- * A table of their own, in the same form (param_desc_t / param_value_t),
- * so the leave-pinned table above stays as it is.  The mode is on when a
- * size is given (PINHEAP_SHM_SIZE, else HMPI's SM_SIZE).  The participant
- * count and the job id default from the launcher (shm_conf_eval).
+ * Rows of the one table (row PARAM_COUNT + id), parsed by the same parser
+ * from the same scan of the environment, but only when asked: not by
+ * params_get(), and not from Open MPI's parameter files (they have no MCA
+ * name).  The mode is on when a size is given (PINHEAP_SHM_SIZE, else
+ * HMPI's SM_SIZE).  The participant count and the job id default from the
+ * launcher (shm_conf_eval).
  */
 typedef enum shm_param_id_e {
   SHM_PARAM_SIZE,        /* PINHEAP_SHM_SIZE      bytes with K/M/G/T */
@@ -265,13 +282,15 @@ typedef struct shm_conf_s {
   unsigned timeout_ms;
 } shm_conf_t;
 
-/** Evaluates the shared heap's parameters from envp (warns like
- *  params_eval for each unparsable value).  Never allocates. */
+/** Evaluates the shared heap's rows from envp (warns like params_eval for
+ *  each unparsable value).  Never allocates. */
 void shm_params_eval(char *const *envp, shm_params_t *out_p);
 /** @return whether envp sets any of the shared heap's parameters
- *  (PINHEAP_SHM_*, SM_*): without one, the shared heap is off. */
+ *  (PINHEAP_SHM_*, SM_*): without one, the shared heap is off.  Looks the
+ *  names up only (no parsing, no warning): it is on the start-up path. */
 bool shm_params_any_set(char *const *envp);
-/** @return the descriptor of id, or NULL if out of range. */
+/** @return the descriptor of id (row PARAM_COUNT + id of the table), or
+ *  NULL if out of range. */
 const param_desc_t *shm_param_desc_get(shm_param_id_t id);
 /** The parameters of envp plus the launcher's defaults.  Never allocates. */
 void shm_conf_eval(char *const *envp, shm_conf_t *out_p);

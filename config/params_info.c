@@ -18,19 +18,15 @@ int PINHEAP_NAME(param_info)(int index, pinheap_param_info_t *out)
 {
   if (out == NULL || index < 0)
     return EINVAL;
-  if (index >= PARAM_COUNT)
+  if (index >= PARAM_COUNT)          /* the process's rows (not the shared heap's) */
     return ENOENT;
   param_id_t id = (param_id_t)index;
   const param_desc_t *d = param_desc_get(id);
   const param_value_t *pv = &params_get()->v[id];
-  size_t plen = strlen(PINHEAP_PARAM_PREFIX_STRING);
 
   memset(out, 0, sizeof(*out));
   out->name = d->name;
-  if (plen != 0 && strncmp(d->name, PINHEAP_PARAM_PREFIX_STRING, plen) == 0)
-    out->mca_name = d->name + plen;           /* <prefix>mpi_leave_pinned */
-  else if (d->alias != NULL && strncmp(d->alias, PINHEAP_PARAM_PREFIX_STRING, plen) == 0)
-    out->mca_name = d->alias + plen;          /* <prefix>memory_pinheap_<name> */
+  out->mca_name = param_mca_name(d);
   out->default_value = param_value_name(id, d->default_value);
   bool set = pv->source == PARAM_SOURCE_ENV || pv->source == PARAM_SOURCE_FILE;
   out->value = set ? pv->raw : out->default_value;

@@ -1,4 +1,4 @@
-# config_tests.cmake -- the configuration table (config/params.c) seen from a
+# config_tests.cmake -- the configuration table (config/params*.c) seen from a
 # whole process and from the info tool.
 #
 # test_config links libpinheap.a whole after pinheap_core, its symbols
@@ -147,4 +147,26 @@ print(\"config-json-ok\")
             ${PINHEAP_PARAM_PREFIX}memory_pinheap_code_patch 15)
   set_tests_properties(pinheap_info_config_json PROPERTIES LABELS "config;noasan"
     PASS_REGULAR_EXPRESSION "^config-json-ok\n$")
+endif()
+
+if(TARGET pinheap-info)
+  # Every row of the one table is shown: the process's in "configuration",
+  # the shared heap's in "shm" (its "params"), each once, and a shared
+  # heap's value or invalid value as its row holds it.
+  add_test(NAME pinheap_info_table_rows
+    COMMAND sh -c "env -i PINHEAP_SHM_TIMEOUT=250 SM_RANKS=0 PINHEAP_PROBE_ROOT=/nonexistent \"$1\" --json 2>/dev/null | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+c, s = j[\"configuration\"], j[\"shm\"][\"params\"]
+assert len(c) == int(sys.argv[1]), sorted(c)
+assert list(s) == [\"PINHEAP_SHM_SIZE\", \"SM_SIZE\", \"PINHEAP_SHM_RANKS\", \"SM_RANKS\", \"PINHEAP_SHM_JOB\", \"PINHEAP_SHM_FALLBACK\", \"PINHEAP_SHM_TIMEOUT\"], s
+assert not set(c) & set(s), set(c) & set(s)
+assert s[\"PINHEAP_SHM_TIMEOUT\"] == chr(34) + \"250\" + chr(34), s
+assert s[\"SM_RANKS\"].startswith(chr(34) + \"0\" + chr(34) + \" is invalid, expected a whole number from 1 to 4096\"), s
+assert s[\"PINHEAP_SHM_SIZE\"] == \"not set\", s
+print(\"table-rows-ok\")
+' \"$2\"" sh
+            $<TARGET_FILE:pinheap-info> 15)
+  set_tests_properties(pinheap_info_table_rows PROPERTIES LABELS "config;noasan"
+    PASS_REGULAR_EXPRESSION "^table-rows-ok\n$")
 endif()

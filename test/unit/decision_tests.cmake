@@ -53,7 +53,8 @@ endfunction()
 set(_params_other_inc ${CMAKE_CURRENT_BINARY_DIR}/params_other_prefix/include)
 params_other_prefix_config(${_params_other_inc})
 pinheap_add_criterion_test(test_params_other_prefix ${CMAKE_CURRENT_LIST_DIR}/test_params.c
-  ${PROJECT_SOURCE_DIR}/config/params.c)
+  ${PROJECT_SOURCE_DIR}/config/params.c ${PROJECT_SOURCE_DIR}/config/params_files.c
+  ${PROJECT_SOURCE_DIR}/config/params_shm.c)
 target_include_directories(test_params_other_prefix BEFORE PRIVATE ${_params_other_inc})
 target_include_directories(test_params_other_prefix PRIVATE ${PROJECT_SOURCE_DIR}/config
   ${PROJECT_SOURCE_DIR}/hooks ${PROJECT_SOURCE_DIR})

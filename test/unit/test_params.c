@@ -1,5 +1,5 @@
 /*
- * test_params.c -- tests of config/params.c: the environment parameters.
+ * test_params.c -- tests of config/params*.c: the environment parameters.
  *
  * Every accepted spelling of every kind, unparsable values (one warning line
  * captured from fd 2, counted as not set), each variable independently,
@@ -8,8 +8,10 @@
  * the events switch and the alignment, and Open MPI's habits: its parameter
  * files, spellings and synonyms with Open MPI's prefix, none of them with
  * another (the same file is built twice: test_params under the build's
- * prefix, test_params_other_prefix under the other kind).  Main entry: the
- * Criterion tests below.
+ * prefix, test_params_other_prefix under the other kind), and the one
+ * table: the shared heap's rows after the process's, the same parser, the
+ * MCA names pinheap_param_info gives.  Main entry: the Criterion tests
+ * below.
  */
 #include <criterion/criterion.h>
 
@@ -25,6 +27,7 @@
 #include "internal.h"
 
 #include "params.h"
+#include "pinheap.h"
 
 extern char **environ;
 
@@ -1285,3 +1288,100 @@ Test(params_files, another_prefix_reads_no_file_and_no_open_mpi_spelling)
 }
 
 #endif /* PINHEAP_PARAM_FILES */
+
+/* ---- the one table: the process's rows, then the shared heap's --------- */
+
+/* The name less the build's parameter prefix (param_mca_name): the name
+ * parameter files and pinheap_param_info use. */
+Test(params, mca_name_is_the_name_less_the_prefix)
+{
+  const char *lp = param_mca_name(param_desc_get(PARAM_LEAVE_PINNED));
+
+  if (TEST_WANT_PREFIX[0] != '\0')
+    cr_assert(lp != NULL && strcmp(lp, TEST_WANT_LP) == 0, "%s", lp ? lp : "NULL");
+  else
+    cr_assert_null(lp, "%s", lp);     /* no prefix: the variable is no MCA name */
+  cr_assert_str_eq(param_mca_name(param_desc_get(PARAM_MODE)), "memory_pinheap_mode");
+  cr_assert_str_eq(param_mca_name(param_desc_get(PARAM_LOG_LEVEL)), "memory_pinheap_log_level");
+  cr_assert_null(param_mca_name(param_desc_get(PARAM_FAKEROOTKEY)));
+  for (int id = 0; id < SHM_PARAM_COUNT; id++)
+    cr_assert_null(param_mca_name(shm_param_desc_get((shm_param_id_t)id)));
+}
+
+/* pinheap_param_info lists every row of the process's, as the table has
+ * it, under its MCA name, and no more. */
+Test(params, param_info_lists_the_process_rows)
+{
+  pinheap_param_info_t pi;
+
+  for (int id = 0; id < PARAM_COUNT; id++) {
+    const param_desc_t *d = param_desc_get((param_id_t)id);
+    cr_assert_eq(PINHEAP_NAME(param_info)(id, &pi), 0, "row %d", id);
+    cr_assert_str_eq(pi.name, d->name);
+    cr_assert_eq(pi.mca_name, param_mca_name(d), "%s", d->name);
+    cr_assert_str_eq(pi.default_value, param_value_name((param_id_t)id, d->default_value));
+    cr_assert_str_eq(pi.accepted, d->expected);
+  }
+  cr_assert_eq(PINHEAP_NAME(param_info)(PARAM_COUNT, &pi), ENOENT);
+  cr_assert_eq(PINHEAP_NAME(param_info)(-1, &pi), EINVAL);
+}
+
+/* The shared heap's parameters are the rows after the process's: names of
+ * their own, no alias, and params_eval neither reads them nor warns. */
+Test(params, shared_heap_rows_follow_the_process_rows)
+{
+  static const char *const want[SHM_PARAM_COUNT] = {
+    [SHM_PARAM_SIZE] = "PINHEAP_SHM_SIZE", [SHM_PARAM_SM_SIZE] = "SM_SIZE",
+    [SHM_PARAM_RANKS] = "PINHEAP_SHM_RANKS", [SHM_PARAM_SM_RANKS] = "SM_RANKS",
+    [SHM_PARAM_JOB] = "PINHEAP_SHM_JOB", [SHM_PARAM_FALLBACK] = "PINHEAP_SHM_FALLBACK",
+    [SHM_PARAM_TIMEOUT] = "PINHEAP_SHM_TIMEOUT",
+  };
+  char *envp[] = { "PINHEAP_SHM_SIZE=bad", "SM_RANKS=0", "PINHEAP_SHM_JOB=a/b", NULL };
+  params_t p;
+  capture_t c;
+
+  cr_assert_eq(shm_param_desc_get(SHM_PARAM_SIZE), param_desc_get(PARAM_COUNT - 1) + 1);
+  for (int id = 0; id < SHM_PARAM_COUNT; id++) {
+    const param_desc_t *d = shm_param_desc_get((shm_param_id_t)id);
+    cr_assert_not_null(d);
+    cr_assert_str_eq(d->name, want[id]);
+    cr_assert_null(d->alias);
+    for (int other = 0; other < PARAM_COUNT; other++)
+      cr_assert_str_neq(d->name, param_desc_get((param_id_t)other)->name);
+  }
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  for (int id = 0; id < PARAM_COUNT; id++)
+    cr_assert_eq(p.v[id].source, PARAM_SOURCE_DEFAULT, "param %d", id);
+}
+
+/* One value parser: a boolean of the shared heap's reads as the process's
+ * do, and an unparsable one gets the same warning. */
+Test(params, shared_heap_rows_share_the_parser)
+{
+  static const char *const texts[] = { "1", "0", " yes ", "FALSE", "no", "t", "enabled",
+                                       "maybe", "" };
+
+  for (size_t k = 0; k < sizeof(texts) / sizeof(texts[0]); k++) {
+    char entry[64], shm_entry[64], want[512];
+    char *envp[] = { entry, NULL };
+    char *shm_envp[] = { shm_entry, NULL };
+    params_t p;
+    shm_params_t s;
+    capture_t c;
+
+    snprintf(entry, sizeof(entry), "PINHEAP_PATCH=%s", texts[k]);
+    snprintf(shm_entry, sizeof(shm_entry), "PINHEAP_SHM_FALLBACK=%s", texts[k]);
+    snprintf(want, sizeof(want), "%s", eval_captured(envp, &p, &c));
+    capture_begin(&c);
+    shm_params_eval(shm_envp, &s);
+    const char *got = capture_end(&c);
+    const param_value_t *pv = &p.v[PARAM_PATCH], *sv = &s.v[SHM_PARAM_FALLBACK];
+    cr_assert_eq(sv->is_valid, pv->is_valid, "%s", shm_entry);
+    if (pv->is_valid)
+      cr_assert_eq(sv->value, pv->value, "%s", shm_entry);
+    cr_assert_eq(strstr(want, "PINHEAP_PATCH=") != NULL,
+                 strstr(got, "PINHEAP_SHM_FALLBACK=") != NULL, "%s: %s", shm_entry, got);
+    if (!pv->is_valid)   /* the same words after the name */
+      cr_assert_str_eq(strchr(got, '='), strchr(want, '='), "%s", shm_entry);
+  }
+}
