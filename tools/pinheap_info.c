@@ -11,8 +11,12 @@
  * --json.  Main entry point: main().
  * Runs in main(), so stdio is fine here (unlike config/ and hooks/).
  *
- * Usage: pinheap-info [--json] [--probe-root DIR] [--preloaded] [--help]
- * Exit status: 0, or 2 for a usage error.
+ * Usage: pinheap-info [--json] [--probe-root DIR] [--preloaded] [--version] [--help]
+ * Exit status (INFO_EXIT_*): 0 nothing wrong; 1 leave-pinned is asked for
+ * (mpi_leave_pinned or mpi_leave_pinned_pipeline is 1) but the support
+ * level lacks FREE or MUNMAP, so a registration cache may go stale; 2 a
+ * usage error; 3 the output could not be written.  tools/README.md has the
+ * text's sections and the JSON schema.
  */
 #include <fcntl.h>
 #include <malloc.h>
@@ -40,6 +44,8 @@ static info_mallinfo_t info_mallinfo(void)
 
 extern char **environ;
 
+enum { INFO_EXIT_OK = 0, INFO_EXIT_UNSAFE = 1, INFO_EXIT_USAGE = 2, INFO_EXIT_OUTPUT = 3 };
+
 typedef struct info_opts_s {
   int is_json;
   int is_preloaded;
@@ -58,6 +64,8 @@ typedef struct info_s {
   int level;
   char level_names[32];
   const char *support_text;
+  int unsafe;               /* leave-pinned asked for, FREE or MUNMAP missing */
+  char verdict[512];
   /* the shared-memory heap */
   shm_params_t shm_params;
   shm_conf_t shm;
@@ -74,20 +82,37 @@ static void level_names_make(int level, char *buf, size_t len)
 
 static void usage_print(FILE *f)
 {
-  fputs("usage: pinheap-info [--json] [--probe-root DIR] [--preloaded] [--help]\n"
+  fputs("usage: pinheap-info [--json] [--probe-root DIR] [--preloaded] [--version] [--help]\n"
         "\n"
-        "Shows pinheap's build settings, the inputs of the leave-pinned decision\n"
-        "(environment parameters, driver probe), the decision taken and why,\n"
-        "the support level and the allocator's statistics.\n"
+        "Shows what pinheap decides in this process and why: a one-line verdict,\n"
+        "every parameter with its value and source, the driver probe, the decision,\n"
+        "the support level, how each memory call is intercepted, the registration\n"
+        "caches fed, the shared-memory heap and the allocator's statistics.\n"
         "\n"
         "  --json            print one JSON object instead of text\n"
         "  --probe-root DIR  run the driver probe under DIR instead of /\n"
         "                    (default: $" PINHEAP_ENV_PROBE_ROOT " if set, else /)\n"
         "  --preloaded       decide as the preload shim would (enabled by default)\n"
-        "  --help            show this help and exit\n", f);
+        "  --version         print the version and the build's prefixes and exit\n"
+        "  --help            show this help and exit\n"
+        "\n"
+        "The first line is the verdict: whether pinheap serves malloc, the releases\n"
+        "it reports (FREE, CHUNK, MUNMAP) and why.  Exit status: 0 nothing wrong;\n"
+        "1 leave-pinned is asked for but pinheap cannot see every release (FREE or\n"
+        "MUNMAP missing); 2 a usage error; 3 the output could not be written.\n", f);
 }
 
-/* @return 0 to go on, 1 to exit 0 (help), 2 for a usage error. */
+static int probe_root_check(const char *dir)
+{
+  if (dir[0] == '/')
+    return 0;
+  fprintf(stderr, "pinheap-info: --probe-root '%s' is not an absolute path (expected a "
+          "directory starting with '/')\n", dir);
+  usage_print(stderr);
+  return 2;
+}
+
+/* @return 0 to go on, 1 to exit 0 (help, version), 2 for a usage error. */
 static int opts_parse(int argc, char **argv, info_opts_t *opts_p)
 {
   for (int i = 1; i < argc; i++) {
@@ -100,6 +125,10 @@ static int opts_parse(int argc, char **argv, info_opts_t *opts_p)
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage_print(stdout);
       return 1;
+    } else if (strcmp(a, "--version") == 0) {
+      printf("pinheap-info %s (symbol prefix %s, parameter prefix %s)\n", PINHEAP_VERSION_STRING,
+             PINHEAP_PREFIX_STRING, PINHEAP_PARAM_PREFIX_STRING);
+      return 1;
     } else if (strcmp(a, "--probe-root") == 0) {
       if (i + 1 >= argc || argv[i + 1][0] == '\0') {
         fprintf(stderr, "pinheap-info: option '--probe-root' needs a directory\n");
@@ -107,8 +136,12 @@ static int opts_parse(int argc, char **argv, info_opts_t *opts_p)
         return 2;
       }
       opts_p->probe_root = argv[++i];
+      if (probe_root_check(opts_p->probe_root) != 0)
+        return 2;
     } else if (strncmp(a, "--probe-root=", 13) == 0 && a[13] != '\0') {
       opts_p->probe_root = a + 13;
+      if (probe_root_check(opts_p->probe_root) != 0)
+        return 2;
     } else {
       fprintf(stderr, "pinheap-info: unknown option '%s'\n", a);
       usage_print(stderr);
@@ -140,6 +173,14 @@ static void info_gather(const info_opts_t *opts, info_t *info_p)
   info_p->level = PINHEAP_NAME(support_level)();
   level_names_make(info_p->level, info_p->level_names, sizeof(info_p->level_names));
   info_p->support_text = PINHEAP_NAME(support_text)();
+  /* its warning (stderr) says why, once */
+  info_p->unsafe = PINHEAP_NAME(check_leave_pinned)() != 0;
+  const char *why = strstr(info_p->process_decision, ": ");   /* after "enabled: " */
+  snprintf(info_p->verdict, sizeof(info_p->verdict), "%s; events %s; why: %s%s",
+           info_p->process_enabled ? "pinheap serves malloc"
+                                   : "pinheap does not serve malloc (glibc's does)",
+           info_p->level_names, why != NULL ? why + 2 : info_p->process_decision,
+           info_p->unsafe ? "; leave-pinned is asked for but not every release is seen" : "");
   info_p->mi = info_mallinfo();               /* starts the shared heap if set */
 
   /* The shared heap's parameters: their warnings were said at start-up. */
@@ -227,30 +268,6 @@ static const char *install_code_name(int code)
   }
 }
 
-static void text_param_print(const params_t *params, param_id_t id)
-{
-  const param_desc_t *desc = param_desc_get(id);
-  const param_value_t *pv = &params->v[id];
-
-  printf("  %-28s %-10s ", desc->short_name, param_value_name(id, pv->value));
-  switch (pv->source) {
-  case PARAM_SOURCE_DEFAULT:
-    printf("(not set: %s)\n", desc->name);
-    break;
-  case PARAM_SOURCE_ENV:
-  case PARAM_SOURCE_FILE:
-    printf("(from ");
-    text_source_print(pv);
-    printf(")\n");
-    break;
-  case PARAM_SOURCE_INVALID:
-    printf("(");
-    text_source_print(pv);
-    printf(" is invalid, expected %s; ignored)\n", desc->expected);
-    break;
-  }
-}
-
 /* A parsed value in words; a count as its number (the word is "set"). */
 static const char *config_value_text(param_id_t id, int value, char *buf, size_t len)
 {
@@ -292,28 +309,11 @@ static void text_print(const info_opts_t *opts, const info_t *info)
 {
   const probe_result_t *pr = &info->probe;
 
-  printf("pinheap %s\n\n", PINHEAP_VERSION_STRING);
-  printf("build settings:\n");
-  printf("  symbol prefix                %s\n", PINHEAP_PREFIX_STRING);
-  printf("  parameter prefix             %s\n", PINHEAP_PARAM_PREFIX_STRING);
-  printf("  leave-pinned variable        %s\n", PINHEAP_ENV_LEAVE_PINNED);
-  printf("  leave-pinned-pipeline var.   %s\n", PINHEAP_ENV_LEAVE_PINNED_PIPELINE);
-  printf("  disable variable             %s\n", PINHEAP_ENV_DISABLE);
-  printf("  override variable            %s (on | off | auto)\n", PINHEAP_ENV_MODE);
-  printf("  probe root variable          %s\n", PINHEAP_ENV_PROBE_ROOT);
+  printf("%s\n", info->verdict);
+  printf("pinheap %s, symbol prefix %s, parameter prefix %s\n", PINHEAP_VERSION_STRING,
+         PINHEAP_PREFIX_STRING, PINHEAP_PARAM_PREFIX_STRING);
 
   text_config_print(info->params);
-
-  printf("\ndecision inputs:\n");
-  for (int id = 0; id < PARAM_COUNT; id++)
-    if (id != PARAM_LOG_LEVEL)                 /* not an input: under "messages" */
-      text_param_print(info->params, (param_id_t)id);
-  printf("  %-28s %s\n", "preloaded", opts->is_preloaded ? "yes (--preloaded)" : "no");
-
-  printf("\nmessages:\n");
-  text_param_print(info->params, PARAM_LOG_LEVEL);
-  printf("  %-28s %s\n", "default level",
-         param_value_name(PARAM_LOG_LEVEL, param_desc_get(PARAM_LOG_LEVEL)->default_value));
 
   printf("\ndriver probe (root %s):\n", pr->root);
   for (size_t i = 0; i < pr->nchecks; i++) {
@@ -327,6 +327,7 @@ static void text_print(const info_opts_t *opts, const info_t *info)
 
   printf("\ndecision: %s\n", info->decision.enabled ? "enabled" : "disabled");
   printf("  reason: %s\n", info->decision.text);
+  printf("  preloaded: %s\n", opts->is_preloaded ? "yes (--preloaded)" : "no");
 
   printf("\nthis process: %s (pinheap %s malloc)\n", info->process_decision,
          info->process_enabled ? "serves" : "does not serve");
@@ -501,6 +502,8 @@ static void json_print(const info_opts_t *opts, const info_t *info)
   const probe_result_t *pr = &info->probe;
 
   puts("{");
+  json_field("  ", "verdict", info->verdict, 0);
+  printf("  \"exit_status\": %d,\n", info->unsafe ? INFO_EXIT_UNSAFE : INFO_EXIT_OK);
   json_field("  ", "version", PINHEAP_VERSION_STRING, 0);
   puts("  \"build\": {");
   json_field("    ", "symbol_prefix", PINHEAP_PREFIX_STRING, 0);
@@ -623,11 +626,15 @@ int main(int argc, char **argv)
   int rc = opts_parse(argc, argv, &opts);
 
   if (rc != 0)
-    return rc == 1 ? 0 : 2;
+    return rc == 1 ? INFO_EXIT_OK : INFO_EXIT_USAGE;
   info_gather(&opts, &info);
   if (opts.is_json)
     json_print(&opts, &info);
   else
     text_print(&opts, &info);
-  return fflush(stdout) == 0 ? 0 : 1;
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "pinheap-info: cannot write the output\n");
+    return INFO_EXIT_OUTPUT;
+  }
+  return info.unsafe ? INFO_EXIT_UNSAFE : INFO_EXIT_OK;
 }

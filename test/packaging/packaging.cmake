@@ -19,6 +19,7 @@
 #   vendor_subdir, vendor_fetch      pinheap vendored into a runtime: its own
 #                                    prefix, nothing added to the parent,
 #                                    the parent's install
+#   test_regexes_whole               no test expression split at a ';'
 #   vendor_fresh                     the README's main job without Criterion;
 #                                    the tools installed
 #
@@ -111,3 +112,9 @@ foreach(mode subdir fetch fresh)
   set_tests_properties(vendor_${mode} PROPERTIES LABELS "packaging;noasan" TIMEOUT 900
     FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()
+
+# No pass or fail expression holds a ';', which CMake would split into
+# alternatives any one of which passes the test (regex_check.py).
+add_test(NAME test_regexes_whole
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/regex_check.py ${PROJECT_BINARY_DIR})
+set_tests_properties(test_regexes_whole PROPERTIES LABELS packaging FAIL_REGULAR_EXPRESSION "FAIL")

@@ -106,7 +106,7 @@ if(TARGET pinheap-info)
 
   # Unparsable value: warned once, shown raw, counted as not found.
   pinheap_info_test(pinheap_info_text_invalid 0
-    "warning: OMPI_MCA_mpi_leave_pinned=\"maybe\" is not a valid value.*mpi_leave_pinned +not found +\\(OMPI_MCA_mpi_leave_pinned=\"maybe\" is invalid.*decision: disabled\n  reason: mpi_leave_pinned_pipeline=0"
+    "warning: OMPI_MCA_mpi_leave_pinned=\"maybe\" is not a valid value.*OMPI_MCA_mpi_leave_pinned +not found +not found +invalid: OMPI_MCA_mpi_leave_pinned=\"maybe\" \\(ignored\\).*decision: disabled\n  reason: mpi_leave_pinned_pipeline=0"
     env -i OMPI_MCA_mpi_leave_pinned=maybe OMPI_MCA_mpi_leave_pinned_pipeline=0
       ${info} --probe-root ${info_root_rdma})
 
@@ -115,7 +115,7 @@ if(TARGET pinheap-info)
     "decision: disabled\n  reason: disabled by FAKEROOTKEY \\(running under fakeroot\\) \\(PINHEAP_MODE=on does not override it\\)"
     env -i FAKEROOTKEY=1 PINHEAP_MODE=on OMPI_MCA_mpi_leave_pinned=1 ${info})
   pinheap_info_test(pinheap_info_text_preloaded 0
-    "preloaded +yes.*decision: enabled\n  reason: preloaded"
+    "decision: enabled\n  reason: preloaded[^\n]*\n  preloaded: yes"
     env -i ${info} --preloaded --probe-root ${info_root_empty})
 
   # Build settings, support level and mallinfo2 sections are present.
@@ -123,11 +123,13 @@ if(TARGET pinheap-info)
   # points are code patched (x86-64), else only MUNMAP.
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
     set(_info_disabled_level "FREE\\|CHUNK\\|MUNMAP \\(7\\)")
+    set(_info_disabled_flags "FREE\\|CHUNK\\|MUNMAP")
   else()
     set(_info_disabled_level "MUNMAP \\(4\\)")
+    set(_info_disabled_flags "MUNMAP")
   endif()
   pinheap_info_test(pinheap_info_text_sections 0
-    "symbol prefix +${PINHEAP_PREFIX}\n.*disable variable +${PINHEAP_PARAM_PREFIX}${PINHEAP_PARAM_DISABLE}\n.*this process: disabled: runtime: no OS-bypass driver found \\(pinheap does not serve malloc\\)\nsupport level: ${_info_disabled_level} after the self-test\n  pinheap is disabled.*mallinfo2.*arena +[0-9]+\n"
+    "^pinheap does not serve malloc \\(glibc's does\\)[;] events ${_info_disabled_flags}[;] why: runtime: no OS-bypass driver found\npinheap [0-9.]+, symbol prefix ${PINHEAP_PREFIX}, parameter prefix ${PINHEAP_PARAM_PREFIX}\n.*  ${PINHEAP_PARAM_PREFIX}${PINHEAP_PARAM_DISABLE} +false.*this process: disabled: runtime: no OS-bypass driver found \\(pinheap does not serve malloc\\)\nsupport level: ${_info_disabled_level} after the self-test\n  pinheap is disabled.*mallinfo2.*arena +[0-9]+\n"
     env -i ${info} --probe-root ${info_root_empty})
 
   # JSON: valid (python3 -m json.tool), with awkward raw values escaped.
@@ -167,4 +169,21 @@ print(\"json-decision-ok\")
     "^pinheap-info: unknown option '--bogus'\nusage:" ${info} --bogus)
   pinheap_info_test(pinheap_info_probe_root_missing_arg 2
     "^pinheap-info: option '--probe-root' needs a directory\nusage:" ${info} --probe-root)
+  pinheap_info_test(pinheap_info_probe_root_relative 2
+    "^pinheap-info: --probe-root 'sys' is not an absolute path \\(expected a directory starting with '/'\\)\nusage:"
+    ${info} --probe-root sys)
+  pinheap_info_test(pinheap_info_version 0
+    "^pinheap-info [0-9]+[.][0-9]+[.][0-9]+ \\(symbol prefix ${PINHEAP_PREFIX}, parameter prefix ${PINHEAP_PARAM_PREFIX}\\)\n"
+    ${info} --version)
+  # The exit status a script can use: 1 when leave-pinned is asked for and
+  # not every release is seen (the events off), with the verdict saying so.
+  pinheap_info_test(pinheap_info_exit_unsafe 1
+    "\npinheap serves malloc[;] events none[;] why: mpi_leave_pinned=1 [^\n]*[;] leave-pinned is asked for but not every release is seen\n"
+    env -i OMPI_MCA_mpi_leave_pinned=1 PINHEAP_EVENTS=0 ${info} --probe-root ${info_root_empty})
+  # Each section once: no parameter row shown twice.
+  add_test(NAME pinheap_info_sections_once
+    COMMAND sh -c "env -i \"$1\" --probe-root \"$2\" 2>&1 | grep -E '^[a-z][a-z -]*:' | sort | uniq -d | sed 's/^/twice: /'; env -i \"$1\" --probe-root \"$2\" 2>&1 | grep -c '^  OMPI_MCA_mpi_leave_pinned '"
+            sh ${info} ${info_root_empty})
+  set_tests_properties(pinheap_info_sections_once PROPERTIES LABELS noasan
+    PASS_REGULAR_EXPRESSION "^1\n$" FAIL_REGULAR_EXPRESSION "twice:")
 endif()
