@@ -7,8 +7,11 @@ list(APPEND PINHEAP_HOOKS_SOURCES
   hooks/probe.c
   hooks/decision.c
   hooks/events.c
+  hooks/events_calls.c
   hooks/files.c
   hooks/peers.c
   hooks/reloc.c
+  hooks/reloc_elf.c
+  hooks/reloc_loads.c
   hooks/copies.c
 )

@@ -33,6 +33,7 @@ set(PINHEAP_REPLACE_SOURCES
   hooks/release.c
   hooks/selftest.c
   hooks/install.c
+  hooks/install_verify.c
   hooks/ucx.c
   hooks/ompi.c
   hooks/fabric.c

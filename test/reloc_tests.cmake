@@ -11,7 +11,8 @@
 set(PINHEAP_RELOCFIX_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fixture)
 
 add_library(relocfix_pin SHARED ${PINHEAP_RELOCFIX_DIR}/relocfix_pin.c
-  ${PROJECT_SOURCE_DIR}/hooks/reloc.c ${PROJECT_SOURCE_DIR}/allocator/error.c)
+  ${PROJECT_SOURCE_DIR}/hooks/reloc.c ${PROJECT_SOURCE_DIR}/hooks/reloc_elf.c
+  ${PROJECT_SOURCE_DIR}/hooks/reloc_loads.c ${PROJECT_SOURCE_DIR}/allocator/error.c)
 pinheap_setup_target(relocfix_pin)
 target_include_directories(relocfix_pin PRIVATE ${PINHEAP_RELOCFIX_DIR})
 
