@@ -29,6 +29,7 @@
 #include "peers.h"
 #include "pinheap.h"
 #include "startup.h"
+#include "symbols.h"
 
 size_t events_page_len(const void *addr, size_t len)
 {
@@ -493,15 +494,8 @@ PH_HOT void *events_sbrk(intptr_t increment)
   return (void *)old;
 }
 
-const events_symbol_t events_symbols[] = {
-  { PINHEAP_EVENT_MMAP, "mmap", (void *)events_mmap },
-  { PINHEAP_EVENT_MMAP, "mmap64", (void *)events_mmap },
-  { PINHEAP_EVENT_MUNMAP, "munmap", (void *)events_munmap },
-  { PINHEAP_EVENT_MREMAP, "mremap", (void *)events_mremap },
-  { PINHEAP_EVENT_MADVISE, "madvise", (void *)events_madvise },
-  { PINHEAP_EVENT_SHMAT, "shmat", (void *)events_shmat },
-  { PINHEAP_EVENT_SHMDT, "shmdt", (void *)events_shmdt },
-  { PINHEAP_EVENT_SBRK, "sbrk", (void *)events_sbrk },
-  { PINHEAP_EVENT_BRK, "brk", (void *)events_brk },
-};
+/* The memory calls of symbols.h. */
+#define EVENTS_SYMBOL(name, ret, params, event, entry) { event, #name, (void *)entry },
+const events_symbol_t events_symbols[] = { PH_INTERCEPTED_CALLS(EVENTS_SYMBOL) };
+#undef EVENTS_SYMBOL
 const unsigned events_symbols_count = sizeof(events_symbols) / sizeof(events_symbols[0]);

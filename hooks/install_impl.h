@@ -10,10 +10,13 @@
 #include "dispatch.h"
 #include "params.h"
 #include "patch.h"
+#include "symbols.h"
 
 #include <stdint.h>
 
 #define INSTALL_MAX 48
+_Static_assert(0 PH_INTERCEPTED(PH_INTERCEPTED_ONE) <= INSTALL_MAX,
+               "INSTALL_MAX holds every symbol of hooks/symbols.h");
 
 typedef struct install_sym_s {
   int method;                  /* PINHEAP_INSTALL_* */
