@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "hooks/symbols.h"
+#include "hooks/intercept/symbols.h"
 
 int main(int argc, char **argv)
 {

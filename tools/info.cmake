@@ -8,4 +8,4 @@ target_compile_options(pinheap-info PRIVATE -Wall -Wextra -Wshadow)
 target_include_directories(pinheap-info PRIVATE
   ${PROJECT_SOURCE_DIR}/allocator
   ${PROJECT_SOURCE_DIR}/config
-  ${PROJECT_SOURCE_DIR}/hooks)
+  ${PROJECT_SOURCE_DIR})

@@ -7,10 +7,10 @@
  * take it back.  Main entry points: install_verify_calls() and
  * install_verify_family(), from install_run() (install.c).
  */
-#include "install_impl.h"
+#include "hooks/intercept/install_impl.h"
 
-#include "events.h"
-#include "reloc.h"
+#include "hooks/events/events.h"
+#include "hooks/intercept/reloc.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -7,10 +7,10 @@
 #ifndef PINHEAP_INSTALL_IMPL_H
 #define PINHEAP_INSTALL_IMPL_H
 
-#include "dispatch.h"
+#include "hooks/decide/dispatch.h"
 #include "params.h"
-#include "patch.h"
-#include "symbols.h"
+#include "hooks/intercept/patch.h"
+#include "hooks/intercept/symbols.h"
 
 #include <stdint.h>
 

@@ -78,8 +78,8 @@
  * LD_DEBUG=bindings: its lazily bound calls resolved after the load still
  * reach its own definitions), so this layout is served like the others.
  */
-#include "dispatch.h"
-#include "events.h"
+#include "hooks/decide/dispatch.h"
+#include "hooks/events/events.h"
 
 #include <dlfcn.h>
 #include <elf.h>

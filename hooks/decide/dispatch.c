@@ -22,7 +22,7 @@
  * give pages already.  The prefixed API (pinheap_malloc, ...) is not
  * concerned: it keeps the allocator's 16.
  */
-#include "dispatch.h"
+#include "hooks/decide/dispatch.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,11 +32,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "decision.h"
+#include "hooks/decide/decision.h"
 #include "front.h"
 #include "params.h"
 #include "pinheap.h"
-#include "reloc.h"
+#include "hooks/intercept/reloc.h"
 #include "startup.h"
 
 /* glibc's exported allocator (stable ABI, GLIBC_2.2.5). */

@@ -17,7 +17,7 @@
  * again (patching is idempotent slot by slot: a slot that already holds
  * the replacement is not written, nor recorded twice).
  */
-#include "reloc_impl.h"
+#include "hooks/intercept/reloc_impl.h"
 
 #include "pinheap.h"
 #include "startup.h"

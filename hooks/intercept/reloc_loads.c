@@ -7,7 +7,7 @@
  * Main entry points: reloc_dlopen() and reloc_startup_scan() (for
  * reloc_loaded_at_startup()).  The contract is in reloc.h.
  */
-#include "reloc_impl.h"
+#include "hooks/intercept/reloc_impl.h"
 
 #include "pinheap.h"
 #include "startup.h"

@@ -9,7 +9,7 @@
 #ifndef PINHEAP_RELOC_IMPL_H
 #define PINHEAP_RELOC_IMPL_H
 
-#include "reloc.h"
+#include "hooks/intercept/reloc.h"
 
 #include <elf.h>
 #include <link.h>

@@ -8,7 +8,7 @@
  * reloc_defs_patch().  The patcher's tables are reloc.c's; the contract is
  * in reloc.h.
  */
-#include "reloc_impl.h"
+#include "hooks/intercept/reloc_impl.h"
 
 #include "pinheap.h"
 #include "startup.h"

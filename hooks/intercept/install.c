@@ -55,13 +55,13 @@
  * leaves the memory calls alone (no patching of them, steps b and b', and
  * no probe, step c); the malloc family is installed as usual.
  */
-#include "install_impl.h"
+#include "hooks/intercept/install_impl.h"
 
-#include "dispatch.h"
-#include "events.h"
-#include "patch.h"
-#include "peers.h"
-#include "reloc.h"
+#include "hooks/decide/dispatch.h"
+#include "hooks/events/events.h"
+#include "hooks/intercept/patch.h"
+#include "hooks/intercept/peers.h"
+#include "hooks/intercept/reloc.h"
 
 #include <dlfcn.h>
 #include <errno.h>

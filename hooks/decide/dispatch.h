@@ -9,7 +9,7 @@
 
 #include "internal.h"
 #include "pinheap.h"
-#include "symbols.h"
+#include "hooks/intercept/symbols.h"
 
 #include <malloc.h>
 #include <stddef.h>

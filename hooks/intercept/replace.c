@@ -14,11 +14,11 @@
  * original (the raw syscall).
  */
 #define PINHEAP_NO_CLASSIC_RENAME 1
-#include "dispatch.h"
-#include "events.h"
-#include "peers.h"
+#include "hooks/decide/dispatch.h"
+#include "hooks/events/events.h"
+#include "hooks/intercept/peers.h"
 #include "pinheap.h"
-#include "symbols.h"
+#include "hooks/intercept/symbols.h"
 
 #include <errno.h>
 #include <stdarg.h>

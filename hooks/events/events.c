@@ -53,10 +53,10 @@
  * With no handler for an event the entry point costs one load (the mask of
  * all registered events) before the system call.
  */
-#include "events.h"
+#include "hooks/events/events.h"
 
 #include "chunk.h"     /* ph_lock */
-#include "dispatch.h"  /* copies_serving */
+#include "hooks/decide/dispatch.h"  /* copies_serving */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -71,7 +71,7 @@
 #include <unistd.h>
 
 #include "params.h"
-#include "peers.h"
+#include "hooks/intercept/peers.h"
 #include "pinheap.h"
 #include "startup.h"
 

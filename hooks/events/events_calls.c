@@ -8,10 +8,10 @@
  * A handler wanted, the chain is entered through a named slow path
  * (events_*_slow); with none, the fast path is one load and the call.
  */
-#include "events.h"
+#include "hooks/events/events.h"
 
 #include "chunk.h"     /* ph_lock */
-#include "dispatch.h"  /* copies_serving */
+#include "hooks/decide/dispatch.h"  /* copies_serving */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,10 +26,10 @@
 #include <unistd.h>
 
 #include "params.h"
-#include "peers.h"
+#include "hooks/intercept/peers.h"
 #include "pinheap.h"
 #include "startup.h"
-#include "symbols.h"
+#include "hooks/intercept/symbols.h"
 
 size_t events_page_len(const void *addr, size_t len)
 {

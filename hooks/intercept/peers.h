@@ -21,7 +21,7 @@
 #define PINHEAP_PEERS_H
 
 #include "internal.h"
-#include "patch.h"
+#include "hooks/intercept/patch.h"
 
 #include <stdint.h>
 #include <sys/types.h>
