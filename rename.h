@@ -26,7 +26,7 @@
 #define PINHEAP_NAME(n) PINHEAP_CAT(PINHEAP_PREFIX, n)
 
 /* ---- 1. public allocator API, classic names ---------------------------- */
-/* hooks/replace.c defines the unprefixed entry points itself and calls
+/* hooks/intercept/replace.c defines the unprefixed entry points itself and calls
  * pinheap's with PINHEAP_NAME(): it sets PINHEAP_NO_CLASSIC_RENAME. */
 #ifndef PINHEAP_NO_CLASSIC_RENAME
 #define malloc                  PINHEAP_NAME(malloc)

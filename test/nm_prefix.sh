@@ -4,7 +4,7 @@
 # Proves with nm that every defined global symbol of libpinheap.a (text,
 # data, bss, rodata, weak, TLS, common, unique, ifunc: whatever nm -g
 # --defined-only lists) starts with the configured prefix, except the names
-# of the allow-list ALLOWLIST: the intercepted symbols of hooks/symbols.h,
+# of the allow-list ALLOWLIST: the intercepted symbols of hooks/intercept/symbols.h,
 # written at build time by test/nm_allowlist_gen.c.  (In a PINHEAP_SANITIZE build, ASan's ODR
 # indicators "__odr_asan.<name>" are judged by the <name> they stand for.)  Checked for two archives:
 #   1. the main build's archive, with the prefix it was configured with;

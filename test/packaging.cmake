@@ -23,7 +23,7 @@ add_test(NAME install_consumer
           ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${PINHEAP_PREFIX}
           ${CMAKE_COMMAND} ${CMAKE_C_COMPILER})
 
-# nm_prefix's allow-list, generated from hooks/symbols.h at build time.
+# nm_prefix's allow-list, generated from hooks/intercept/symbols.h at build time.
 add_executable(nm_allowlist_gen ${PINHEAP_PKG_TEST_DIR}/nm_allowlist_gen.c)
 target_include_directories(nm_allowlist_gen PRIVATE ${PROJECT_SOURCE_DIR}
   ${PROJECT_SOURCE_DIR}/allocator)

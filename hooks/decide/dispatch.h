@@ -77,7 +77,7 @@ typedef struct replace_symbol_s {
   const char *name;         /* "munmap" */
   int event;                /* PINHEAP_EVENT_* call event; 0: malloc family;
                              * PINHEAP_EVENT_VM_UNMAPPED: no call event, the
-                             * call derives releases only (hooks/files.c) */
+                             * call derives releases only (hooks/events/files.c) */
   void *self;               /* replace.c's exported definition */
   void *entry;              /* what a patched slot points at */
 } replace_symbol_t;

@@ -7,8 +7,8 @@
  * relocation patcher may point a GOT slot at directly: events_symbols
  * lists, per event bit, the libc symbol and its entry point.  None of them
  * allocates or takes a lock; with no handler registered each is the
- * system call plus one load.  Owned by hooks/events_calls.c (the entry
- * points) and hooks/events.c (the chain).
+ * system call plus one load.  Owned by hooks/events/events_calls.c (the entry
+ * points) and hooks/events/events.c (the chain).
  */
 #ifndef PINHEAP_EVENTS_H
 #define PINHEAP_EVENTS_H

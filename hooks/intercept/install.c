@@ -10,14 +10,14 @@
  *  (a) interposition: the process resolves the name (dlsym(RTLD_DEFAULT))
  *      to replace.c's own definition -- the core library or the preload
  *      shim comes before libc in symbol lookup;
- *  (b) otherwise relocation patching (hooks/reloc.c): the JUMP_SLOT and
+ *  (b) otherwise relocation patching (hooks/intercept/reloc.c): the JUMP_SLOT and
  *      GLOB_DAT slots of every loaded object, libc's and pinheap's own
  *      object's included, are pointed at pinheap, and so are the
  *      definitions in libc's dynamic symbol table, so that an object loaded
  *      later is bound to pinheap by ld.so itself, before its constructors
  *      run (a constructor freeing what libc allocated for it must reach
  *      the same allocator); the dlopen wrapper patches such objects too;
- *  (b') code patching (hooks/patch.c, x86-64): libc's own mmap, munmap,
+ *  (b') code patching (hooks/intercept/patch.c, x86-64): libc's own mmap, munmap,
  *      ... start with a jump to pinheap's entry point, so glibc's internal
  *      calls (free of a large block, malloc_trim, an arena shrinking) fire
  *      the events too.  Before main no thread exists; a late load patches

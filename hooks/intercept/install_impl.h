@@ -16,7 +16,7 @@
 
 #define INSTALL_MAX 48
 _Static_assert(0 PH_INTERCEPTED(PH_INTERCEPTED_ONE) <= INSTALL_MAX,
-               "INSTALL_MAX holds every symbol of hooks/symbols.h");
+               "INSTALL_MAX holds every symbol of hooks/intercept/symbols.h");
 
 typedef struct install_sym_s {
   int method;                  /* PINHEAP_INSTALL_* */

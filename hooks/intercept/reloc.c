@@ -153,7 +153,7 @@ PH_STARTUP void reloc_overflow(const char *bound, size_t value)
   reloc_stats.overflows++;
   reloc_overflowed = 1;
   ph_warn("relocation patcher: bound ", bound, " = ", ph_fmt_dec(buf, value),
-          " exceeded; some slots stay unpatched (raise it in hooks/reloc.h)", NULL);
+          " exceeded; some slots stay unpatched (raise it in hooks/intercept/reloc.h)", NULL);
 }
 
 /* Adds a table's names (a name already present keeps its first owner). */

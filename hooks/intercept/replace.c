@@ -1,11 +1,11 @@
 /*
- * replace.c -- the only unprefixed symbols pinheap defines (hooks/symbols.h
+ * replace.c -- the only unprefixed symbols pinheap defines (hooks/intercept/symbols.h
  * lists them; the allow-list of test/nm_prefix.sh is made from it): the malloc family, each one indirect jump
  * through dispatch_table, the memory calls (mmap, mmap64, munmap, mremap,
  * madvise, shmat, shmdt, brk, sbrk), each a call of its event entry point
- * (hooks/events.h), which runs the event chain and enters the kernel, and
+ * (hooks/events/events.h), which runs the event chain and enters the kernel, and
  * the calls that release pages through a file (fallocate, ftruncate,
- * truncate and their 64 names) and syscall() (hooks/files.c).
+ * truncate and their 64 names) and syscall() (hooks/events/files.c).
  *
  * Linked whole into a runtime's core library that the program loads at
  * start-up, these interpose glibc's for the whole process, glibc's internal
@@ -60,7 +60,7 @@ PH_REPLACE void malloc_stats(void) { DT(fn_malloc_stats)(); }
 PH_REPLACE int malloc_trim(size_t pad) { return DT(fn_malloc_trim)(pad); }
 
 /* ======================================================================= */
-/*  memory calls by anyone: the events (hooks/events.c)                     */
+/*  memory calls by anyone: the events (hooks/events/events_calls.c)        */
 /* ======================================================================= */
 
 /* Each one is its event's entry point under libc's name: the handlers run,
@@ -107,7 +107,7 @@ PH_HOT PH_REPLACE int brk(void *addr) { return events_brk(addr); }
 PH_HOT PH_REPLACE void *sbrk(intptr_t increment) { return events_sbrk(increment); }
 
 /* ======================================================================= */
-/*  releases through a file, syscall() (hooks/files.c)                      */
+/*  releases through a file, syscall() (hooks/events/files.c)               */
 /* ======================================================================= */
 
 /* No call event of their own: the pages of the file's mappings that the

@@ -1,6 +1,6 @@
 /*
  * symbols.h -- the one list of the symbols pinheap intercepts: every
- * unprefixed name hooks/replace.c defines, in the order of
+ * unprefixed name hooks/intercept/replace.c defines, in the order of
  * pinheap_install_info() (the memory calls, the releases through a file,
  * syscall(), then the malloc family).  Main entry point: PH_INTERCEPTED().
  *
