@@ -169,6 +169,7 @@ PH_STARTUP void *install_resolved(const char *name)
   }
   return dlsym(RTLD_DEFAULT, name);
 }
+
 /* Code jumps into this object now (libc's patched entries, the slots of
  * other objects that relocation patching rewrote, the dlopen and dlclose
  * wrappers): it must never be unmapped.  If it can be (it was dlopen'ed),
@@ -205,6 +206,7 @@ PH_STARTUP static const char *text_s(unsigned n)
 {
   return n == 1 ? "" : "s";
 }
+
 /* ---- install_run's phases, in the order it runs them -------------------- */
 
 /* What this run may do: the switches, the decision, how late pinheap's

@@ -163,6 +163,7 @@ PH_STARTUP static int install_verify_derived(unsigned i, int probing)
   }
   return fn == s->self || fn == s->entry;
 }
+
 /* Malloc and free reach pinheap: malloc's block is pinheap's, free takes
  * it back (the same block comes back from the thread cache, or at least
  * pinheap counts it free). */
@@ -185,6 +186,7 @@ PH_STARTUP static int install_verify_malloc(void)
     p_free(p);
   return ok;
 }
+
 /* (c) for the memory calls */
 PH_STARTUP void install_verify_calls(install_run_t *r)
 {

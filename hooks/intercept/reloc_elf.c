@@ -120,7 +120,9 @@ PH_STARTUP void reloc_view_make(const struct dl_phdr_info *info, reloc_view_t *v
     v->rela[1] = (const ElfW(Rela) *)jmprel;
     v->rela_count[1] = pltrelsz / sizeof(ElfW(Rela));
   }
-}/* ---- definitions: the defining object's symbol table ---------------------- */
+}
+
+/* ---- definitions: the defining object's symbol table ---------------------- */
 
 /* A rewritten definition: the symbol table entry, its old value, and the
  * PT_LOAD segment holding it (writes are batched per segment). */
