@@ -26,7 +26,7 @@
 #define PINHEAP_NAME(n) PINHEAP_CAT(PINHEAP_PREFIX, n)
 
 /* ---- 1. public allocator API, classic names ---------------------------- */
-/* hooks/replace.c defines the unprefixed entry points itself and calls
+/* hooks/intercept/replace.c defines the unprefixed entry points itself and calls
  * pinheap's with PINHEAP_NAME(): it sets PINHEAP_NO_CLASSIC_RENAME. */
 #ifndef PINHEAP_NO_CLASSIC_RENAME
 #define malloc                  PINHEAP_NAME(malloc)
@@ -242,6 +242,7 @@
 #define events_shmdt_ranges     PINHEAP_NAME(events_shmdt_ranges)
 #define events_mask             PINHEAP_NAME(events_mask)
 #define events_brk_syscall      PINHEAP_NAME(events_brk_syscall)
+#define events_chain_run        PINHEAP_NAME(events_chain_run)
 #define files_fallocate         PINHEAP_NAME(files_fallocate)
 #define files_ftruncate         PINHEAP_NAME(files_ftruncate)
 #define files_truncate          PINHEAP_NAME(files_truncate)
@@ -267,6 +268,9 @@
 #define install_calls_seen      PINHEAP_NAME(install_calls_seen)
 #define install_glibc_releases_patched PINHEAP_NAME(install_glibc_releases_patched)
 #define install_malloc_served_enabled PINHEAP_NAME(install_malloc_served_enabled)
+#define install_is_call         PINHEAP_NAME(install_is_call)
+#define install_verify_calls    PINHEAP_NAME(install_verify_calls)
+#define install_verify_family   PINHEAP_NAME(install_verify_family)
 #define peers_find              PINHEAP_NAME(peers_find)
 #define peers_snapshot          PINHEAP_NAME(peers_snapshot)
 #define peers_exempt            PINHEAP_NAME(peers_exempt)
@@ -309,6 +313,28 @@
 #define reloc_lookup_slot       PINHEAP_NAME(reloc_lookup_slot)
 #define reloc_lookup_slot_addr  PINHEAP_NAME(reloc_lookup_slot_addr)
 #define reloc_stats_get         PINHEAP_NAME(reloc_stats_get)
+/* (the relocation patcher's own, across reloc.c, reloc_elf.c, reloc_loads.c: reloc_impl.h) */
+#define reloc_mutex             PINHEAP_NAME(reloc_mutex)
+#define reloc_ntables           PINHEAP_NAME(reloc_ntables)
+#define reloc_stats             PINHEAP_NAME(reloc_stats)
+#define reloc_overflow          PINHEAP_NAME(reloc_overflow)
+#define reloc_view_each         PINHEAP_NAME(reloc_view_each)
+#define reloc_relro_set         PINHEAP_NAME(reloc_relro_set)
+#define reloc_is_self           PINHEAP_NAME(reloc_is_self)
+#define reloc_is_vdso           PINHEAP_NAME(reloc_is_vdso)
+#define reloc_pass_run          PINHEAP_NAME(reloc_pass_run)
+#define reloc_originals_finish  PINHEAP_NAME(reloc_originals_finish)
+#define reloc_dyn_ptr           PINHEAP_NAME(reloc_dyn_ptr)
+#define reloc_in_segment        PINHEAP_NAME(reloc_in_segment)
+#define reloc_view_make         PINHEAP_NAME(reloc_view_make)
+#define reloc_defs_patch        PINHEAP_NAME(reloc_defs_patch)
+#define reloc_defs_restore      PINHEAP_NAME(reloc_defs_restore)
+#define reloc_defs_fork_child   PINHEAP_NAME(reloc_defs_fork_child)
+#define reloc_dlopen            PINHEAP_NAME(reloc_dlopen)
+#define reloc_dlmopen           PINHEAP_NAME(reloc_dlmopen)
+#define reloc_dlclose           PINHEAP_NAME(reloc_dlclose)
+#define reloc_loads_fork_child  PINHEAP_NAME(reloc_loads_fork_child)
+#define reloc_startup_scan      PINHEAP_NAME(reloc_startup_scan)
 #define shm_start               PINHEAP_NAME(shm_start)
 #define shm_on                  PINHEAP_NAME(shm_on)
 #define shm_foreign             PINHEAP_NAME(shm_foreign)

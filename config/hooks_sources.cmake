@@ -6,11 +6,14 @@ list(APPEND PINHEAP_HOOKS_SOURCES
   config/params_info.c
   config/params_files.c
   config/params_shm.c
-  hooks/probe.c
-  hooks/decision.c
-  hooks/events.c
-  hooks/files.c
-  hooks/peers.c
-  hooks/reloc.c
-  hooks/copies.c
+  hooks/decide/probe.c
+  hooks/decide/decision.c
+  hooks/events/events.c
+  hooks/events/events_calls.c
+  hooks/events/files.c
+  hooks/intercept/peers.c
+  hooks/intercept/reloc.c
+  hooks/intercept/reloc_elf.c
+  hooks/intercept/reloc_loads.c
+  hooks/decide/copies.c
 )

@@ -28,21 +28,22 @@ set(PINHEAP_ALLOCATOR_SOURCES
 # hooks/ and config/: parameters, the decision matrix, the driver probe.
 set(PINHEAP_HOOKS_SOURCES)
 include(${CMAKE_CURRENT_LIST_DIR}/hooks_sources.cmake)
-# code patching of libc's entry points (hooks/patch.c), used by install.c
-list(APPEND PINHEAP_HOOKS_SOURCES hooks/patch.c)
+# code patching of libc's entry points (hooks/intercept/patch.c), used by install.c
+list(APPEND PINHEAP_HOOKS_SOURCES hooks/intercept/patch.c)
 set(PINHEAP_CORE_SOURCES ${PINHEAP_ALLOCATOR_SOURCES} ${PINHEAP_HOOKS_SOURCES})
 
 # The replacement layer: the dispatch, release listeners, self-test, and the
-# only unprefixed symbols (hooks/replace.c).
+# only unprefixed symbols (hooks/intercept/replace.c).
 set(PINHEAP_REPLACE_SOURCES
-  hooks/dispatch.c
-  hooks/release.c
-  hooks/selftest.c
-  hooks/install.c
-  hooks/ucx.c
-  hooks/ompi.c
-  hooks/fabric.c
-  hooks/feeds.c
-  hooks/forks.c
-  hooks/replace.c
+  hooks/decide/dispatch.c
+  hooks/events/release.c
+  hooks/decide/selftest.c
+  hooks/intercept/install.c
+  hooks/intercept/install_verify.c
+  hooks/bridges/ucx.c
+  hooks/bridges/ompi.c
+  hooks/bridges/fabric.c
+  hooks/bridges/feeds.c
+  hooks/events/forks.c
+  hooks/intercept/replace.c
 )

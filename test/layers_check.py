@@ -59,6 +59,9 @@ def resolve(src, frm_dir, name):
     for d in SEARCH:
         if os.path.exists(os.path.join(src, d, name)):
             return d
+    top = name.split("/")[0]     # from the top: "hooks/events/events.h"
+    if top in LAYERS and os.path.exists(os.path.join(src, name)):
+        return top
     return None
 
 
@@ -102,8 +105,9 @@ def member_layer(src, member):
     was built from (by its file name)."""
     stem = member[:-2] if member.endswith(".o") else member
     for layer in LAYERS:
-        if os.path.exists(os.path.join(src, layer, stem)):
-            return layer
+        for _, _, files in os.walk(os.path.join(src, layer)):   # hooks/<concern>/ too
+            if stem in files:
+                return layer
     return None
 
 

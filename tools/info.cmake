@@ -8,7 +8,7 @@ target_compile_options(pinheap-info PRIVATE -Wall -Wextra -Wshadow)
 target_include_directories(pinheap-info PRIVATE
   ${PROJECT_SOURCE_DIR}/allocator
   ${PROJECT_SOURCE_DIR}/config
-  ${PROJECT_SOURCE_DIR}/hooks)
+  ${PROJECT_SOURCE_DIR})
 if(PINHEAP_INSTALL)
   install(TARGETS pinheap-info RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

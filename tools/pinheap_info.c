@@ -38,9 +38,9 @@ static info_mallinfo_t info_mallinfo(void)
 
 #include "internal.h"
 
-#include "decision.h"
+#include "hooks/decide/decision.h"
 #include "params.h"
-#include "probe.h"
+#include "hooks/decide/probe.h"
 
 extern char **environ;
 

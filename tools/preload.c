@@ -4,9 +4,9 @@
  *     LD_PRELOAD=/path/to/libpinheap-preload.so program ...
  * Preloading means the user wants pinheap: this object flips the
  * decision's default to enabled.  PINHEAP_MODE=off (and the safety switches
- * of hooks/decision.h) still win.
+ * of hooks/decide/decision.h) still win.
  */
 #include "internal.h"
 
-/* Overrides the weak default (0) of hooks/dispatch.c. */
+/* Overrides the weak default (0) of hooks/decide/dispatch.c. */
 PH_HIDDEN int dispatch_preloaded = 1;

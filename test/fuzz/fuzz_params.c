@@ -41,8 +41,8 @@
 
 #include "pinheap_config.h"
 #include "params.h"
-#include "decision.h"
-#include "probe.h"
+#include "hooks/decide/decision.h"
+#include "hooks/decide/probe.h"
 
 #define MAX_ENTRIES 32
 #define MAX_TEXT    1024

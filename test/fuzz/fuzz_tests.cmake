@@ -72,7 +72,7 @@ set(_fuzz_common_flags
   -fsanitize=address,undefined -fno-sanitize-recover=undefined
   -D_GNU_SOURCE -DPINHEAP_DEBUG=${PINHEAP_DEBUG}
   -I${PROJECT_BINARY_DIR}/include -I${PROJECT_SOURCE_DIR} -I${PROJECT_SOURCE_DIR}/allocator
-  -I${PROJECT_SOURCE_DIR}/config -I${PROJECT_SOURCE_DIR}/hooks)
+  -I${PROJECT_SOURCE_DIR}/config)
 # As pinheap_setup_target(), plus coverage instrumentation for the fuzzer.
 set(_fuzz_core_flags ${_fuzz_common_flags}
   -fsanitize=fuzzer-no-link -fPIC -fvisibility=hidden

@@ -36,10 +36,20 @@ add_test(NAME install_consumer
           ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${PINHEAP_PREFIX}
           ${CMAKE_COMMAND} ${CMAKE_C_COMPILER})
 
+# nm_prefix's allow-list, generated from hooks/intercept/symbols.h at build time.
+add_executable(nm_allowlist_gen ${PINHEAP_PKG_TEST_DIR}/nm_allowlist_gen.c)
+target_include_directories(nm_allowlist_gen PRIVATE ${PROJECT_SOURCE_DIR}
+  ${PROJECT_SOURCE_DIR}/allocator)
+set(PINHEAP_NM_ALLOWLIST ${CMAKE_CURRENT_BINARY_DIR}/nm_allowlist.txt)
+add_custom_command(OUTPUT ${PINHEAP_NM_ALLOWLIST}
+  COMMAND nm_allowlist_gen ${PINHEAP_NM_ALLOWLIST}
+  DEPENDS nm_allowlist_gen VERBATIM)
+add_custom_target(nm_allowlist ALL DEPENDS ${PINHEAP_NM_ALLOWLIST})
+
 add_test(NAME nm_prefix
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/nm_prefix.sh
+  COMMAND bash ${PINHEAP_PKG_TEST_DIR}/nm_prefix.sh
           ${PROJECT_SOURCE_DIR} $<TARGET_FILE:pinheap> ${PINHEAP_PREFIX}
-          ${CMAKE_COMMAND} ${CMAKE_C_COMPILER})
+          ${CMAKE_COMMAND} ${CMAKE_C_COMPILER} ${PINHEAP_NM_ALLOWLIST})
 
 add_test(NAME compat_link
   COMMAND bash ${PINHEAP_PKG_TEST_DIR}/compat_link.sh

@@ -16,7 +16,7 @@ endif()
 
 foreach(t test_params test_decision test_probe)
   pinheap_add_criterion_test(${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
-  target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/config ${PROJECT_SOURCE_DIR}/hooks)
+  target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/config ${PROJECT_SOURCE_DIR})
   target_compile_definitions(${t} PRIVATE ${PINHEAP_DECISION_TEST_DEFS})
 endforeach()
 # The names test_params expects, straight from the cache variables (the
@@ -57,7 +57,7 @@ pinheap_add_criterion_test(test_params_other_prefix ${CMAKE_CURRENT_LIST_DIR}/te
   ${PROJECT_SOURCE_DIR}/config/params_shm.c)
 target_include_directories(test_params_other_prefix BEFORE PRIVATE ${_params_other_inc})
 target_include_directories(test_params_other_prefix PRIVATE ${PROJECT_SOURCE_DIR}/config
-  ${PROJECT_SOURCE_DIR}/hooks ${PROJECT_SOURCE_DIR})
+  ${PROJECT_SOURCE_DIR})
 target_compile_definitions(test_params_other_prefix PRIVATE PINHEAP_DEBUG=${PINHEAP_DEBUG}
   "TEST_WANT_PREFIX=\"${_params_other_prefix}\""
   "TEST_WANT_LP=\"${PINHEAP_PARAM_LEAVE_PINNED}\""

@@ -17,7 +17,7 @@
 
 #include "internal.h"
 
-#include "decision.h"
+#include "hooks/decide/decision.h"
 #include "params.h"
 
 static const int tri_values[4] = {

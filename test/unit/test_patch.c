@@ -36,7 +36,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "patch.h"
+#include "hooks/intercept/patch.h"
 #include "pinheap.h"
 
 int patchfix_a(void);

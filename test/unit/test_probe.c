@@ -20,7 +20,7 @@
 
 #include "internal.h"
 
-#include "probe.h"
+#include "hooks/decide/probe.h"
 
 static char root[64];
 

@@ -6,7 +6,7 @@
  * whole into libopen-pal with this file (Makefile.am).  It decides before
  * main from mpi_leave_pinned & co. whether it serves malloc, installs its
  * entry points, and feeds Open MPI's memory hooks by itself: every release
- * it sees goes to opal_mem_hooks_release_hook first (pinheap's hooks/ompi.c
+ * it sees goes to opal_mem_hooks_release_hook first (pinheap's hooks/bridges/ompi.c
  * finds libopen-pal among the loaded objects -- here, the library it is in).
  * This component does what only Open MPI can ask for: when the memory
  * framework opens it (a registration cache being created, ompi_info), it

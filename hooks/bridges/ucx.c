@@ -35,7 +35,7 @@
  * each later attach while fed as external: UCX's constructor may run after
  * pinheap's.
  */
-#include "dispatch.h"
+#include "hooks/decide/dispatch.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -45,11 +45,11 @@
 #include <sys/mman.h>
 
 #include "chunk.h"     /* ph_lock */
-#include "events.h"
+#include "hooks/events/events.h"
 #include "params.h"
-#include "patch.h"
-#include "peers.h"
-#include "reloc.h"
+#include "hooks/intercept/patch.h"
+#include "hooks/intercept/peers.h"
+#include "hooks/intercept/reloc.h"
 #include "pinheap.h"
 #include "startup.h"
 

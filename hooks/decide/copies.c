@@ -78,8 +78,8 @@
  * LD_DEBUG=bindings: its lazily bound calls resolved after the load still
  * reach its own definitions), so this layout is served like the others.
  */
-#include "dispatch.h"
-#include "events.h"
+#include "hooks/decide/dispatch.h"
+#include "hooks/events/events.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -354,22 +354,9 @@ static const struct {
   const char *name;
   size_t at;
 } copies_family[] = {
-  { "malloc", offsetof(dispatch_table_t, fn_malloc) },
-  { "free", offsetof(dispatch_table_t, fn_free) },
-  { "calloc", offsetof(dispatch_table_t, fn_calloc) },
-  { "realloc", offsetof(dispatch_table_t, fn_realloc) },
-  { "reallocarray", offsetof(dispatch_table_t, fn_reallocarray) },
-  { "memalign", offsetof(dispatch_table_t, fn_memalign) },
-  { "posix_memalign", offsetof(dispatch_table_t, fn_posix_memalign) },
-  { "aligned_alloc", offsetof(dispatch_table_t, fn_aligned_alloc) },
-  { "valloc", offsetof(dispatch_table_t, fn_valloc) },
-  { "pvalloc", offsetof(dispatch_table_t, fn_pvalloc) },
-  { "malloc_usable_size", offsetof(dispatch_table_t, fn_malloc_usable_size) },
-  { "mallopt", offsetof(dispatch_table_t, fn_mallopt) },
-  { "mallinfo", offsetof(dispatch_table_t, fn_mallinfo) },
-  { "mallinfo2", offsetof(dispatch_table_t, fn_mallinfo2) },
-  { "malloc_stats", offsetof(dispatch_table_t, fn_malloc_stats) },
-  { "malloc_trim", offsetof(dispatch_table_t, fn_malloc_trim) },
+#define COPIES_ROW(name, ret, params, event, entry) { #name, offsetof(dispatch_table_t, fn_##name) },
+  PH_INTERCEPTED_FAMILY(COPIES_ROW)   /* symbols.h */
+#undef COPIES_ROW
 };
 #define COPIES_FAMILY (sizeof(copies_family) / sizeof(copies_family[0]))
 

@@ -10,14 +10,14 @@
  *  (a) interposition: the process resolves the name (dlsym(RTLD_DEFAULT))
  *      to replace.c's own definition -- the core library or the preload
  *      shim comes before libc in symbol lookup;
- *  (b) otherwise relocation patching (hooks/reloc.c): the JUMP_SLOT and
+ *  (b) otherwise relocation patching (hooks/intercept/reloc.c): the JUMP_SLOT and
  *      GLOB_DAT slots of every loaded object, libc's and pinheap's own
  *      object's included, are pointed at pinheap, and so are the
  *      definitions in libc's dynamic symbol table, so that an object loaded
  *      later is bound to pinheap by ld.so itself, before its constructors
  *      run (a constructor freeing what libc allocated for it must reach
  *      the same allocator); the dlopen wrapper patches such objects too;
- *  (b') code patching (hooks/patch.c, x86-64): libc's own mmap, munmap,
+ *  (b') code patching (hooks/intercept/patch.c, x86-64): libc's own mmap, munmap,
  *      ... start with a jump to pinheap's entry point, so glibc's internal
  *      calls (free of a large block, malloc_trim, an arena shrinking) fire
  *      the events too.  Before main no thread exists; a late load patches
@@ -31,6 +31,10 @@
  *      fire its event: the call is made with arguments no program uses,
  *      which a first handler recognises and stops, so nothing is mapped or
  *      unmapped.  malloc must return pinheap's memory and free take it.
+ * install_run() runs each step as a phase of its own (install_setup,
+ * install_interpose, install_sites_find, install_relocate,
+ * install_code_patch, then install_verify.c's install_verify_calls and
+ * install_verify_family, then the account).
  *
  * What is patched.  The memory calls (mmap ... sbrk), always, so that
  * release events reach the handlers however pinheap was loaded; with them
@@ -51,11 +55,13 @@
  * leaves the memory calls alone (no patching of them, steps b and b', and
  * no probe, step c); the malloc family is installed as usual.
  */
-#include "dispatch.h"
-#include "events.h"
-#include "patch.h"
-#include "peers.h"
-#include "reloc.h"
+#include "hooks/intercept/install_impl.h"
+
+#include "hooks/decide/dispatch.h"
+#include "hooks/events/events.h"
+#include "hooks/intercept/patch.h"
+#include "hooks/intercept/peers.h"
+#include "hooks/intercept/reloc.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -72,22 +78,6 @@
 #include "params.h"
 #include "pinheap.h"
 #include "startup.h"
-
-#define INSTALL_MAX 48
-
-/* The probe's arguments: no program passes these (an unaligned address
- * below the first page, a length and an sbrk increment no heap can take).
- * If a call does reach libc with them, the kernel refuses it. */
-#define INSTALL_PROBE_ADDR ((void *)(uintptr_t)0x1357)
-#define INSTALL_PROBE_LEN ((size_t)0x2468)
-#define INSTALL_PROBE_INCR ((intptr_t)0x135700000000)
-
-typedef struct install_sym_s {
-  int method;                  /* PINHEAP_INSTALL_* */
-  int verified;
-  unsigned objects, slots;
-  int code;                    /* PINHEAP_CODE_* */
-} install_sym_t;
 
 /* Written by install_run() under install_lock before install_state is
  * published (release); read-only after.
@@ -154,141 +144,6 @@ PH_STARTUP static int install_may_patch(const char *tool)
 }
 
 /* ======================================================================= */
-/*  the probe: calls that must fire their event                             */
-/* ======================================================================= */
-
-PH_HOT_DATA static int install_probe_hits;         /* PINHEAP_EVENT_* bits seen */
-
-/* Stops the probe's calls (recognised by their arguments) and lets every
- * other call, from any thread, pass. */
-PH_STARTUP static int install_probe_handler(int type, pinheap_event_t *ev, void *arg)
-{
-  int mine = 0;
-  (void)arg;
-  switch (type) {
-  case PINHEAP_EVENT_MMAP:
-    mine = ev->mmap.address == INSTALL_PROBE_ADDR && ev->mmap.size == INSTALL_PROBE_LEN;
-    if (mine)
-      ev->mmap.result = MAP_FAILED;
-    break;
-  case PINHEAP_EVENT_MUNMAP:
-    mine = ev->munmap.address == INSTALL_PROBE_ADDR && ev->munmap.size == INSTALL_PROBE_LEN;
-    if (mine)
-      ev->munmap.result = -1;
-    break;
-  case PINHEAP_EVENT_MREMAP:
-    mine = ev->mremap.address == INSTALL_PROBE_ADDR && ev->mremap.old_size == INSTALL_PROBE_LEN;
-    if (mine)
-      ev->mremap.result = MAP_FAILED;
-    break;
-  case PINHEAP_EVENT_MADVISE:
-    mine = ev->madvise.address == INSTALL_PROBE_ADDR && ev->madvise.size == INSTALL_PROBE_LEN;
-    if (mine)
-      ev->madvise.result = -1;
-    break;
-  case PINHEAP_EVENT_SHMAT:
-    mine = ev->shmat.shmaddr == INSTALL_PROBE_ADDR && ev->shmat.shmid == -1;
-    if (mine)
-      ev->shmat.result = (void *)-1;
-    break;
-  case PINHEAP_EVENT_SHMDT:
-    mine = ev->shmdt.shmaddr == INSTALL_PROBE_ADDR;
-    if (mine)
-      ev->shmdt.result = -1;
-    break;
-  case PINHEAP_EVENT_BRK:
-    mine = ev->brk.address == INSTALL_PROBE_ADDR;
-    if (mine)
-      ev->brk.result = -1;
-    break;
-  case PINHEAP_EVENT_SBRK:
-    mine = ev->sbrk.increment == INSTALL_PROBE_INCR;
-    if (mine)
-      ev->sbrk.result = (void *)-1;
-    break;
-  default:
-    break;
-  }
-  if (!mine)
-    return PINHEAP_EVENT_PASS;
-  __atomic_fetch_or(&install_probe_hits, type, __ATOMIC_RELAXED);
-  return PINHEAP_EVENT_STOP;
-}
-
-/* Calls fn, the function the process calls for the memory call `event`,
- * with the probe's arguments.  @return 1 if its event fired. */
-PH_STARTUP static int install_probe_call(int event, void *fn)
-{
-  int saved = errno;
-  __atomic_and_fetch(&install_probe_hits, ~event, __ATOMIC_RELAXED);
-  switch (event) {
-  case PINHEAP_EVENT_MMAP:
-    /* flags 0 (neither shared nor private): refused if it reached libc */
-    ((void *(*)(void *, size_t, int, int, int, off_t))fn)(INSTALL_PROBE_ADDR, INSTALL_PROBE_LEN,
-                                                           PROT_NONE, 0, -1, 0);
-    break;
-  case PINHEAP_EVENT_MUNMAP:
-    ((int (*)(void *, size_t))fn)(INSTALL_PROBE_ADDR, INSTALL_PROBE_LEN);
-    break;
-  case PINHEAP_EVENT_MREMAP:
-    ((void *(*)(void *, size_t, size_t, int, ...))fn)(INSTALL_PROBE_ADDR, INSTALL_PROBE_LEN,
-                                                       INSTALL_PROBE_LEN, 0);
-    break;
-  case PINHEAP_EVENT_MADVISE:
-    ((int (*)(void *, size_t, int))fn)(INSTALL_PROBE_ADDR, INSTALL_PROBE_LEN, MADV_NORMAL);
-    break;
-  case PINHEAP_EVENT_SHMAT:
-    ((void *(*)(int, const void *, int))fn)(-1, INSTALL_PROBE_ADDR, 0);
-    break;
-  case PINHEAP_EVENT_SHMDT:
-    ((int (*)(const void *))fn)(INSTALL_PROBE_ADDR);
-    break;
-  case PINHEAP_EVENT_BRK:
-    ((int (*)(void *))fn)(INSTALL_PROBE_ADDR);
-    break;
-  case PINHEAP_EVENT_SBRK:
-    ((void *(*)(intptr_t))fn)(INSTALL_PROBE_INCR);
-    break;
-  default:
-    break;
-  }
-  errno = saved;
-  return (__atomic_load_n(&install_probe_hits, __ATOMIC_RELAXED) & event) != 0;
-}
-
-/* The memory call replace_symbols[i] has a call event (mmap ... sbrk); the
- * others with an event (fallocate, ftruncate, truncate, syscall) derive
- * VM_UNMAPPED only. */
-PH_STARTUP static int install_is_call(unsigned i)
-{
-  return (replace_symbols[i].event & PINHEAP_EVENT_CALLS) != 0;
-}
-
-/* A call that derives VM_UNMAPPED only reaches pinheap.  syscall() is
- * called with the probe's munmap (its MUNMAP event must fire); fallocate,
- * ftruncate and truncate have no call event to stop them and would release
- * nothing without a mapped file, so they are verified by where the
- * process's calls go: the resolved function, or a patched slot's value, is
- * pinheap's. */
-PH_STARTUP static int install_verify_derived(unsigned i, int probing)
-{
-  const replace_symbol_t *s = &replace_symbols[i];
-  void *fn = install_resolved(s->name);
-  if (fn == NULL)
-    return 0;
-  if (strcmp(s->name, "syscall") == 0) {
-    int saved = errno;
-    if (!probing)
-      return 0;
-    __atomic_and_fetch(&install_probe_hits, ~PINHEAP_EVENT_MUNMAP, __ATOMIC_RELAXED);
-    ((long (*)(long, ...))fn)((long)SYS_munmap, INSTALL_PROBE_ADDR, INSTALL_PROBE_LEN);
-    errno = saved;
-    return (__atomic_load_n(&install_probe_hits, __ATOMIC_RELAXED) & PINHEAP_EVENT_MUNMAP) != 0;
-  }
-  return fn == s->self || fn == s->entry;
-}
-
-/* ======================================================================= */
 /*  installation                                                            */
 /* ======================================================================= */
 
@@ -313,29 +168,6 @@ PH_STARTUP void *install_resolved(const char *name)
     break;
   }
   return dlsym(RTLD_DEFAULT, name);
-}
-
-/* Malloc and free reach pinheap: malloc's block is pinheap's, free takes
- * it back (the same block comes back from the thread cache, or at least
- * pinheap counts it free). */
-PH_STARTUP static int install_verify_malloc(void)
-{
-  void *(*p_malloc)(size_t) = (void *(*)(size_t))install_resolved("malloc");
-  void (*p_free)(void *) = (void (*)(void *))install_resolved("free");
-  const replace_symbol_t *m = &replace_symbols[0];
-  void *own_free = NULL;
-
-  for (unsigned i = 0; i < replace_symbols_count; i++)
-    if (strcmp(replace_symbols[i].name, "free") == 0)
-      m = &replace_symbols[i];
-  own_free = m->self;
-  if (p_malloc == NULL || p_free != own_free)
-    return 0;                  /* a block of ours must never reach glibc's free */
-  void *p = p_malloc(48);
-  int ok = p != NULL && owner_map_get(p) != 0;
-  if (p != NULL)
-    p_free(p);
-  return ok;
 }
 
 /* Code jumps into this object now (libc's patched entries, the slots of
@@ -375,52 +207,50 @@ PH_STARTUP static const char *text_s(unsigned n)
   return n == 1 ? "" : "s";
 }
 
-PH_STARTUP void install_run(void)
-{
-  int expected = 0;
-  uint64_t t0;
+/* ---- install_run's phases, in the order it runs them -------------------- */
 
-  if (ph_likely(__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) == 2))
-    return;
-  if (ph_unlikely(copies_stand_by()))
-    return;                    /* another copy of pinheap installs and serves (copies.c) */
-  t0 = ph_clock_ns(CLOCK_MONOTONIC);
-  dispatch_decide();
-  ph_lock(&install_lock);
-  if (!__atomic_compare_exchange_n(&install_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    ph_unlock(&install_lock);    /* done, or this thread is inside it */
-    return;
-  }
-  install_inside = 1;
-  const params_t *params = params_get();
-  const char *tool = install_tool();
-  int patch = install_may_patch(tool);
-  int enabled = __atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_ENABLED;
+/* What this run may do: the switches, the decision, how late pinheap's
+ * object was loaded. */
+PH_STARTUP static void install_setup(install_run_t *r)
+{
+  r->params = params_get();
+  r->tool = install_tool();
+  r->patch = install_may_patch(r->tool);
+  r->enabled = __atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_ENABLED;
   unsigned n = replace_symbols != NULL ? replace_symbols_count : 0;
   if (n > INSTALL_MAX)
     n = INSTALL_MAX;
+  r->n = n;
   install_n = n;
   install_text_buf[0] = '\0';
-  int at_start = reloc_loaded_at_startup((void *)&install_run);
-  install_is_late = at_start == 0;
-  int want_malloc = enabled && (!install_is_late || params->v[PARAM_LATE_MALLOC].value != 0);
-  int events = params->v[PARAM_EVENTS].value != 0;   /* 0: the memory calls are left alone */
+  r->at_start = reloc_loaded_at_startup((void *)&install_run);
+  install_is_late = r->at_start == 0;
+  r->want_malloc = r->enabled &&
+                   (!install_is_late || r->params->v[PARAM_LATE_MALLOC].value != 0);
+  r->events = r->params->v[PARAM_EVENTS].value != 0;   /* 0: the memory calls are left alone */
+  r->syms = install_syms;
+  r->sites = install_code;
+  r->alias = install_code_alias;
+}
 
-  /* (a) interposition */
-  int interposed = 0;
-  void *resolved[INSTALL_MAX];
-  for (unsigned i = 0; i < n; i++) {
+/* (a) interposition */
+PH_STARTUP static void install_interpose(install_run_t *r)
+{
+  for (unsigned i = 0; i < r->n; i++) {
     install_syms[i].method = PINHEAP_INSTALL_NONE;
-    resolved[i] = dlsym(RTLD_DEFAULT, replace_symbols[i].name);
-    if (resolved[i] == replace_symbols[i].self) {
+    r->resolved[i] = dlsym(RTLD_DEFAULT, replace_symbols[i].name);
+    if (r->resolved[i] == replace_symbols[i].self) {
       install_syms[i].method = PINHEAP_INSTALL_INTERPOSE;
-      interposed++;
+      r->interposed++;
     }
   }
+}
 
-  /* libc's definitions, looked up before (b) rewrites libc's symbol table */
-  int code = events && patch && params->v[PARAM_CODE_PATCH].value != 0;
+/* libc's definitions, looked up before (b) rewrites libc's symbol table */
+PH_STARTUP static void install_sites_find(install_run_t *r)
+{
+  unsigned n = r->n;
+  int code = r->events && r->patch && r->params->v[PARAM_CODE_PATCH].value != 0;
   for (unsigned i = 0; i < n; i++) {
     install_syms[i].code = PINHEAP_CODE_NONE;
     install_code[i].text = install_code_text[i];
@@ -433,176 +263,119 @@ PH_STARTUP void install_run(void)
   }
   if (code && patch_find(install_code, n) != 0)
     code = 0;                  /* not x86-64 */
-  if (events)                 /* other patchers' hooks on libc hear pinheap's calls */
+  if (r->events)              /* other patchers' hooks on libc hear pinheap's calls */
     peers_find(install_code, code ? n : 0);
+  r->code = code;
+}
 
-  /* (b) relocation patching where interposition did not take */
-  unsigned k = 0;
-  int rc = 0;
-  if (patch && n > 0) {
-    for (unsigned i = 0; i < n; i++) {
-      if (install_syms[i].method != PINHEAP_INSTALL_NONE)
-        continue;
-      if (replace_symbols[i].event == 0 && !want_malloc)
-        continue;
-      if (replace_symbols[i].event != 0 && !events)
-        continue;
-      install_table[k].name = replace_symbols[i].name;
-      install_table[k].replacement = replace_symbols[i].entry;
-      /* dlsym finds the exported interposer, which forwards to the entry:
-       * a patcher that rewrites what dlsym finds (Open MPI's) leaves the
-       * entry the slots call, and pinheap's view of the calls, whole */
-      if (replace_symbols[i].event != 0)
-        install_table[k].definition = replace_symbols[i].self;
-      /* what the process resolves it to: the original (saves the patcher a lookup) */
-      if (install_table[k].original == NULL)
-        install_table[k].original = resolved[i];
-      k++;
-    }
-    if (want_malloc) {
-      void *usable = NULL;      /* what malloc_usable_size resolves to, unless pinheap's */
-      for (unsigned i = 0; i < n; i++)
-        if (strcmp(replace_symbols[i].name, "malloc_usable_size") == 0 &&
-            resolved[i] != replace_symbols[i].self && resolved[i] != replace_symbols[i].entry)
-          usable = resolved[i];
-      dispatch_libc_prepare(usable);
-    }
-    if (k > 0)
-      rc = reloc_install_flags(install_table, k, RELOC_PATCH_SELF | RELOC_PATCH_DEFINITIONS);
-    else
-      reloc_install_wrappers();   /* dlopen/dlclose seen: libucm arriving, unloads */
-    for (unsigned j = 0, i = 0; j < k; j++) {
-      while (strcmp(replace_symbols[i].name, install_table[j].name) != 0)
-        i++;
-      install_syms[i].method = PINHEAP_INSTALL_RELOC;
-      install_syms[i].objects = install_table[j].objects;
-      install_syms[i].slots = install_table[j].slots;
-    }
-  }
-  /* (b') code patching of libc's own entry points */
-  int code_done = 0, code_foreign = 0, code_failed = 0, code_threads = 0;
-  if (code) {
-    code_threads = patch_threads_running();
-    patch_apply(install_code, n, code_threads ? PATCH_THREADS : 0);
-    for (unsigned i = 0; i < n; i++) {   /* the first site of each function speaks for it */
-      install_code_alias[i] = (unsigned char)i;
-      for (unsigned j = 0; install_code[i].entry != NULL && j < i; j++)
-        if (install_code[j].entry == install_code[i].entry) {
-          install_code_alias[i] = (unsigned char)j;
-          break;
-        }
-    }
-    for (unsigned i = 0; i < n; i++) {
-      if (!install_is_call(i))
-        continue;
-      const patch_site_t *ps = &install_code[install_code_alias[i]];
-      if (install_code[i].entry == NULL)
-        ps = &install_code[i];
-      install_syms[i].code = ps->state;
-      if (ps->state == PATCH_DONE) {
-        /* the method names how the process's own calls arrive: code
-         * patching is it only where nothing else is (no slot calls it) */
-        if (install_syms[i].method == PINHEAP_INSTALL_NONE ||
-            (install_syms[i].method == PINHEAP_INSTALL_RELOC && install_syms[i].slots == 0))
-          install_syms[i].method = PINHEAP_INSTALL_CODE;
-        code_done += install_code_alias[i] == i;
-      } else if (ps->state == PATCH_FOREIGN) {
-        code_foreign++;
-      } else if (ps->state == PATCH_FAILED) {
-        code_failed++;
-      }
-    }
-  }
-  /* a late load (dlopen'ed) that wrote other objects' slots or libc's
-   * code: both now call into this object */
-  if ((patch || code_done > 0) && at_start != 1)
-    install_pin_self();
-  if (events)
-    peers_snapshot(install_code, code ? n : 0);   /* libc's entries as pinheap left them */
-  __atomic_store_n(&install_patched, 1, __ATOMIC_RELEASE);  /* install_resolved reads slots */
-
-  /* (c) verification by calls */
-  int missed = 0, uncalled = 0;
-  int probing = events && PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_CALLS, INT_MIN,
-                                                           install_probe_handler, NULL) == 0;
+/* (b) relocation patching where interposition did not take */
+PH_STARTUP static void install_relocate(install_run_t *r)
+{
+  unsigned n = r->n, k = 0;
+  if (!r->patch || n == 0)
+    return;
   for (unsigned i = 0; i < n; i++) {
-    const replace_symbol_t *s = &replace_symbols[i];
-    install_sym_t *st = &install_syms[i];
-    if (s->event == 0 || st->method == PINHEAP_INSTALL_NONE || !events)
+    if (install_syms[i].method != PINHEAP_INSTALL_NONE)
       continue;
-    if (!install_is_call(i)) {
-      if (st->method == PINHEAP_INSTALL_RELOC && st->slots == 0) {
-        uncalled++;
-        continue;
-      }
-      st->verified = install_verify_derived(i, probing);
-      missed += !st->verified;
+    if (replace_symbols[i].event == 0 && !r->want_malloc)
       continue;
-    }
-    /* code patched: glibc's own function must fire the event */
-    int code_ok = st->code != PINHEAP_CODE_PATCHED ||
-                  (probing && install_probe_call(s->event, install_code[install_code_alias[i]].entry));
-    if (st->method == PINHEAP_INSTALL_CODE) {
-      void *fn = install_resolved(s->name);   /* and what the process resolves */
-      st->verified = code_ok && fn != NULL && install_probe_call(s->event, fn);
-      missed += !st->verified;
+    if (replace_symbols[i].event != 0 && !r->events)
       continue;
-    }
-    if (!code_ok) {
-      st->verified = 0;
-      missed++;
-      continue;
-    }
-    if (st->method == PINHEAP_INSTALL_RELOC && st->slots == 0) {
-      uncalled++;              /* no object calls it (yet): nothing to call through */
-      continue;
-    }
-    void *fn = install_resolved(s->name);
-    st->verified = probing && fn != NULL && install_probe_call(s->event, fn);
-    missed += !st->verified;
+    install_table[k].name = replace_symbols[i].name;
+    install_table[k].replacement = replace_symbols[i].entry;
+    /* dlsym finds the exported interposer, which forwards to the entry:
+     * a patcher that rewrites what dlsym finds (Open MPI's) leaves the
+     * entry the slots call, and pinheap's view of the calls, whole */
+    if (replace_symbols[i].event != 0)
+      install_table[k].definition = replace_symbols[i].self;
+    /* what the process resolves it to: the original (saves the patcher a lookup) */
+    if (install_table[k].original == NULL)
+      install_table[k].original = r->resolved[i];
+    k++;
   }
-  if (probing)
-    PINHEAP_NAME(unset_event_handler)(PINHEAP_EVENT_CALLS, install_probe_handler, NULL);
-  int malloc_ok = 0;
-  for (unsigned i = 0; i < n; i++) {
-    if (replace_symbols[i].event != 0 || install_syms[i].method == PINHEAP_INSTALL_NONE)
-      continue;
-    if (strcmp(replace_symbols[i].name, "malloc") == 0 && enabled) {
-      malloc_ok = install_verify_malloc();      /* a block, from pinheap */
-      install_syms[i].verified = malloc_ok;
-    } else if (strcmp(replace_symbols[i].name, "malloc") == 0) {
-      /* disabled: pinheap's entry forwards to glibc, by design */
-      malloc_ok = install_resolved("malloc") == replace_symbols[i].self;
-      install_syms[i].verified = malloc_ok;
-    } else {
-      install_syms[i].verified = install_resolved(replace_symbols[i].name) == replace_symbols[i].self;
-    }
+  if (r->want_malloc) {
+    void *usable = NULL;      /* what malloc_usable_size resolves to, unless pinheap's */
+    for (unsigned i = 0; i < n; i++)
+      if (strcmp(replace_symbols[i].name, "malloc_usable_size") == 0 &&
+          r->resolved[i] != replace_symbols[i].self && r->resolved[i] != replace_symbols[i].entry)
+        usable = r->resolved[i];
+    dispatch_libc_prepare(usable);
   }
-  for (unsigned i = 0; i < n; i++)
-    if (strcmp(replace_symbols[i].name, "free") == 0)
-      install_syms[i].verified &= malloc_ok;
+  if (k > 0)
+    r->rc = reloc_install_flags(install_table, k, RELOC_PATCH_SELF | RELOC_PATCH_DEFINITIONS);
+  else
+    reloc_install_wrappers();   /* dlopen/dlclose seen: libucm arriving, unloads */
+  for (unsigned j = 0, i = 0; j < k; j++) {
+    while (strcmp(replace_symbols[i].name, install_table[j].name) != 0)
+      i++;
+    install_syms[i].method = PINHEAP_INSTALL_RELOC;
+    install_syms[i].objects = install_table[j].objects;
+    install_syms[i].slots = install_table[j].slots;
+  }
+  r->k = k;
+}
 
-  /* the account */
-  if (n == 0) {
+/* (b') code patching of libc's own entry points */
+PH_STARTUP static void install_code_patch(install_run_t *r)
+{
+  unsigned n = r->n;
+  if (!r->code)
+    return;
+  r->code_threads = patch_threads_running();
+  patch_apply(install_code, n, r->code_threads ? PATCH_THREADS : 0);
+  for (unsigned i = 0; i < n; i++) {   /* the first site of each function speaks for it */
+    install_code_alias[i] = (unsigned char)i;
+    for (unsigned j = 0; install_code[i].entry != NULL && j < i; j++)
+      if (install_code[j].entry == install_code[i].entry) {
+        install_code_alias[i] = (unsigned char)j;
+        break;
+      }
+  }
+  for (unsigned i = 0; i < n; i++) {
+    if (!install_is_call(i))
+      continue;
+    const patch_site_t *ps = &install_code[install_code_alias[i]];
+    if (install_code[i].entry == NULL)
+      ps = &install_code[i];
+    install_syms[i].code = ps->state;
+    if (ps->state == PATCH_DONE) {
+      /* the method names how the process's own calls arrive: code
+       * patching is it only where nothing else is (no slot calls it) */
+      if (install_syms[i].method == PINHEAP_INSTALL_NONE ||
+          (install_syms[i].method == PINHEAP_INSTALL_RELOC && install_syms[i].slots == 0))
+        install_syms[i].method = PINHEAP_INSTALL_CODE;
+      r->code_done += install_code_alias[i] == i;
+    } else if (ps->state == PATCH_FOREIGN) {
+      r->code_foreign++;
+    } else if (ps->state == PATCH_FAILED) {
+      r->code_failed++;
+    }
+  }
+}
+
+/* The account, first part: how the process's calls reach pinheap. */
+PH_STARTUP static void install_account_how(const install_run_t *r)
+{
+  if (r->n == 0) {
     text_add("this build has no entry points to install (no replace.c). ");
-  } else if (interposed == (int)n) {
+  } else if (r->interposed == (int)r->n) {
     text_add("pinheap's symbols come first in symbol lookup: every call is interposed. ");
   } else {
-    if (interposed > 0)
+    if (r->interposed > 0)
       text_add("some of pinheap's symbols interpose; ");
-    if (at_start == 1)
+    if (r->at_start == 1)
       text_add("pinheap's object was loaded at start-up behind libc in symbol lookup (a "
                "dependency of a dependency, as libopen-pal is of libmpi). ");
-    else if (at_start == 0)
+    else if (r->at_start == 0)
       text_add("pinheap's object was loaded after start-up (dlopen). ");
-    if (tool != NULL && !patch) {
+    if (r->tool != NULL && !r->patch) {
       text_add("Running under ");
-      text_add(tool);
+      text_add(r->tool);
       text_add(": nothing is patched and malloc is left to it. ");
-    } else if (!patch) {
+    } else if (!r->patch) {
       text_add("PINHEAP_PATCH=0: nothing is patched, so calls reach pinheap only where its "
                "symbols interpose. ");
-    } else if (k > 0) {
+    } else if (r->k > 0) {
       reloc_stats_t rs;
       reloc_stats_get(&rs);
       text_add("Calls were redirected by relocation patching: ");
@@ -618,21 +391,28 @@ PH_STARTUP void install_run(void)
       text_add(" definition");
       text_add(text_s(rs.definitions));
       text_add(" in the symbol table of the object that defined them");
-      text_add(rc == 0 ? ". " : " (a bound was exceeded: see the warning). ");
+      text_add(r->rc == 0 ? ". " : " (a bound was exceeded: see the warning). ");
     }
   }
-  if (code_done > 0) {
-    text_dec((uint64_t)code_done);
+  if (r->code_done > 0) {
+    text_dec((uint64_t)r->code_done);
     text_add(" of libc's memory functions start with a jump to pinheap (code patching), so "
              "glibc's own calls of them are seen");
-    text_add(code_threads ? " (patched while other threads ran: only entries safe against "
-                            "them). "
-                          : ". ");
+    text_add(r->code_threads ? " (patched while other threads ran: only entries safe against "
+                               "them). "
+                             : ". ");
   }
+}
+
+/* The account, second part: what was left alone, and why. */
+PH_STARTUP static void install_account_left(const install_run_t *r)
+{
+  unsigned n = r->n;
+  const params_t *params = r->params;
   /* left alone: the names, then the first one's account (pinheap-info
    * shows each) */
   for (int kind = PINHEAP_CODE_FOREIGN; kind <= PINHEAP_CODE_FAILED; kind++) {
-    if ((kind == PINHEAP_CODE_FOREIGN ? code_foreign : code_failed) == 0)
+    if ((kind == PINHEAP_CODE_FOREIGN ? r->code_foreign : r->code_failed) == 0)
       continue;
     const char *first = NULL;
     text_add(kind == PINHEAP_CODE_FOREIGN ? "libc's code left alone, already patched by someone "
@@ -653,24 +433,24 @@ PH_STARTUP void install_run(void)
     text_add(first != NULL ? first : "");
     text_add("). ");
   }
-  if (!events) {
+  if (!r->events) {
     text_add(params->v[PARAM_EVENTS].from != NULL ? params->v[PARAM_EVENTS].from
                                                   : "PINHEAP_EVENTS");
     text_add("=0: the memory calls (mmap, munmap, ...) are not patched and fire no event; only "
              "the malloc family is installed. ");
   }
-  if (!code && patch && events && params->v[PARAM_CODE_PATCH].value == 0)
+  if (!r->code && r->patch && r->events && params->v[PARAM_CODE_PATCH].value == 0)
     text_add("PINHEAP_CODE_PATCH=0: libc's code is left alone, so glibc's internal calls are "
              "not seen. ");
-  if (enabled && !want_malloc && install_is_late)
+  if (r->enabled && !r->want_malloc && install_is_late)
     text_add("malloc stays glibc's: replacing it in a library loaded this late would hand "
              "blocks freed through pointers captured before to the wrong allocator "
              "(PINHEAP_LATE_MALLOC=1 replaces it anyway). ");
-  if (!want_malloc && shm_params_any_set(environ)) {
+  if (!r->want_malloc && shm_params_any_set(environ)) {
     /* the shared heap's size alone does not replace malloc */
-    const char *why = !enabled ? "the leave-pinned decision left malloc to glibc"
-                               : "pinheap was loaded after start-up (PINHEAP_LATE_MALLOC=1 "
-                                 "replaces it anyway)";
+    const char *why = !r->enabled ? "the leave-pinned decision left malloc to glibc"
+                                  : "pinheap was loaded after start-up (PINHEAP_LATE_MALLOC=1 "
+                                    "replaces it anyway)";
     text_add("The shared-memory heap is configured, but malloc is not pinheap's here (");
     text_add(why);
     text_add("): only pinheap_malloc and its kin allocate in the region. ");
@@ -679,14 +459,55 @@ PH_STARTUP void install_run(void)
               "pinheap's in this process (", why, "): only pinheap_malloc and its kin "
               "allocate in the region; see pinheap-info", NULL);
   }
-  if (missed > 0)
+  if (r->missed > 0)
     text_add("Some installed calls did not reach pinheap when called: see pinheap-info. ");
-  if (uncalled > 0)
+  if (r->uncalled > 0)
     text_add("Memory calls that no loaded object makes yet are patched as objects that make "
              "them are loaded. ");
   text_add("Installation took ");
-  text_dec((ph_clock_ns(CLOCK_MONOTONIC) - t0) / 1000u);
+  text_dec((ph_clock_ns(CLOCK_MONOTONIC) - r->t0) / 1000u);
   text_add(" us. ");
+}
+
+/* The steps (a), (b), (b'), (c) of the top, each a phase above (the
+ * verification's in install_verify.c), then the account. */
+PH_STARTUP void install_run(void)
+{
+  int expected = 0;
+  install_run_t r;
+  uint64_t t0;
+
+  if (ph_likely(__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) == 2))
+    return;
+  if (ph_unlikely(copies_stand_by()))
+    return;                    /* another copy of pinheap installs and serves (copies.c) */
+  t0 = ph_clock_ns(CLOCK_MONOTONIC);
+  dispatch_decide();
+  ph_lock(&install_lock);
+  if (!__atomic_compare_exchange_n(&install_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    ph_unlock(&install_lock);    /* done, or this thread is inside it */
+    return;
+  }
+  install_inside = 1;
+  memset(&r, 0, sizeof(r));
+  r.t0 = t0;
+  install_setup(&r);
+  install_interpose(&r);
+  install_sites_find(&r);
+  install_relocate(&r);
+  install_code_patch(&r);
+  /* a late load (dlopen'ed) that wrote other objects' slots or libc's
+   * code: both now call into this object */
+  if ((r.patch || r.code_done > 0) && r.at_start != 1)
+    install_pin_self();
+  if (r.events)
+    peers_snapshot(install_code, r.code ? r.n : 0);   /* libc's entries as pinheap left them */
+  __atomic_store_n(&install_patched, 1, __ATOMIC_RELEASE);  /* install_resolved reads slots */
+  install_verify_calls(&r);
+  install_verify_family(&r);
+  install_account_how(&r);
+  install_account_left(&r);
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   install_inside = 0;
   ph_unlock(&install_lock);

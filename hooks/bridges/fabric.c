@@ -57,7 +57,7 @@
  * made inside pinheap's own notify is kept the same way.  Never allocates
  * on these paths, takes no lock of pinheap's while libfabric runs.
  */
-#include "dispatch.h"
+#include "hooks/decide/dispatch.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -73,7 +73,7 @@
 #include "chunk.h"     /* ph_lock */
 #include "params.h"
 #include "pinheap.h"
-#include "reloc.h"
+#include "hooks/intercept/reloc.h"
 #include "startup.h"
 
 /* ---- libfabric's ABI: <rdma/fabric.h> and <rdma/fi_ext.h> of 1.13 to 1.17

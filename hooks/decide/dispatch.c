@@ -22,7 +22,7 @@
  * give pages already.  The prefixed API (pinheap_malloc, ...) is not
  * concerned: it keeps the allocator's 16.
  */
-#include "dispatch.h"
+#include "hooks/decide/dispatch.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,11 +32,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "decision.h"
+#include "hooks/decide/decision.h"
 #include "front.h"
 #include "params.h"
 #include "pinheap.h"
-#include "reloc.h"
+#include "hooks/intercept/reloc.h"
 #include "startup.h"
 
 /* glibc's exported allocator (stable ABI, GLIBC_2.2.5). */
@@ -447,11 +447,9 @@ PH_STARTUP void dispatch_decide(void)
      * first-call function (which now finds the state decided) or the new
      * target, both correct. */
     dispatch_table_t *d = &dispatch_table;
-#define SET(f) __atomic_store_n(&d->f, t->f, __ATOMIC_RELAXED)
-    SET(fn_malloc); SET(fn_free); SET(fn_calloc); SET(fn_realloc); SET(fn_reallocarray);
-    SET(fn_memalign); SET(fn_posix_memalign); SET(fn_aligned_alloc); SET(fn_valloc);
-    SET(fn_pvalloc); SET(fn_malloc_usable_size); SET(fn_mallopt); SET(fn_mallinfo);
-    SET(fn_mallinfo2); SET(fn_malloc_stats); SET(fn_malloc_trim);
+#define SET(name, ret, params, event, entry) \
+    __atomic_store_n(&d->fn_##name, t->fn_##name, __ATOMIC_RELAXED);
+    PH_INTERCEPTED_FAMILY(SET)
 #undef SET
     __atomic_store_n(&dispatch_state, enabled ? DISPATCH_ENABLED : DISPATCH_DISABLED,
                      __ATOMIC_RELEASE);

@@ -1,11 +1,11 @@
 /*
- * replace.c -- the only unprefixed symbols pinheap defines (the allow-list
- * of test/nm_allowlist.txt): the malloc family, each one indirect jump
+ * replace.c -- the only unprefixed symbols pinheap defines (hooks/intercept/symbols.h
+ * lists them; the allow-list of test/nm_prefix.sh is made from it): the malloc family, each one indirect jump
  * through dispatch_table, the memory calls (mmap, mmap64, munmap, mremap,
  * madvise, shmat, shmdt, brk, sbrk), each a call of its event entry point
- * (hooks/events.h), which runs the event chain and enters the kernel, and
+ * (hooks/events/events.h), which runs the event chain and enters the kernel, and
  * the calls that release pages through a file (fallocate, ftruncate,
- * truncate and their 64 names) and syscall() (hooks/files.c).
+ * truncate and their 64 names) and syscall() (hooks/events/files.c).
  *
  * Linked whole into a runtime's core library that the program loads at
  * start-up, these interpose glibc's for the whole process, glibc's internal
@@ -14,10 +14,11 @@
  * original (the raw syscall).
  */
 #define PINHEAP_NO_CLASSIC_RENAME 1
-#include "dispatch.h"
-#include "events.h"
-#include "peers.h"
+#include "hooks/decide/dispatch.h"
+#include "hooks/events/events.h"
+#include "hooks/intercept/peers.h"
 #include "pinheap.h"
+#include "hooks/intercept/symbols.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -59,7 +60,7 @@ PH_REPLACE void malloc_stats(void) { DT(fn_malloc_stats)(); }
 PH_REPLACE int malloc_trim(size_t pad) { return DT(fn_malloc_trim)(pad); }
 
 /* ======================================================================= */
-/*  memory calls by anyone: the events (hooks/events.c)                     */
+/*  memory calls by anyone: the events (hooks/events/events_calls.c)        */
 /* ======================================================================= */
 
 /* Each one is its event's entry point under libc's name: the handlers run,
@@ -106,7 +107,7 @@ PH_HOT PH_REPLACE int brk(void *addr) { return events_brk(addr); }
 PH_HOT PH_REPLACE void *sbrk(intptr_t increment) { return events_sbrk(increment); }
 
 /* ======================================================================= */
-/*  releases through a file, syscall() (hooks/files.c)                      */
+/*  releases through a file, syscall() (hooks/events/files.c)               */
 /* ======================================================================= */
 
 /* No call event of their own: the pages of the file's mappings that the
@@ -158,41 +159,12 @@ extern void *replace_own_malloc(size_t) __attribute__((alias("malloc"), visibili
 extern void replace_own_free(void *) __attribute__((alias("free"), visibility("hidden")));
 extern int replace_own_munmap(void *, size_t) __attribute__((alias("munmap"), visibility("hidden")));
 
-/* Every other definition under a name of this file only: what the process
+/* Every definition under a name of this file only (symbols.h lists them;
+ * a row whose definition is missing fails here): what the process
  * resolves a symbol to is compared with it (did interposition take?), and
  * a patched slot of the malloc family points at it. */
-#define OWN(ret, name, args) static ret own_##name args __attribute__((alias(#name)));
-OWN(void *, calloc, (size_t, size_t))
-OWN(void *, realloc, (void *, size_t))
-OWN(void *, reallocarray, (void *, size_t, size_t))
-OWN(void *, memalign, (size_t, size_t))
-OWN(int, posix_memalign, (void **, size_t, size_t))
-OWN(void *, aligned_alloc, (size_t, size_t))
-OWN(void *, valloc, (size_t))
-OWN(void *, pvalloc, (size_t))
-OWN(size_t, malloc_usable_size, (void *))
-OWN(int, mallopt, (int, int))
-OWN(struct mallinfo, mallinfo, (void))
-OWN(struct mallinfo2, mallinfo2, (void))
-OWN(void, malloc_stats, (void))
-OWN(int, malloc_trim, (size_t))
-OWN(void *, mmap, (void *, size_t, int, int, int, off_t))
-OWN(void *, mmap64, (void *, size_t, int, int, int, off_t))
-OWN(void *, mremap, (void *, size_t, size_t, int, ...))
-OWN(int, madvise, (void *, size_t, int))
-OWN(void *, shmat, (int, const void *, int))
-OWN(int, shmdt, (const void *))
-OWN(int, brk, (void *))
-OWN(void *, sbrk, (intptr_t))
-OWN(int, fallocate, (int, int, off_t, off_t))
-OWN(int, fallocate64, (int, int, off_t, off_t))
-OWN(int, ftruncate, (int, off_t))
-OWN(int, ftruncate64, (int, off_t))
-OWN(int, truncate, (const char *, off_t))
-OWN(int, truncate64, (const char *, off_t))
-#if PH_RAW_SYSCALL
-OWN(long, syscall, (long, long, long, long, long, long, long))
-#endif
+#define OWN(name, ret, params, event, entry) static ret own_##name params __attribute__((alias(#name)));
+PH_INTERCEPTED(OWN)
 #undef OWN
 #pragma GCC diagnostic pop
 
@@ -202,44 +174,19 @@ const replace_self_t replace_self = {
   .self_munmap = (void *)replace_own_munmap,
 };
 
-/* The memory calls first (their event entry points are what a patched
- * slot gets), then the malloc family (patched slots get these). */
+/* In symbols.h's order: the memory calls first (their event entry points
+ * are what a patched slot gets), then the ones without a call event, which
+ * derive VM_UNMAPPED only (install.c verifies them by what the process
+ * resolves, syscall by its munmap number), then the malloc family (patched
+ * slots get these). */
+#define ROW_ENTRY(name, ret, params, event, entry) { #name, event, (void *)own_##name, (void *)entry },
+#define ROW_SELF(name, ret, params, event, entry) { #name, event, (void *)own_##name, (void *)own_##name },
 const replace_symbol_t replace_symbols[] = {
-  { "mmap", PINHEAP_EVENT_MMAP, (void *)own_mmap, (void *)events_mmap },
-  { "mmap64", PINHEAP_EVENT_MMAP, (void *)own_mmap64, (void *)events_mmap },
-  { "munmap", PINHEAP_EVENT_MUNMAP, (void *)replace_own_munmap, (void *)events_munmap },
-  { "mremap", PINHEAP_EVENT_MREMAP, (void *)own_mremap, (void *)events_mremap },
-  { "madvise", PINHEAP_EVENT_MADVISE, (void *)own_madvise, (void *)events_madvise },
-  { "shmat", PINHEAP_EVENT_SHMAT, (void *)own_shmat, (void *)events_shmat },
-  { "shmdt", PINHEAP_EVENT_SHMDT, (void *)own_shmdt, (void *)events_shmdt },
-  { "brk", PINHEAP_EVENT_BRK, (void *)own_brk, (void *)events_brk },
-  { "sbrk", PINHEAP_EVENT_SBRK, (void *)own_sbrk, (void *)events_sbrk },
-  /* no call event: they derive VM_UNMAPPED only (install.c verifies them
-   * by what the process resolves, syscall by its munmap number) */
-  { "fallocate", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_fallocate, (void *)files_fallocate },
-  { "fallocate64", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_fallocate64, (void *)files_fallocate },
-  { "ftruncate", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_ftruncate, (void *)files_ftruncate },
-  { "ftruncate64", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_ftruncate64, (void *)files_ftruncate },
-  { "truncate", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_truncate, (void *)files_truncate },
-  { "truncate64", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_truncate64, (void *)files_truncate },
-#if PH_RAW_SYSCALL
-  { "syscall", PINHEAP_EVENT_VM_UNMAPPED, (void *)own_syscall, (void *)own_syscall },
-#endif
-  { "malloc", 0, (void *)replace_own_malloc, (void *)replace_own_malloc },
-  { "free", 0, (void *)replace_own_free, (void *)replace_own_free },
-  { "calloc", 0, (void *)own_calloc, (void *)own_calloc },
-  { "realloc", 0, (void *)own_realloc, (void *)own_realloc },
-  { "reallocarray", 0, (void *)own_reallocarray, (void *)own_reallocarray },
-  { "memalign", 0, (void *)own_memalign, (void *)own_memalign },
-  { "posix_memalign", 0, (void *)own_posix_memalign, (void *)own_posix_memalign },
-  { "aligned_alloc", 0, (void *)own_aligned_alloc, (void *)own_aligned_alloc },
-  { "valloc", 0, (void *)own_valloc, (void *)own_valloc },
-  { "pvalloc", 0, (void *)own_pvalloc, (void *)own_pvalloc },
-  { "malloc_usable_size", 0, (void *)own_malloc_usable_size, (void *)own_malloc_usable_size },
-  { "mallopt", 0, (void *)own_mallopt, (void *)own_mallopt },
-  { "mallinfo", 0, (void *)own_mallinfo, (void *)own_mallinfo },
-  { "mallinfo2", 0, (void *)own_mallinfo2, (void *)own_mallinfo2 },
-  { "malloc_stats", 0, (void *)own_malloc_stats, (void *)own_malloc_stats },
-  { "malloc_trim", 0, (void *)own_malloc_trim, (void *)own_malloc_trim },
+  PH_INTERCEPTED_CALLS(ROW_ENTRY)
+  PH_INTERCEPTED_FILES(ROW_ENTRY)
+  PH_INTERCEPTED_SYSCALL(ROW_SELF)
+  PH_INTERCEPTED_FAMILY(ROW_SELF)
 };
+#undef ROW_ENTRY
+#undef ROW_SELF
 const unsigned replace_symbols_count = sizeof(replace_symbols) / sizeof(replace_symbols[0]);

@@ -49,8 +49,8 @@
  * libucm, Open MPI's patcher, another pinheap, a debugger): it is left
  * alone and the site's text says what it jumps to.
  */
-#include "patch.h"
-#include "reloc.h"
+#include "hooks/intercept/patch.h"
+#include "hooks/intercept/reloc.h"
 
 #include <dlfcn.h>
 #include <errno.h>

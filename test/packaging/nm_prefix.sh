@@ -4,7 +4,8 @@
 # Proves with nm that every defined global symbol of libpinheap.a (text,
 # data, bss, rodata, weak, TLS, common, unique, ifunc: whatever nm -g
 # --defined-only lists) starts with the configured prefix, except the names
-# of test/nm_allowlist.txt.  (In a PINHEAP_SANITIZE build, ASan's ODR
+# of the allow-list ALLOWLIST: the intercepted symbols of hooks/intercept/symbols.h,
+# written at build time by test/nm_allowlist_gen.c.  (In a PINHEAP_SANITIZE build, ASan's ODR
 # indicators "__odr_asan.<name>" are judged by the <name> they stand for.)  Checked for two archives:
 #   1. the main build's archive, with the prefix it was configured with;
 #   2. a second build of the project configured in a temp dir with
@@ -14,11 +15,11 @@
 # pass), and that the archive is position independent (no absolute 32-bit
 # relocations on x86_64; it links whole into a shared object with -z text).
 #
-# Usage: nm_prefix.sh SOURCE_DIR MAIN_ARCHIVE MAIN_PREFIX CMAKE [CC]
+# Usage: nm_prefix.sh SOURCE_DIR MAIN_ARCHIVE MAIN_PREFIX CMAKE CC ALLOWLIST
 set -euo pipefail
 
-if [[ $# -lt 4 || $# -gt 5 ]]; then
-  echo "usage: $0 SOURCE_DIR MAIN_ARCHIVE MAIN_PREFIX CMAKE [CC]" >&2
+if [[ $# -ne 6 ]]; then
+  echo "usage: $0 SOURCE_DIR MAIN_ARCHIVE MAIN_PREFIX CMAKE CC ALLOWLIST" >&2
   echo "  got $# argument(s): $*" >&2
   exit 2
 fi
@@ -26,7 +27,8 @@ src_dir=$1
 main_archive=$2
 main_prefix=$3
 cmake_bin=$4
-cc_bin=${5:-cc}
+cc_bin=$5
+allowlist_file=$6
 second_prefix=phalt_
 
 for tool in nm readelf ar "$cc_bin" "$cmake_bin"; do
@@ -60,7 +62,6 @@ fail() {
 }
 
 # ---- the allow-list -----------------------------------------------------------
-allowlist_file=$src_dir/test/nm_allowlist.txt
 # allowed[name] = the one archive member allowed to define it, or "*".
 declare -A allowed=()
 if [[ -f $allowlist_file ]]; then

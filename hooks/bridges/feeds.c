@@ -8,7 +8,7 @@
  * walk of the loaded objects and one read of their symbol tables per
  * attach.
  */
-#include "dispatch.h"
+#include "hooks/decide/dispatch.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "params.h"
-#include "peers.h"
+#include "hooks/intercept/peers.h"
 #include "pinheap.h"
-#include "reloc.h"
+#include "hooks/intercept/reloc.h"
 #include "startup.h"
 
 #define FEEDS_UCX  1

@@ -14,7 +14,7 @@
  * With the memory events off (PINHEAP_EVENTS=0) nothing is tested: the
  * level is 0 and the text names the variable.
  */
-#include "dispatch.h"
+#include "hooks/decide/dispatch.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "decision.h"
+#include "hooks/decide/decision.h"
 #include "chunk.h"
 #include "params.h"
 #include "pinheap.h"

@@ -38,7 +38,7 @@
  * convention (-1 and errno for -4095..-1).  pinheap's own system calls use
  * ph_syscall (internal.h), never this.
  */
-#include "events.h"
+#include "hooks/events/events.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,6 +9,7 @@
 
 #include "internal.h"
 #include "pinheap.h"
+#include "hooks/intercept/symbols.h"
 
 #include <malloc.h>
 #include <stddef.h>
@@ -17,22 +18,9 @@
  * decision the table holds the "first call" functions, which decide and
  * then call through the table again. */
 typedef struct dispatch_table_s {
-  void *(*fn_malloc)(size_t);
-  void (*fn_free)(void *);
-  void *(*fn_calloc)(size_t, size_t);
-  void *(*fn_realloc)(void *, size_t);
-  void *(*fn_reallocarray)(void *, size_t, size_t);
-  void *(*fn_memalign)(size_t, size_t);
-  int (*fn_posix_memalign)(void **, size_t, size_t);
-  void *(*fn_aligned_alloc)(size_t, size_t);
-  void *(*fn_valloc)(size_t);
-  void *(*fn_pvalloc)(size_t);
-  size_t (*fn_malloc_usable_size)(void *);
-  int (*fn_mallopt)(int, int);
-  struct mallinfo (*fn_mallinfo)(void);
-  struct mallinfo2 (*fn_mallinfo2)(void);
-  void (*fn_malloc_stats)(void);
-  int (*fn_malloc_trim)(size_t);
+#define DISPATCH_FIELD(name, ret, params, event, entry) ret (*fn_##name) params;
+  PH_INTERCEPTED_FAMILY(DISPATCH_FIELD)   /* fn_malloc, fn_free, ... (symbols.h) */
+#undef DISPATCH_FIELD
 } dispatch_table_t;
 
 extern PH_HIDDEN dispatch_table_t dispatch_table;
@@ -89,7 +77,7 @@ typedef struct replace_symbol_s {
   const char *name;         /* "munmap" */
   int event;                /* PINHEAP_EVENT_* call event; 0: malloc family;
                              * PINHEAP_EVENT_VM_UNMAPPED: no call event, the
-                             * call derives releases only (hooks/files.c) */
+                             * call derives releases only (hooks/events/files.c) */
   void *self;               /* replace.c's exported definition */
   void *entry;              /* what a patched slot points at */
 } replace_symbol_t;

@@ -1,7 +1,7 @@
 /*
  * probe.h -- the OS-bypass driver probe: is an RDMA-capable device present?
  *
- * Decides the "runtime" cells of the leave-pinned matrix (hooks/decision.h).
+ * Decides the "runtime" cells of the leave-pinned matrix (hooks/decide/decision.h).
  * Every path is looked up under a root directory given by the caller
  * ("/" on a real system, a fake tree under /tmp in tests).  Main entry
  * point: probe_run().

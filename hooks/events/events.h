@@ -7,12 +7,14 @@
  * relocation patcher may point a GOT slot at directly: events_symbols
  * lists, per event bit, the libc symbol and its entry point.  None of them
  * allocates or takes a lock; with no handler registered each is the
- * system call plus one load.  Owned by hooks/events.c.
+ * system call plus one load.  Owned by hooks/events/events_calls.c (the entry
+ * points) and hooks/events/events.c (the chain).
  */
 #ifndef PINHEAP_EVENTS_H
 #define PINHEAP_EVENTS_H
 
 #include "internal.h"
+#include "pinheap.h"  /* pinheap_event_t */
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -57,6 +59,10 @@ PH_INLINE bool events_wanted(int bits)
 {
   return (atomic_load_explicit(&events_mask, memory_order_relaxed) & bits) != 0;
 }
+/** Runs the handlers of one event type in chain order (events.c), for the
+ *  entry points of events_calls.c.  @return PINHEAP_EVENT_STOP if the call
+ *  must not be made. */
+PH_HIDDEN int events_chain_run(int type, pinheap_event_t *ev);
 /** Fires VM_UNMAPPED for [addr, addr+len) (before the range goes); source
  *  is PINHEAP_EVENT_SOURCE_*.  Nothing when len is 0. */
 PH_HIDDEN void events_vm_unmapped(void *addr, size_t len, int source);

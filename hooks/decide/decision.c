@@ -8,8 +8,8 @@
  */
 #include "internal.h"
 
-#include "decision.h"
-#include "probe.h"
+#include "hooks/decide/decision.h"
+#include "hooks/decide/probe.h"
 #include "startup.h"
 
 #include <stdarg.h>

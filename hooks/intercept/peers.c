@@ -28,7 +28,7 @@
  * (dl_iterate_phdr), so the per-call check takes no lock and calls no
  * ld.so function.
  */
-#include "peers.h"
+#include "hooks/intercept/peers.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "chunk.h"     /* ph_lock */
-#include "patch.h"
+#include "hooks/intercept/patch.h"
 #include "startup.h"
 
 enum { PEERS_MMAP, PEERS_MUNMAP, PEERS_MREMAP, PEERS_MADVISE, PEERS_SHMAT, PEERS_SHMDT,

@@ -37,7 +37,7 @@
  * through Open MPI's hooks on libc (peers_exempt), since the feed has told
  * Open MPI already.
  */
-#include "dispatch.h"
+#include "hooks/decide/dispatch.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -46,11 +46,11 @@
 #include <string.h>
 
 #include "chunk.h"     /* ph_lock */
-#include "events.h"
+#include "hooks/events/events.h"
 #include "params.h"
-#include "peers.h"
+#include "hooks/intercept/peers.h"
 #include "pinheap.h"
-#include "reloc.h"
+#include "hooks/intercept/reloc.h"
 #include "startup.h"
 
 /* opal/memoryhooks/memory.h, stable since Open MPI 1.3 */

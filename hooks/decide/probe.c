@@ -18,7 +18,7 @@
  */
 #include "internal.h"
 
-#include "probe.h"
+#include "hooks/decide/probe.h"
 
 #include <errno.h>
 #include <fcntl.h>

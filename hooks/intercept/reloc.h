@@ -197,7 +197,7 @@ PH_HIDDEN int reloc_defs_named(const char *object, const char *const *names, voi
 /** Copies the counters. */
 PH_HIDDEN void reloc_stats_get(reloc_stats_t *out_p);
 
-/** In a fork child (hooks/forks.c): makes the note and definition locks
+/** In a fork child (hooks/events/forks.c): makes the note and definition locks
  *  new (reloc_mutex has its own handlers). */
 PH_HIDDEN void reloc_fork_child(void);
 

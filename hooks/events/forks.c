@@ -24,13 +24,13 @@
  * (libfabric's hulls).  hooks/README.md ("Fork") lists every lock of
  * hooks/ and allocator/ and its treatment.
  */
-#include "dispatch.h"
+#include "hooks/decide/dispatch.h"
 
 #include <pthread.h>
 
-#include "patch.h"
-#include "peers.h"
-#include "reloc.h"
+#include "hooks/intercept/patch.h"
+#include "hooks/intercept/peers.h"
+#include "hooks/intercept/reloc.h"
 #include "startup.h"
 
 /* In the child only the forking thread runs, so the order matters only

@@ -12,14 +12,14 @@
  * other threads, but not for this thread's own -- and only then frees the
  * record for reuse.
  */
-#include "dispatch.h"
+#include "hooks/decide/dispatch.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
 #include "chunk.h"     /* ph_lock */
-#include "events.h"
+#include "hooks/events/events.h"
 #include "params.h"
 #include "pinheap.h"
 #include "startup.h"     /* PH_COLD_BSS */

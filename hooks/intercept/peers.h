@@ -6,10 +6,10 @@
  * each entry point of events.h -- are made through libc's entry when
  * someone else rewrote it, so that their hook hears pinheap's releases as
  * it hears glibc's, instead of the raw system call that would pass it by.
- * Owned by hooks/peers.c.
+ * Owned by hooks/intercept/peers.c.
  *
  * Consumers that pinheap feeds directly (UCX's libucm, Open MPI's memory
- * hooks, hooks/ucx.c and hooks/ompi.c) are exempt: their hooks on libc are
+ * hooks, hooks/bridges/ucx.c and hooks/bridges/ompi.c) are exempt: their hooks on libc are
  * passed by, as they hear every release from the feed already.
  *
  * A forwarded call that comes back into pinheap's entry point for the same
@@ -21,7 +21,7 @@
 #define PINHEAP_PEERS_H
 
 #include "internal.h"
-#include "patch.h"
+#include "hooks/intercept/patch.h"
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -45,7 +45,7 @@ PH_HIDDEN void peers_exempt(const void *addr);
  *  hooks announce a call themselves (into pinheap's chain too) and then make
  *  it with syscall(): that call is not announced again. */
 PH_HIDDEN bool peers_exempt_at(const void *addr);
-/** In a fork child (hooks/forks.c): frees the set-up lock. */
+/** In a fork child (hooks/events/forks.c): frees the set-up lock. */
 PH_HIDDEN void peers_fork_child(void);
 
 /* ---- the system calls, forwarded where someone else hooked libc --------- */

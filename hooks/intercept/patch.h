@@ -1,9 +1,9 @@
 /*
  * patch.h -- code patching of libc's entry points: the first bytes of
  * glibc's mmap, munmap, ... become a jump to pinheap's entry point
- * (hooks/events.h), so that glibc's own internal calls (free of a large
+ * (hooks/events/events.h), so that glibc's own internal calls (free of a large
  * block, malloc_trim, arena shrinking) fire the events too.  x86-64 only;
- * elsewhere every call answers ENOSYS.  Owned by hooks/patch.c.
+ * elsewhere every call answers ENOSYS.  Owned by hooks/intercept/patch.c.
  *
  * A site is one function: patch_find() fills in where libc defines it,
  * patch_apply() writes the jump (one aligned atomic 8-byte store of a
@@ -75,7 +75,7 @@ PH_HIDDEN int patch_apply(patch_site_t *sites, size_t n, unsigned flags);
  *  is undone.
  *  @return how many were undone; -ENOSYS off x86-64. */
 PH_HIDDEN int patch_undo(patch_site_t *sites, size_t n, unsigned flags);
-/** In a fork child (hooks/forks.c): frees the patcher's lock. */
+/** In a fork child (hooks/events/forks.c): frees the patcher's lock. */
 PH_HIDDEN void patch_fork_child(void);
 
 /** Whether other threads than the caller may exist: glibc's

@@ -1,0 +1,247 @@
+/*
+ * reloc_loads.c -- the relocation patcher and the objects that come and
+ * go: the wrappers of dlopen, dlmopen and dlclose (the patcher's own
+ * table, installed first: a load patches the new objects, an unload
+ * reports what ld.so unmapped as VM_UNMAPPED), and which objects were
+ * loaded at start-up (the program, its DT_NEEDED closure, LD_PRELOAD).
+ * Main entry points: reloc_dlopen() and reloc_startup_scan() (for
+ * reloc_loaded_at_startup()).  The contract is in reloc.h.
+ */
+#include "hooks/intercept/reloc_impl.h"
+
+#include "pinheap.h"
+#include "startup.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---- the wrappers of loads and unloads -------------------------------------- */
+
+static void reloc_after_load(void)
+{
+  pthread_mutex_lock(&reloc_mutex);
+  int active = reloc_ntables > 0;
+  if (active)
+    reloc_pass_run(RELOC_PASS_PATCH);
+  pthread_mutex_unlock(&reloc_mutex);
+  if (active)
+    reloc_originals_finish();
+}
+
+/* feeds.c, in the archive's replacement layer (absent from builds of the
+ * core sources alone): an object just loaded may be UCX's libucm or Open
+ * MPI's libopen-pal. */
+extern void feeds_attach(void) __attribute__((weak));
+
+void *reloc_dlopen(const char *file, int mode)
+{
+  void *h = dlopen(file, mode);
+  if (h != NULL) {
+    reloc_after_load();
+    if (feeds_attach != NULL)
+      feeds_attach();
+  }
+  return h;
+}
+
+void *reloc_dlmopen(Lmid_t lmid, const char *file, int mode)
+{
+  void *h = dlmopen(lmid, file, mode);
+  if (h != NULL)
+    reloc_after_load();
+  return h;
+}
+
+/* What dlclose unloads, ld.so unmaps with its own munmap, which no
+ * relocation reaches: the PT_LOAD ranges of every object are noted before
+ * the call, and those of the objects gone after it are reported as
+ * VM_UNMAPPED (after the fact: the earliest point pinheap can know).  The
+ * note is a static table under a lock taken with trylock (a dlclose from a
+ * constructor inside another thread's dlopen must not wait for this one);
+ * on contention, or nested on this thread, a smaller one on the stack. */
+typedef struct reloc_range_s {
+  uintptr_t base, lo, hi;
+} reloc_range_t;
+
+typedef struct reloc_note_s {
+  reloc_range_t *r;
+  size_t n, cap;
+  unsigned long long subs;
+  int overflow;
+} reloc_note_t;
+
+/* Fork: only ever tried (trylock), so nothing waits on it; a child forked
+ * while another thread held it makes it new (reloc_fork_child), or it
+ * would note with the small table for ever. */
+PH_HOT_DATA static pthread_mutex_t reloc_note_lock = PTHREAD_MUTEX_INITIALIZER;
+/* events.c; weak: the patcher's test fixture builds reloc.c without it */
+extern void events_vm_unmapped(void *addr, size_t len, int source) __attribute__((weak));
+PH_COLD_BSS static reloc_range_t reloc_note_big[1024];
+
+static int reloc_note_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+  reloc_note_t *nt = data;
+  (void)size;
+  nt->subs = info->dlpi_subs;
+  if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0')
+    return 0;                   /* the program itself, the vDSO: never unloaded */
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || ph->p_memsz == 0)
+      continue;
+    if (nt->n == nt->cap) {
+      nt->overflow = 1;
+      return 1;
+    }
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    nt->r[nt->n].base = info->dlpi_addr;
+    nt->r[nt->n].lo = lo & ~(page - 1);
+    nt->r[nt->n].hi = (lo + ph->p_memsz + page - 1) & ~(page - 1);
+    nt->n++;
+  }
+  return 0;
+}
+
+/* After the unload: strike from the note every range still loaded. */
+static int reloc_unnote_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+  reloc_note_t *nt = data;
+  (void)size;
+  nt->subs = info->dlpi_subs;
+  for (size_t k = 0; k < nt->n; k++)
+    if (nt->r[k].base == info->dlpi_addr)
+      nt->r[k].hi = nt->r[k].lo;   /* still there */
+  return 0;
+}
+
+int reloc_dlclose(void *handle)
+{
+  static __thread int depth __attribute__((tls_model("initial-exec")));
+  reloc_range_t small[64];
+  reloc_note_t nt = { small, 64, 0, 0, 0 };
+  int locked = depth == 0 && pthread_mutex_trylock(&reloc_note_lock) == 0;
+  if (locked) {
+    nt.r = reloc_note_big;
+    nt.cap = sizeof(reloc_note_big) / sizeof(reloc_note_big[0]);
+  }
+  dl_iterate_phdr(reloc_note_cb, &nt);
+  unsigned long long subs = nt.subs;
+  depth++;
+  int rc = dlclose(handle);
+  depth--;
+  pthread_mutex_lock(&reloc_mutex);
+  if (reloc_ntables > 0)
+    reloc_pass_run(RELOC_PASS_SWEEP);
+  pthread_mutex_unlock(&reloc_mutex);
+  dl_iterate_phdr(reloc_unnote_cb, &nt);
+  if (nt.subs != subs && events_vm_unmapped != NULL) {     /* something was unloaded */
+    for (size_t k = 0; k < nt.n; k++)
+      if (nt.r[k].hi > nt.r[k].lo)
+        events_vm_unmapped((void *)nt.r[k].lo, nt.r[k].hi - nt.r[k].lo, PINHEAP_EVENT_SOURCE_APP);
+  }
+  if (locked)
+    pthread_mutex_unlock(&reloc_note_lock);
+  return rc;
+}
+
+/* In a forked child: the note's lock made new (see reloc_note_lock). */
+void reloc_loads_fork_child(void)
+{
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  reloc_note_lock = fresh;
+}
+
+/* ---- loaded at start-up? ----------------------------------------------------- */
+
+PH_STARTUP static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  reloc_startup_t *st = arg;
+  (void)size;
+  if (st->n == RELOC_MAX_OBJECTS)
+    return 1;
+  reloc_startup_obj_t *o = &st->obj[st->n];
+  memset(o, 0, sizeof(*o));
+  o->name = info->dlpi_name != NULL ? info->dlpi_name : "";
+  o->holds = reloc_in_segment(info, st->addr);
+  /* The main program comes first, with an empty name. */
+  o->initial = st->n == 0;
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      o->dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  for (const ElfW(Dyn) *d = o->dyn; d != NULL && d->d_tag != DT_NULL; d++)
+    if (d->d_tag == DT_STRTAB)
+      o->strtab = (const char *)reloc_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
+  st->n++;
+  return 0;
+}
+
+/* Does the loaded object called path answer to the name `want` (a DT_NEEDED
+ * entry or an LD_PRELOAD word): the same path, or the same file name when
+ * want has no slash (ld.so records the directory it found it in). */
+PH_STARTUP static int reloc_name_is(const char *path, const char *want, size_t want_len)
+{
+  if (want_len == 0 || path[0] == '\0')
+    return 0;
+  if (memchr(want, '/', want_len) == NULL) {
+    const char *slash = strrchr(path, '/');
+    path = slash != NULL ? slash + 1 : path;
+  }
+  return strlen(path) == want_len && memcmp(path, want, want_len) == 0;
+}
+
+PH_STARTUP static int reloc_mark(reloc_startup_t *st, const char *want, size_t want_len)
+{
+  int changed = 0;
+  for (size_t i = 0; i < st->n; i++) {
+    if (!st->obj[i].initial && reloc_name_is(st->obj[i].name, want, want_len)) {
+      st->obj[i].initial = 1;
+      changed = 1;
+    }
+  }
+  return changed;
+}
+
+PH_STARTUP int reloc_startup_scan(reloc_startup_t *st, const void *addr)
+{
+  int rc = -1;
+
+  st->n = 0;
+  st->addr = (uintptr_t)addr;
+  dl_iterate_phdr(reloc_startup_cb, st);
+  /* Preloaded objects are loaded at start-up too (LD_PRELOAD: words
+   * separated by spaces or colons). */
+  const char *pre = startup_env("LD_PRELOAD");
+  while (pre != NULL && *pre != '\0') {
+    size_t len = startup_span(pre, " :", 0);
+    reloc_mark(st, pre, len);
+    pre += len;
+    pre += startup_span(pre, " :", 1);
+  }
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (size_t i = 0; i < st->n; i++) {
+      const reloc_startup_obj_t *o = &st->obj[i];
+      if (!o->initial || o->dyn == NULL || o->strtab == NULL)
+        continue;
+      for (const ElfW(Dyn) *d = o->dyn; d->d_tag != DT_NULL; d++) {
+        if (d->d_tag != DT_NEEDED)
+          continue;
+        const char *want = o->strtab + d->d_un.d_val;
+        changed |= reloc_mark(st, want, strlen(want));
+      }
+    }
+  }
+  for (size_t i = 0; i < st->n; i++)
+    if (st->obj[i].holds)
+      rc = st->obj[i].initial;
+  return rc;
+}
