@@ -92,7 +92,7 @@ const param_desc_t param_descs[PARAM_ROWS] = {
   /* 0: no code patching of libc's entry points (hooks/patch.c); glibc's
    * own internal munmap/madvise/brk stay unseen. */
   [PARAM_CODE_PATCH] = PINHEAP_PARAM("CODE_PATCH", "code_patch", PARAM_KIND_BOOL, 1, EXPECT_BOOL),
-  /* Which messages are written (allocator/error.c): those at this level
+  /* Which messages are written (allocator/base/error.c): those at this level
    * and more severe; fatal ones always. */
   [PARAM_LOG_LEVEL] = PINHEAP_PARAM("LOG_LEVEL", "log_level",
     PARAM_KIND_LEVEL, PH_LOG_WARN, EXPECT_LEVEL),
@@ -106,7 +106,7 @@ const param_desc_t param_descs[PARAM_ROWS] = {
    * to, pinheap enabled or disabled (hooks/dispatch.c). */
   [PARAM_MALLOC_ALIGN] = PINHEAP_PARAM("MALLOC_ALIGN", "malloc_align",
     PARAM_KIND_ALIGN, PARAM_ALIGN_MIN, EXPECT_ALIGN),
-  /* The shared-memory heap's (allocator/shm.c): on when a size is given. */
+  /* The shared-memory heap's (allocator/shm/shm.c): on when a size is given. */
   SHM_PARAM(SHM_PARAM_SIZE, "PINHEAP_SHM_SIZE", PARAM_KIND_SIZE, 0, EXPECT_SIZE),
   SHM_PARAM(SHM_PARAM_SM_SIZE, "SM_SIZE", PARAM_KIND_MIB, 0, EXPECT_MIB),
   SHM_PARAM(SHM_PARAM_RANKS, "PINHEAP_SHM_RANKS", PARAM_KIND_RANKS, 0, EXPECT_RANKS),

@@ -48,7 +48,7 @@
  *   path      an absolute path ('/' first, at most PARAM_RAW_MAX - 1 bytes)
  *             -> 1 and raw holds it; absent or invalid -> 0.
  *   level     fatal / error / warn (also warning) / info / debug, or 0 .. 4
- *             -> PH_LOG_FATAL .. PH_LOG_DEBUG (allocator/internal.h);
+ *             -> PH_LOG_FATAL .. PH_LOG_DEBUG (allocator/base/internal.h);
  *             absent or unparsable -> PH_LOG_WARN.
  *   align     a power of two from PARAM_ALIGN_MIN (16) to PARAM_ALIGN_MAX
  *             (4096), in decimal -> that number; absent or unparsable -> 16.
@@ -239,7 +239,7 @@ const char *param_value_name(param_id_t id, int value);
 int params_events_on(const char *what);
 
 /* ======================================================================= */
-/*  The shared-memory heap's parameters (allocator/shm.c)                   */
+/*  The shared-memory heap's parameters (allocator/shm/shm.c)                   */
 /* ======================================================================= */
 /*
  * Rows of the one table (row PARAM_COUNT + id), parsed by the same parser

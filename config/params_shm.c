@@ -1,6 +1,6 @@
 /*
  * params_shm.c -- the shared-memory heap's view of the parameter table
- * (allocator/shm.c): its rows of the one table (params.c), evaluated only
+ * (allocator/shm/shm.c): its rows of the one table (params.c), evaluated only
  * when asked, by the same parser from the same environment scan, and what
  * the shared heap runs with once the launcher's variables fill the gaps
  * (shm_conf_t).  Main entry point: shm_conf_eval(); shm_params_any_set(),

@@ -1,29 +1,29 @@
 # The archive's sources, by area.  Paths are relative to the project root.
 set(PINHEAP_ALLOCATOR_SOURCES
-  allocator/error.c
-  allocator/lock.c
-  allocator/os.c
-  allocator/owner.c
-  allocator/source.c
-  allocator/shm.c
-  allocator/shm_start.c
-  allocator/shm_rel.c
-  allocator/shm_fork.c
-  allocator/state.c
-  allocator/init.c
-  allocator/arena.c
-  allocator/bins.c
-  allocator/segment.c
-  allocator/huge.c
-  allocator/heap.c
-  allocator/defer.c
-  allocator/tcache.c
-  allocator/slab.c
-  allocator/slab_free.c
-  allocator/stats.c
-  allocator/mspace.c
-  allocator/malloc.c
-  allocator/check.c
+  allocator/base/error.c
+  allocator/base/lock.c
+  allocator/os/os.c
+  allocator/os/owner.c
+  allocator/heap/source.c
+  allocator/shm/shm.c
+  allocator/shm/shm_start.c
+  allocator/shm/shm_rel.c
+  allocator/shm/shm_fork.c
+  allocator/heap/state.c
+  allocator/front/init.c
+  allocator/heap/arena.c
+  allocator/heap/bins.c
+  allocator/heap/segment.c
+  allocator/heap/huge.c
+  allocator/heap/heap.c
+  allocator/heap/defer.c
+  allocator/front/tcache.c
+  allocator/front/slab.c
+  allocator/front/slab_free.c
+  allocator/api/stats.c
+  allocator/api/mspace.c
+  allocator/api/malloc.c
+  allocator/api/check.c
 )
 # hooks/ and config/: parameters, the decision matrix, the driver probe.
 set(PINHEAP_HOOKS_SOURCES)

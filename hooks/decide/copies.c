@@ -206,7 +206,7 @@ __asm__(".pushsection .note.pinheap,\"a\",%note\n"
 /* Only the path of a copy alone is in .text.startup (PH_STARTUP: the scan,
  * taking its place, the checks of copies_serving); what runs only with
  * another copy in the process is plain, noinline code, out of the window
- * of text every process keeps resident (allocator/startup.h). */
+ * of text every process keeps resident (allocator/base/startup.h). */
 
 #define COPIES_TEXT_MAX 2048
 

@@ -1,4 +1,4 @@
-# shm_tests.cmake -- the shared-memory heap (allocator/shm.c):
+# shm_tests.cmake -- the shared-memory heap (allocator/shm/shm.c):
 # its parameters (test_shm, suite shm_params) and several processes of one
 # worker (shm_worker, linked with the archive's allocator) that share the heap.  The
 # test binary fork+execs the workers with PINHEAP_SHM_SIZE and a job id of
@@ -6,7 +6,7 @@
 add_executable(shm_worker ${CMAKE_CURRENT_LIST_DIR}/shm_worker.c)
 # The worker calls the prefixed API (PINHEAP_NAME(malloc)): pinheap's malloc
 # whatever the replacement decision, and it runs under ASan too.
-target_include_directories(shm_worker PRIVATE ${PROJECT_SOURCE_DIR}/allocator)
+target_include_directories(shm_worker PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/allocator/base ${PROJECT_SOURCE_DIR}/allocator/os ${PROJECT_SOURCE_DIR}/allocator/heap ${PROJECT_SOURCE_DIR}/allocator/shm ${PROJECT_SOURCE_DIR}/allocator/front ${PROJECT_SOURCE_DIR}/allocator/api)
 target_compile_definitions(shm_worker PRIVATE _GNU_SOURCE)
 target_link_libraries(shm_worker PRIVATE pinheap_core Threads::Threads)
 

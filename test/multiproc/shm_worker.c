@@ -118,7 +118,7 @@
 
 #include "pinheap.h"
 
-/* The core's one release slot (allocator/os.c, name shifted as rename.h
+/* The core's one release slot (allocator/os/os.c, name shifted as rename.h
  * does): the hooks layer's listeners hang from it; this worker links the
  * core alone. */
 extern void PINHEAP_NAME(os_set_release_listener)(void (*fn)(void *addr, size_t len, void *ctx),

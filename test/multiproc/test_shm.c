@@ -1,5 +1,5 @@
 /*
- * test_shm.c -- tests of the shared-memory heap (allocator/shm.c) and of its
+ * test_shm.c -- tests of the shared-memory heap (allocator/shm/shm.c) and of its
  * parameters (config/params.c: shm_params_eval, shm_conf_eval).
  *
  * Parameters: every kind's accepted spellings and bounds, one warning line

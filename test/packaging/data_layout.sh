@@ -1,6 +1,6 @@
 #!/bin/sh
 # data_layout.sh -- the writable data a small program keeps resident
-# (PH_COLD_BSS, PH_HOT_DATA: allocator/startup.h): with the preload shim, a
+# (PH_COLD_BSS, PH_HOT_DATA: allocator/base/startup.h): with the preload shim, a
 # malloc/free loop (layout_probe) holds at most 16 pages of the shim's
 # writable segment: its file-backed part (.data, .got) and the pages of
 # .bss/.lbss it writes.  (22 before the big tables moved out of .bss: each

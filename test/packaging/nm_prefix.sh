@@ -37,10 +37,10 @@ for tool in nm readelf ar "$cc_bin" "$cmake_bin"; do
     exit 1
   fi
 done
-# The public header: a template (allocator/pinheap.h.in, names spelled
+# The public header: a template (allocator/api/pinheap.h.in, names spelled
 # @PINHEAP_PREFIX@name) or a plain header (names spelled PINHEAP_NAME(name)).
 public_headers=()
-for h in "$src_dir/allocator/pinheap.h.in" "$src_dir/allocator/pinheap.h"; do
+for h in "$src_dir/allocator/api/pinheap.h.in" "$src_dir/allocator/pinheap.h"; do
   [[ -f $h ]] && public_headers+=("$h")
 done
 if [[ ! -f $src_dir/rename.h || ${#public_headers[@]} -eq 0 ]]; then

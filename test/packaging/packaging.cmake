@@ -39,7 +39,7 @@ add_test(NAME install_consumer
 # nm_prefix's allow-list, generated from hooks/intercept/symbols.h at build time.
 add_executable(nm_allowlist_gen ${PINHEAP_PKG_TEST_DIR}/nm_allowlist_gen.c)
 target_include_directories(nm_allowlist_gen PRIVATE ${PROJECT_SOURCE_DIR}
-  ${PROJECT_SOURCE_DIR}/allocator)
+  ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/allocator/base ${PROJECT_SOURCE_DIR}/allocator/os ${PROJECT_SOURCE_DIR}/allocator/heap ${PROJECT_SOURCE_DIR}/allocator/shm ${PROJECT_SOURCE_DIR}/allocator/front ${PROJECT_SOURCE_DIR}/allocator/api)
 set(PINHEAP_NM_ALLOWLIST ${CMAKE_CURRENT_BINARY_DIR}/nm_allowlist.txt)
 add_custom_command(OUTPUT ${PINHEAP_NM_ALLOWLIST}
   COMMAND nm_allowlist_gen ${PINHEAP_NM_ALLOWLIST}

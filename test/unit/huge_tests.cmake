@@ -1,4 +1,4 @@
-# huge_tests.cmake -- the huge-mapping cache's policy (allocator/huge.c): a
+# huge_tests.cmake -- the huge-mapping cache's policy (allocator/heap/huge.c): a
 # freed huge block keeps its address space, not its memory, after the
 # decay, and the release listener heard the range first.  One Criterion
 # executable = one ctest.

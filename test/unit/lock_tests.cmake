@@ -1,5 +1,5 @@
 # lock_tests.cmake -- the heap lock (ph_lock_t, its slow paths in
-# allocator/arena.c): mutual exclusion with the holder preempted, waiters
+# allocator/heap/arena.c): mutual exclusion with the holder preempted, waiters
 # that sleep, a wake-up across processes, fork while the heap's locks are
 # contended.  It starts threads: the TSan pass
 # runs it too.  One Criterion executable = one ctest.

@@ -1,4 +1,4 @@
-# log_tests.cmake -- the logger (allocator/error.c): ph_log's printf subset,
+# log_tests.cmake -- the logger (allocator/base/error.c): ph_log's printf subset,
 # one write(2) per line, truncation, the level and PINHEAP_LOG_LEVEL.
 #   test_log          every test of test_log.c
 #   test_log_noalloc  the same file with TEST_LOG_COUNT_MALLOC: the test

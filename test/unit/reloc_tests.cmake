@@ -1,7 +1,7 @@
 # reloc_tests.cmake -- the relocation patcher (hooks/intercept/reloc.c) in one
 # process: test_reloc (a plain program printing PASS/FAIL per check, exit 1
 # on any failure) with its fixtures (test/fixture/relocfix.h):
-#   librelocfix_pin.so  hooks/intercept/reloc.c + allocator/error.c as the archive
+#   librelocfix_pin.so  hooks/intercept/reloc.c + allocator/base/error.c as the archive
 #                       compiles them: the stand-in for pinheap's object;
 #   librelocfix_a.so    linked at start-up, -z relro -z now;
 #   librelocfix_b.so    dlopen'ed by the test, lazy binding.
@@ -12,7 +12,7 @@ set(PINHEAP_RELOCFIX_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fixture)
 
 add_library(relocfix_pin SHARED ${PINHEAP_RELOCFIX_DIR}/relocfix_pin.c
   ${PROJECT_SOURCE_DIR}/hooks/intercept/reloc.c ${PROJECT_SOURCE_DIR}/hooks/intercept/reloc_elf.c
-  ${PROJECT_SOURCE_DIR}/hooks/intercept/reloc_loads.c ${PROJECT_SOURCE_DIR}/allocator/error.c)
+  ${PROJECT_SOURCE_DIR}/hooks/intercept/reloc_loads.c ${PROJECT_SOURCE_DIR}/allocator/base/error.c)
 pinheap_setup_target(relocfix_pin)
 target_include_directories(relocfix_pin PRIVATE ${PINHEAP_RELOCFIX_DIR})
 

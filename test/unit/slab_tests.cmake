@@ -1,4 +1,4 @@
-# slab_tests.cmake -- the slab pages of small blocks (allocator/slab.c):
+# slab_tests.cmake -- the slab pages of small blocks (allocator/front/slab.c):
 # layout, misuse named as on the chunk path, frees from other threads,
 # exited threads' pages, realloc, trim and fork.  It starts threads: the TSan pass
 # runs it too.  One Criterion executable = one ctest.

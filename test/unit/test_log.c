@@ -1,5 +1,5 @@
 /*
- * test_log.c -- tests of the logger (allocator/error.c): ph_log and the
+ * test_log.c -- tests of the logger (allocator/base/error.c): ph_log and the
  * printf subset it formats, the one write(2) per message, the level and
  * its parameter, and the old entry points (ph_warn, ph_fatal) on top of it.
  *

@@ -1,5 +1,5 @@
 /*
- * test_slab.c -- the slab pages of small blocks (allocator/slab.c): blocks
+ * test_slab.c -- the slab pages of small blocks (allocator/front/slab.c): blocks
  * of up to 1024 bytes are headerless and packed by size class, misuse of them is
  * still named (interior pointers, the page header, double frees -- local,
  * on a full page, from another thread --, a damaged free list link), frees

@@ -323,7 +323,7 @@ typedef struct mparams_s {
   int mmap_max;
   bool mmap_threshold_set;   /* set by mallopt: stops the dynamic threshold */
 } mparams_t;
-/* ---- the owner map (allocator/owner.c) ---------------------------------- */
+/* ---- the owner map (allocator/os/owner.c) ---------------------------------- */
 /*
  * Two levels over the 47-bit user address space: a static root of 2^15
  * leaf pointers (bits 32..46), leaves of 2^16 granule entries (bits 16..31)

@@ -8,7 +8,7 @@
 #ifndef PINHEAP_INTERNAL_H
 #define PINHEAP_INTERNAL_H
 
-#include "../rename.h"
+#include "rename.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -27,7 +27,7 @@
 /* PH_HOT: the functions a small program runs (malloc, free and their
  * slow paths, the thread cache, the arena, the OS layer, the event entry
  * points), gathered in .text.hot (GNU ld and gold place it next to
- * .text.startup, allocator/startup.h's once-only code, before the rest of
+ * .text.startup, allocator/base/startup.h's once-only code, before the rest of
  * .text).  The kernel maps a library's text 64 KiB at a time around each
  * page a process executes (fault-around): spread among the 140 kB of text,
  * these ~58 kB made all of it resident; gathered, the code a small program
@@ -99,7 +99,7 @@ PH_INLINE uint64_t ph_clock_ns(clockid_t clk)
 
 /* reallocarray on top of a realloc: NULL with errno ENOMEM when
  * nmemb * size overflows, as glibc's; else realloc_fn(p, nmemb * size).
- * The one reallocarray of the tree (allocator/malloc.c, hooks/dispatch.c). */
+ * The one reallocarray of the tree (allocator/api/malloc.c, hooks/dispatch.c). */
 PH_INLINE void *ph_reallocarray(void *p, size_t nmemb, size_t size,
                                 void *(*realloc_fn)(void *, size_t))
 {
