@@ -11,11 +11,11 @@
  * stdio, no locale; the environment is scanned by hand.  The shared heap's
  * rows are parsed only when asked, through params_shm.c.  See params.h.
  */
-#include "internal.h"
+#include "allocator/base/base.h"
 
-#include "params.h"
-#include "params_internal.h"
-#include "startup.h"     /* PH_STARTUP */
+#include "config/params.h"
+#include "config/params_internal.h"
+#include "allocator/base/startup.h"     /* PH_STARTUP */
 
 #include <sched.h>
 #include <string.h>

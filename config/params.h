@@ -48,7 +48,7 @@
  *   path      an absolute path ('/' first, at most PARAM_RAW_MAX - 1 bytes)
  *             -> 1 and raw holds it; absent or invalid -> 0.
  *   level     fatal / error / warn (also warning) / info / debug, or 0 .. 4
- *             -> PH_LOG_FATAL .. PH_LOG_DEBUG (allocator/base/internal.h);
+ *             -> PH_LOG_FATAL .. PH_LOG_DEBUG (allocator/base/base.h);
  *             absent or unparsable -> PH_LOG_WARN.
  *   align     a power of two from PARAM_ALIGN_MIN (16) to PARAM_ALIGN_MAX
  *             (4096), in decimal -> that number; absent or unparsable -> 16.
@@ -69,7 +69,7 @@
 #ifndef PINHEAP_PARAMS_H
 #define PINHEAP_PARAMS_H
 
-#include "../rename.h"
+#include "rename.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -16,11 +16,11 @@
  * called by params_eval (params.c), inside the very first malloc: no
  * allocation, no stdio, no locale.
  */
-#include "internal.h"
+#include "allocator/base/base.h"
 
-#include "params.h"
-#include "params_internal.h"
-#include "startup.h"     /* PH_STARTUP */
+#include "config/params.h"
+#include "config/params_internal.h"
+#include "allocator/base/startup.h"     /* PH_STARTUP */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,12 +6,12 @@
  * internal table (config/params.h).  Main entry point:
  * PINHEAP_NAME(param_info)().
  */
-#include "internal.h"
+#include "allocator/base/base.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "params.h"
+#include "config/params.h"
 #include "pinheap.h"
 
 int PINHEAP_NAME(param_info)(int index, pinheap_param_info_t *out)

@@ -7,8 +7,8 @@
 #ifndef PINHEAP_PARAMS_INTERNAL_H
 #define PINHEAP_PARAMS_INTERNAL_H
 
-#include "internal.h"
-#include "params.h"
+#include "allocator/base/base.h"
+#include "config/params.h"
 
 #include <stddef.h>
 

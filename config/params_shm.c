@@ -7,10 +7,10 @@
  * on the start-up path, only looks the names up.  Never allocates.  See
  * params.h.
  */
-#include "internal.h"
+#include "allocator/base/base.h"
 
-#include "params.h"
-#include "params_internal.h"
+#include "config/params.h"
+#include "config/params_internal.h"
 
 #include <string.h>
 #include <unistd.h>

@@ -1,23 +1,29 @@
 #!/usr/bin/env python3
 """layers_check.py -- the archive's layers, checked: no arrow points up.
 
-Layers, lowest first: allocator/ (the allocator, with the base: section
-marks, the system call, the logger), config/ (parameters, build settings),
-hooks/ (decision, events, installation, bridges to other runtimes).  The
-rules that hold:
-  - allocator/ and config/ never use hooks/: no #include of a hooks/
-    header, no weak extern (a weak declaration hides a dependency), and no
-    symbol of an allocator/ or config/ archive member defined by a hooks/
-    member;
-  - allocator/ and config/ use each other only through named headers:
-    allocator/ includes config's params.h (the parameters), config/ includes
-    allocator's internal.h, startup.h and raw_syscall.h.
-A header is found as the compiler finds it: next to the file, then
-allocator/, config/, hooks/ (the archive's -I order), then the top
-(rename.h) and the generated include/ (pinheap.h, pinheap_config.h).
+The layers, lowest first, each a folder:
+    allocator/base    types, the system call, start-up marks, the logger, the lock
+    config            parameters (sees the allocator only through allocator/base)
+    allocator/os      the OS layer, the owner and kind maps
+    allocator/heap    a heap's state, arenas, bins, segments, huge chunks, sources
+    allocator/shm     the shared-memory heap
+    allocator/front   thread caches, slab pages, the malloc family's start
+    allocator/api     malloc, mspaces, statistics, the checker
+    hooks             decision, events, interception, bridges (its subfolders)
+The rules that hold, for every file of those folders:
+  - an #include of a header of the tree names its path from the top
+    ("allocator/heap/chunk.h"), so the folder shows; the generated
+    pinheap.h and pinheap_config.h are the only others;
+  - no include of a header of a higher layer, nor of another folder's
+    private header (shm_region.h, slab.h, params_internal.h, *_impl.h);
+  - no weak declaration outside hooks/ (it hides a dependency);
+  - no mapping system call (mmap, munmap, mremap, madvise) in allocator/
+    but in allocator/os/os.c, where every release is reported;
+  - and, on the archive: no member uses a symbol another member of a higher
+    layer defines (members are named by their source's file name, unique).
 
 usage: layers_check.py SOURCE_DIR [ARCHIVE]     check the tree (and the archive's symbols)
-       layers_check.py --selftest               a tree with a forbidden arrow of each
+       layers_check.py --selftest               trees with a forbidden arrow of each
                                                 kind must fail, a clean one pass
 Prints one "FAIL file: ..." line per forbidden arrow and "ok ..." at the end;
 exit 1 on any.
@@ -29,92 +35,96 @@ import subprocess
 import sys
 import tempfile
 
-LAYERS = ("allocator", "config", "hooks")
-SEARCH = ("allocator", "config", "hooks")
-# (from, to): None = any header; a set = only those headers
-ALLOWED = {
-    ("allocator", "allocator"): None,
-    ("allocator", "config"): {"params.h"},
-    ("config", "config"): None,
-    ("config", "allocator"): {"internal.h", "startup.h", "raw_syscall.h"},
-    ("hooks", "hooks"): None,
-    ("hooks", "allocator"): None,
-    ("hooks", "config"): None,
-}
+LAYERS = ("allocator/base", "config", "allocator/os", "allocator/heap", "allocator/shm",
+          "allocator/front", "allocator/api", "hooks")
+GENERATED = ("pinheap.h", "pinheap_config.h")
+PRIVATE = {"allocator/shm/shm_region.h": "allocator/shm", "allocator/front/slab.h": "allocator/front",
+           "config/params_internal.h": "config"}
+MAPPER = "allocator/os/os.c"
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 WEAK = re.compile(r'__attribute__\s*\(\(\s*weak\s*\)\)|#\s*pragma\s+weak')
-# A mapping system call, by number or by libc's name.  In allocator/ only the
-# OS layer (MAPPER) makes them: every release of heap memory is reported there.
 MAPCALL = re.compile(r'\bSYS_(mmap|munmap|mremap|madvise)\b|(?<![\w.>])(mmap|munmap|mremap|madvise)\s*\(')
-MAPPER = "allocator/os.c"
 
 
-def resolve(src, frm_dir, name):
-    """The layer of the header name included from a file in frm_dir, or None
-    (the top, generated, or not in the tree)."""
-    base = os.path.normpath(os.path.join(src, frm_dir, name))
-    if os.path.exists(base):
-        rel = os.path.relpath(base, src).split(os.sep)
-        return rel[0] if rel[0] in LAYERS else None
-    for d in SEARCH:
-        if os.path.exists(os.path.join(src, d, name)):
-            return d
-    top = name.split("/")[0]     # from the top: "hooks/events/events.h"
-    if top in LAYERS and os.path.exists(os.path.join(src, name)):
-        return top
+def layer_of(rel):
+    """The rank of the layer a path (from the top) lies in, or None."""
+    best = None
+    for rank, folder in enumerate(LAYERS):
+        if rel == folder or rel.startswith(folder + "/"):
+            best = rank
+    return best
+
+
+def private_owner(rel):
+    if rel in PRIVATE:
+        return PRIVATE[rel]
+    if rel.endswith("_impl.h"):
+        return os.path.dirname(rel)
     return None
+
+
+def product_files(src):
+    for folder in ("allocator", "config", "hooks"):
+        for root, _dirs, files in os.walk(os.path.join(src, folder)):
+            for fn in sorted(files):
+                if fn.endswith((".c", ".h", ".h.in")):
+                    path = os.path.join(root, fn)
+                    yield os.path.relpath(path, src).replace(os.sep, "/"), path
 
 
 def check_sources(src):
     bad = []
-    for layer in LAYERS:
-        folder = os.path.join(src, layer)
-        if not os.path.isdir(folder):
+    for rel, path in product_files(src):
+        rank = layer_of(rel)
+        if rank is None:
+            bad.append("%s: lies in no layer (%s)" % (rel, ", ".join(LAYERS)))
             continue
-        for fn in sorted(os.listdir(folder)):
-            if not fn.endswith((".c", ".h")):
-                continue
-            path = os.path.join(folder, fn)
-            with open(path, errors="replace") as f:
-                lines = f.read().splitlines()
-            for no, line in enumerate(lines, 1):
-                m = INCLUDE.match(line)
-                if m:
-                    name = m.group(1)
-                    to = resolve(src, layer, name)
-                    if to is None:
-                        continue
-                    allowed = ALLOWED.get((layer, to), set())
-                    if allowed is not None and os.path.basename(name) not in allowed:
-                        bad.append("%s/%s:%d: includes %s/%s (%s may not use %s%s)"
-                                   % (layer, fn, no, to, os.path.basename(name), layer, to,
-                                      "" if not allowed else " but through " +
-                                      ", ".join(sorted(allowed))))
-                if (layer == "allocator" and "%s/%s" % (layer, fn) != MAPPER
-                        and MAPCALL.search(line.split("//")[0])
-                        and not line.lstrip().startswith(("*", "/*"))):
-                    bad.append("%s/%s:%d: maps or unmaps itself (only %s does, through its "
-                               "os_* functions)" % (layer, fn, no, MAPPER))
-                if layer != "hooks" and WEAK.search(line) and not line.lstrip().startswith(("*", "/")):
-                    bad.append("%s/%s:%d: a weak declaration (it hides a dependency)" % (layer, fn, no))
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+        for no, line in enumerate(lines, 1):
+            where = "%s:%d" % (rel, no)
+            comment = line.lstrip().startswith(("*", "/*", "//"))
+            m = INCLUDE.match(line)
+            if m:
+                name = m.group(1)
+                if name in GENERATED:
+                    pass
+                elif not os.path.isfile(os.path.join(src, name)):
+                    bad.append("%s: includes \"%s\", not a path from the top of the tree" % (where, name))
+                else:
+                    to = layer_of(name)
+                    owner = private_owner(name)
+                    if to is not None and to > rank:
+                        bad.append("%s: includes %s, of a higher layer (%s may not use %s)"
+                                   % (where, name, LAYERS[rank], LAYERS[to]))
+                    elif owner is not None and os.path.dirname(rel) != owner:
+                        bad.append("%s: includes %s, private to %s/" % (where, name, owner))
+            if not rel.startswith("hooks/") and WEAK.search(line) and not comment:
+                bad.append("%s: a weak declaration (it hides a dependency)" % where)
+            if (rel.startswith("allocator/") and rel != MAPPER and not comment
+                    and MAPCALL.search(re.sub(r"/\*.*?\*/", "", line).split("//")[0])):
+                bad.append("%s: maps or unmaps itself (only %s does, through its os_* functions)"
+                           % (where, MAPPER))
     return bad
 
 
-def member_layer(src, member):
-    """allocator/heap.c.o -> allocator: the layer of the source the member
-    was built from (by its file name)."""
-    stem = member[:-2] if member.endswith(".o") else member
-    for layer in LAYERS:
-        for _, _, files in os.walk(os.path.join(src, layer)):   # hooks/<concern>/ too
-            if stem in files:
-                return layer
-    return None
+def member_sources(src):
+    """Archive member name (file.c.o) -> its source's path from the top."""
+    out, dup = {}, []
+    for rel, _path in product_files(src):
+        if rel.endswith(".c"):
+            key = os.path.basename(rel) + ".o"
+            if key in out:
+                dup.append("%s and %s: one member name (%s)" % (out[key], rel, key))
+            out[key] = rel
+    return out, dup
 
 
 def check_archive(src, archive):
     out = subprocess.run(["nm", "-A", archive], capture_output=True, text=True)
     if out.returncode != 0:
         return ["%s: nm failed: %s" % (archive, out.stderr.strip())]
+    sources, bad = member_sources(src)
     defined, undefined = {}, []
     for line in out.stdout.splitlines():
         head, _, rest = line.rpartition(":")
@@ -124,36 +134,73 @@ def check_archive(src, archive):
             defined.setdefault(parts[2], member)
         elif len(parts) == 2 and parts[0] == "U":
             undefined.append((member, parts[1]))
-    bad = []
+    seen = 0
     for member, sym in undefined:
-        frm, where = member_layer(src, member), defined.get(sym)
-        to = member_layer(src, where) if where else None
-        if frm in ("allocator", "config") and to == "hooks":
-            bad.append("%s: uses %s, defined in hooks/ (%s)" % (member, sym, where))
+        frm_src, where = sources.get(member), defined.get(sym)
+        if frm_src is None or where is None or where == member:
+            continue
+        to_src = sources.get(where)
+        if to_src is None:
+            continue
+        seen += 1
+        frm, to = layer_of(frm_src), layer_of(to_src)
+        if frm is not None and to is not None and to > frm:
+            bad.append("%s: uses %s, defined in %s, of a higher layer" % (frm_src, sym, to_src))
+    if seen == 0:
+        bad.append("%s: no symbol of one member used by another: not the archive of %s?"
+                   % (archive, src))
     return bad
 
 
 def selftest():
     """Each kind of forbidden arrow is caught; a clean tree passes."""
-    ok = True
-    cases = {
-        "include": ("allocator/a.c", '#include "h.h"\n'),
-        "narrow": ("config/c.c", '#include "chunk.h"\n'),
-        "weak": ("allocator/a.c", "extern void f(void) __attribute__((weak));\n"),
-        "mapcall": ("allocator/a.c", "  ph_syscall(SYS_munmap, p, n);\n"),
+    clean = {
+        "allocator/base/base.h": "",
+        "allocator/heap/heap.h": '#include "allocator/base/base.h"\n',
+        "allocator/shm/shm_region.h": "",
+        "allocator/heap/a.c": '#include "allocator/heap/heap.h"\nint f(void) { return 1; }\n',
+        "allocator/api/b.c": '#include "pinheap.h"\nint f(void);\nint g(void) { return f(); }\n',
+        "allocator/os/os.c": "void m(void) { mmap(0, 0, 0, 0, -1, 0); }\n",
+        "config/c.c": '#include "allocator/base/base.h"\n',
+        "hooks/events/h.c": "extern int w(void) __attribute__((weak));\n",
     }
-    for what, (path, text) in list(cases.items()) + [("clean", ("allocator/a.c", '#include "b.h"\n'))]:
+    cases = {
+        "upward include": ("allocator/heap/a.c", '#include "allocator/api/api.h"\n'),
+        "config beyond base": ("config/c.c", '#include "allocator/heap/heap.h"\n'),
+        "bare include": ("allocator/heap/a.c", '#include "heap.h"\n'),
+        "private header": ("allocator/api/b.c", '#include "allocator/shm/shm_region.h"\n'),
+        "weak": ("allocator/heap/a.c", "extern void f(void) __attribute__((weak));\n"),
+        "mapcall": ("allocator/heap/a.c", "  ph_syscall(SYS_munmap, p, n);\n"),
+        "no layer": ("allocator/misc/x.c", "\n"),
+        "symbol": None,
+    }
+    ok = True
+    for what, change in list(cases.items()) + [("clean", "clean")]:
         d = tempfile.mkdtemp(prefix="layers-")
         try:
-            for layer in LAYERS:
-                os.makedirs(os.path.join(d, layer))
-            for f, t in (("hooks/h.h", ""), ("allocator/b.h", ""), ("allocator/chunk.h", ""),
-                         ("allocator/internal.h", ""), ("config/c.c", ""), ("allocator/a.c", "")):
+            files = dict(clean)
+            if what == "symbol":
+                files["allocator/heap/a.c"] = "int g(void);\nint f(void) { return g(); }\n"
+            elif change != "clean":
+                files[change[0]] = files.get(change[0], "") + change[1]
+            for f, t in files.items():
+                os.makedirs(os.path.join(d, os.path.dirname(f)), exist_ok=True)
                 with open(os.path.join(d, f), "w") as fh:
                     fh.write(t)
-            with open(os.path.join(d, path), "w") as fh:
-                fh.write(text)
+            for h in ("allocator/api/api.h",):
+                with open(os.path.join(d, h), "w") as fh:
+                    fh.write("")
             found = check_sources(d)
+            if what in ("symbol", "clean"):
+                objs = []
+                for c, o in (("allocator/heap/a.c", "a.c.o"), ("allocator/api/b.c", "b.c.o")):
+                    subprocess.run(["cc", "-c", "-x", "c", "-o", os.path.join(d, o), "-"],
+                                   input="\n".join(l for l in files[c].splitlines()
+                                                   if not l.startswith("#include")),
+                                   text=True, check=True)
+                    objs.append(os.path.join(d, o))
+                subprocess.run(["ar", "rc", os.path.join(d, "lib.a")] + objs, check=True)
+                found += check_archive(d, os.path.join(d, "lib.a"))
             want = what != "clean"
             if bool(found) != want:
                 ok = False
@@ -176,9 +223,8 @@ def main():
         print("FAIL " + b)
     if bad:
         return 1
-    print("ok   no arrow points up: allocator/ and config/ use no hooks/ header, weak "
-          "declaration or symbol; allocator/ and config/ meet only through params.h, "
-          "internal.h, startup.h and raw_syscall.h; only allocator/os.c maps and unmaps")
+    print("ok   no arrow points up: " + " < ".join(LAYERS) + "; every include names its "
+          "folder; private headers stay home; only allocator/os/os.c maps and unmaps")
     return 0
 
 

@@ -6,7 +6,7 @@ target_link_libraries(pinheap-info PRIVATE pinheap)
 target_compile_definitions(pinheap-info PRIVATE _GNU_SOURCE)
 target_compile_options(pinheap-info PRIVATE -Wall -Wextra -Wshadow)
 target_include_directories(pinheap-info PRIVATE
-  ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/allocator/base ${PROJECT_SOURCE_DIR}/allocator/os ${PROJECT_SOURCE_DIR}/allocator/heap ${PROJECT_SOURCE_DIR}/allocator/shm ${PROJECT_SOURCE_DIR}/allocator/front ${PROJECT_SOURCE_DIR}/allocator/api
+  ${PROJECT_SOURCE_DIR}
   ${PROJECT_SOURCE_DIR}/config
   ${PROJECT_SOURCE_DIR})
 if(PINHEAP_INSTALL)

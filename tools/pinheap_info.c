@@ -36,10 +36,10 @@ static info_mallinfo_t info_mallinfo(void)
   return PINHEAP_NAME(mallinfo2)();
 }
 
-#include "internal.h"
+#include "allocator/api/api.h"
 
 #include "hooks/decide/decision.h"
-#include "params.h"
+#include "config/params.h"
 #include "hooks/decide/probe.h"
 
 extern char **environ;

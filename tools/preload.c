@@ -6,7 +6,7 @@
  * decision's default to enabled.  PINHEAP_MODE=off (and the safety switches
  * of hooks/decide/decision.h) still win.
  */
-#include "internal.h"
+#include "allocator/api/api.h"
 
 /* Overrides the weak default (0) of hooks/decide/dispatch.c. */
 PH_HIDDEN int dispatch_preloaded = 1;

@@ -1,7 +1,7 @@
 # libpinheap-preload.so: the archive linked whole into a shared object.
 add_library(pinheap-preload SHARED ${CMAKE_CURRENT_LIST_DIR}/preload.c)
 target_include_directories(pinheap-preload PRIVATE
-  ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/allocator/base ${PROJECT_SOURCE_DIR}/allocator/os ${PROJECT_SOURCE_DIR}/allocator/heap ${PROJECT_SOURCE_DIR}/allocator/shm ${PROJECT_SOURCE_DIR}/allocator/front ${PROJECT_SOURCE_DIR}/allocator/api ${PROJECT_BINARY_DIR}/include)
+  ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/include)
 target_compile_definitions(pinheap-preload PRIVATE _GNU_SOURCE)
 set_target_properties(pinheap-preload PROPERTIES C_VISIBILITY_PRESET hidden)
 target_link_libraries(pinheap-preload PRIVATE
@@ -11,7 +11,7 @@ add_dependencies(pinheap-preload pinheap)
 # Text in a segment of its own, aligned to 64 KiB (glibc's ld.so honours
 # p_align since 2.35): the kernel's 64 KiB fault-around windows then fall on
 # fixed offsets of the text, whose first window holds the code a small
-# program runs (.text.startup and .text.hot, PH_HOT, allocator/base/internal.h, plus
+# program runs (.text.startup and .text.hot, PH_HOT, allocator/base/base.h, plus
 # libgcc's and libc_nonshared's few functions, preload_text.ld) and whose
 # others, never run in it, stay out of its resident set.  (With one
 # text-and-read-only-data segment, as before, the read-only data after the

@@ -8,7 +8,7 @@
  * problem on one line of stderr without allocating, so it can run on a
  * damaged heap and say what is wrong instead of crashing on it.
  */
-#include "chunk.h"
+#include "allocator/api/api.h"
 
 static int check_report(const char *what, const void *where)
 {

@@ -5,7 +5,7 @@
  * free(); their fast paths are inline in front.h (hooks/dispatch.c inlines
  * them too), the slow paths are in tcache.c.
  */
-#include "front.h"
+#include "allocator/api/api.h"
 
 #include <errno.h>
 #include <malloc.h>

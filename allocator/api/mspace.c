@@ -5,7 +5,7 @@
  * Main entry points: create_mspace() and destroy_mspace() (a heap's
  * making and unmaking are state.c's: ms_create(), ms_destroy()).
  */
-#include "chunk.h"
+#include "allocator/api/api.h"
 
 #include <errno.h>
 #include <malloc.h>

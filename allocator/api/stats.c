@@ -3,7 +3,7 @@
  * the process-wide mallinfo2, malloc_stats, malloc_trim and malloc_check
  * over every arena.  Main entry point: ms_trim().
  */
-#include "front.h"
+#include "allocator/api/api.h"
 
 #include <malloc.h>
 #include <string.h>

@@ -15,7 +15,7 @@
  * argument.  A line longer than PH_LOG_LINE_MAX is cut, between words
  * where it can, and ends in "...\n".
  */
-#include "internal.h"
+#include "allocator/base/base.h"
 
 #include <errno.h>
 #include <stdarg.h>

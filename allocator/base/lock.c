@@ -3,7 +3,7 @@
  * inline in chunk.h): spin, then sleep on a futex.  Main entry points:
  * ph_lock_slow(), ph_lock_wake().
  */
-#include "internal.h"
+#include "allocator/base/base.h"
 
 #include <linux/futex.h>
 #include <stdatomic.h>

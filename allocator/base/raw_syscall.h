@@ -1,6 +1,6 @@
 /*
  * raw_syscall.h -- ph_syscall(), a system call made by the instruction
- * itself.  Stands alone (no rename.h, no pinheap type): internal.h includes
+ * itself.  Stands alone (no rename.h, no pinheap type): base.h includes
  * it for the archive, and a test that must make a call no symbol sees
  * (test/api/release_trace.c) includes it too.
  */

@@ -1,7 +1,7 @@
 /*
  * types.h -- every type and constant of the allocator, with the glossary.
  * The inline arithmetic on them is in chunk.h, the cross-file prototypes in
- * internal.h (which includes this header).
+ * base.h (which includes this header).
  *
  * Glossary
  *   chunk    A 16-byte aligned block with a boundary tag.  `head` holds the
@@ -200,7 +200,7 @@ enum source_post_e {
  * shared region's row has any (shm.c's functions); the OS's and a region's
  * rows are empty.  Some are the process's rather than a heap's (on,
  * heap_create, due, poll, fallback_*): the heap asks the shared row for
- * them (internal.h: source_shared_ops). */
+ * them (heap/heap.h: source_shared_ops). */
 typedef struct mem_source_ops_s {
   /* Is the source live in this process?  (A forked child's copy of the
    * region is private memory: its pages are decommitted, not removed.) */

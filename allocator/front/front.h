@@ -21,7 +21,144 @@
 #ifndef PINHEAP_FRONT_H
 #define PINHEAP_FRONT_H
 
-#include "chunk.h"
+#include "allocator/shm/shm.h"
+
+/* ======================================================================= */
+/*  init.c -- the default heap, front_init, the fork handlers              */
+/* ======================================================================= */
+
+/** The heap behind the malloc family (made on first use). */
+PH_HIDDEN mstate_t *heap_default(void);
+/** Once per process, outside any heap lock: arena 0, the arena cap, the
+ *  thread-exit key, the fork handlers.  @return false while it is running
+ *  on another thread or re-entered (then allocate without a cache). */
+PH_HIDDEN bool front_init(void);
+
+/* ======================================================================= */
+/*  tcache.c -- thread caches (the slow paths of front.h)                   */
+/* ======================================================================= */
+
+extern PH_HIDDEN __thread tcache_t *tcache_tls __attribute__((tls_model("initial-exec")));
+PH_HIDDEN void *front_malloc_slow(size_t n);
+/** Bin b of tc is full: sets its list aside, then pushes mem. */
+PH_HIDDEN void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem);
+/** o: the owner map entry of mem (0 if none). */
+PH_HIDDEN void front_free_slow(void *mem, uintptr_t o, const char *fn);
+/** A cached chunk's header is not what its list says: ends the process. */
+PH_HIDDEN void front_malloc_corrupt(void *mem) __attribute__((noreturn, cold));
+/** The calling thread's arena. */
+PH_HIDDEN mstate_t *front_arena(void);
+/** The calling thread's cache, made on first use; NULL while the front
+ *  end starts or the thread exits. */
+PH_HIDDEN tcache_t *tcache_get(void);
+/** front_init: the key whose destructor empties an exiting thread's cache. */
+PH_HIDDEN void tcache_init(void);
+/** Fork: hold / release the lock of the pool of thread caches. */
+PH_HIDDEN void tc_pool_fork_lock(void);
+PH_HIDDEN void tc_pool_fork_unlock(void);
+/** Gives the calling thread's cached chunks back (statistics see them as
+ *  free); fn, the API call asking, is named if a page is found damaged. */
+PH_HIDDEN void tcache_flush_mine(const char *fn);
+/** Checks the calling thread's cache: every chunk waiting there is an
+ *  in-use, waiting chunk of the right size with a sound header.
+ *  @return the number of problems (each written to stderr). */
+PH_HIDDEN int tcache_check_mine(void);
+
+/* ======================================================================= */
+/*  slab.c, slab_free.c -- slab pages: headerless small blocks, a free list  */
+/*  per page                                                                */
+/* ======================================================================= */
+
+/* The empty page every slab_cur[] slot of a cache without a page points at:
+ * its free list is always empty (it ends at the page itself). */
+extern PH_HIDDEN slab_page_t slab_none;
+/* The class of a request of n bytes, 1 .. PH_SLAB_MAX: slab_class_of[(n -
+ * 1) >> 4]; the block size of class c: slab_class_size[c]. */
+extern PH_HIDDEN const uint8_t slab_class_of[PH_SLAB_MAX >> 4];
+extern PH_HIDDEN const uint16_t slab_class_size[PH_SLAB_NCLASS];
+/** front_malloc's slab path missed (or n is 0): refills the current page of
+ *  n's class, or takes another; the chunk path when slabs are off. */
+PH_HIDDEN void *slab_malloc_slow(size_t n);
+/** A free list link of pg at block b leads out of the page: ends the
+ *  process, naming fn (the API call that found it). */
+PH_HIDDEN PH_COLD void *slab_corrupt(slab_page_t *pg, void *b, const char *fn);
+/** A free brought pg's count (pg->over) to 0: a page of tc that is not its
+ *  class's current one has no block in use left, and goes back to the
+ *  arena; or a full page has room enough again (its mark), and goes back to
+ *  the pages with room. */
+PH_HIDDEN void slab_page_idle(tcache_t *tc, slab_page_t *pg);
+/** Frees mem, a pointer into a slab page (the kind map says so): another
+ *  thread's page, or misuse, which it names. */
+PH_HIDDEN void slab_free_slow(void *mem, const char *fn);
+/** Pushes the blocks of another thread's page this thread gathered. */
+PH_HIDDEN void slab_remote_flush(tcache_t *tc);
+/** The block size of mem, a pointer into a slab page (named if it is no
+ *  block or a free one). */
+PH_HIDDEN size_t slab_usable(const void *mem, const char *fn);
+/** realloc of mem, a pointer into a slab page, to n (> 0) bytes. */
+PH_HIDDEN void *slab_realloc(void *mem, size_t n, const char *fn);
+/** A thread's cache is going away: its pages go back or to their arena's
+ *  orphans. */
+PH_HIDDEN void slab_thread_exit(tcache_t *tc);
+/** Takes in the other threads' frees on the pages of tc and gives its
+ *  empty pages back (statistics, trim: fn, named if a page is damaged). */
+PH_HIDDEN void slab_flush_mine(tcache_t *tc, const char *fn);
+/** Checks the pages of tc (their free lists).  @return the problems. */
+PH_HIDDEN int slab_check_mine(tcache_t *tc);
+/** Checks every slab page header of ms (locked).  @return the problems. */
+PH_HIDDEN int slab_check_arena(mstate_t *ms);
+/** The free bytes inside ms's slab pages (locked): every cached or orphan
+ *  page's exact count, the calling thread's pages' own, other threads'
+ *  pages count as in use. */
+PH_HIDDEN size_t slab_info(mstate_t *ms);
+/** Gives ms's cached empty pages back to it (an orphan goes back when the
+ *  frees into it leave none of its blocks in use). */
+PH_HIDDEN void slab_trim(mstate_t *ms);
+/** Fork, in the child: other threads' pages lose their owner. */
+PH_HIDDEN void slab_fork_child(void);
+/** A new cache: every class without a page. */
+PH_HIDDEN void slab_tcache_init(tcache_t *tc);
+
+/* Between slab.c and slab_free.c only (slab.h holds their inline helpers). */
+/** pg (no block in use, in no list but the arena's) becomes a free chunk
+ *  of ms again.  Locked; a range to release after unlocking: *rel; fn is
+ *  named if pg is found damaged. */
+PH_HIDDEN void slab_page_release_locked(mstate_t *ms, slab_page_t *pg, release_t *rel,
+                                        const char *fn);
+/** Releases what a give-back left to release (*rel, idle[0 .. nidle)), the
+ *  lock dropped. */
+PH_HIDDEN void slab_release(release_t *rel, release_t *idle, unsigned nidle);
+/** pg, empty and in none of its owner's lists, goes into ms's cache (one
+ *  page over PH_SLAB_CACHE goes back as a free chunk, if may_release).
+ *  Locked.  @return how many idle segments it put in idle[] to release. */
+PH_HIDDEN unsigned slab_cache_put_locked(mstate_t *ms, slab_page_t *pg, bool may_release,
+                                         release_t *rel, release_t idle[4], const char *fn);
+/** pg, empty and in none of its owner's lists, goes back to its arena. */
+PH_HIDDEN void slab_page_give(slab_page_t *pg, const char *fn);
+/** Takes v, a remote stack's word taken from pg, into pg's local list.
+ *  @return how many blocks. */
+PH_HIDDEN uint32_t slab_collect_stack(slab_page_t *pg, void *v, const char *fn);
+/** Takes the remote stack of pg into its local list (the owner's).
+ *  @return how many blocks. */
+PH_HIDDEN uint32_t slab_collect(slab_page_t *pg, const char *fn);
+
+/* The header of the slab page mem lies in. */
+PH_INLINE slab_page_t *slab_page_at(const void *mem)
+{
+  uintptr_t m = (uintptr_t)mem;
+  return (slab_page_t *)((m & ~(PH_GRANULE - 1)) + PH_SLAB_HDR_OFF -
+                         ((m >> (PH_GRANULE_SHIFT - 6)) & PH_SLAB_COLOR_MASK));
+}
+/* Is mem inside a slab page (by the kind map)?  The page, or NULL. */
+PH_INLINE slab_page_t *slab_page_of(const void *mem)
+{
+  uintptr_t g = (uintptr_t)mem >> PH_GRANULE_SHIFT;
+  if (g >= __atomic_load_n(&owner_kind_limit, __ATOMIC_RELAXED) ||
+      __atomic_load_n(&owner_kind[g], __ATOMIC_ACQUIRE) != PH_KIND_SLAB)
+    return NULL;
+  return slab_page_at(mem);
+}
+
 
 /* Pops p, the head of b, a list of chunks of `size` bytes.  Every chunk of
  * such a list is in use and `size` bytes: a header that says otherwise was

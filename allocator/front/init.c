@@ -4,11 +4,11 @@
  * end's once-per-process start (front_init), the fork handlers with every
  * lock of the allocator, and the exit.  Main entry point: heap_default().
  */
-#include "front.h"
+#include "allocator/front/front.h"
 
 #include "pinheap.h"
-#include "params.h"
-#include "startup.h"      /* environ */
+#include "config/params.h"
+#include "allocator/base/startup.h"      /* environ */
 
 #include <pthread.h>
 #include <string.h>
@@ -36,7 +36,7 @@ PH_HOT mstate_t *heap_default(void)
     chunk_free_key_init();
     /* Without a variable of the shared heap shm_start() would find the
      * mode off, silently: it is not called, and its 12 kB of text stay out
-     * of the process's resident pages (PH_HOT, internal.h). */
+     * of the process's resident pages (PH_HOT, base.h). */
     h = shm_params_any_set(environ) ? shm_start() : NULL;
     if (h == NULL)
       h = heap_main_private();                                /* arena 0 */

@@ -15,7 +15,7 @@
  * says PH_KIND_SLAB, so free's first load tells a slab block from a chunk
  * (the owner map entry stays the segment's).  The blocks start the
  * granule and the page header (types.h: slab_page_t) follows them, a cache
- * line lower per granule in a cycle of 8 (internal.h: slab_page_at).
+ * line lower per granule in a cycle of 8 (front.h: slab_page_at).
  * Pages exist for the private heap's arenas only: mspaces and the shared
  * heap keep the chunk path.
  *
@@ -55,7 +55,7 @@
  * xor the page's secret and must stay inside the page ("corrupted free
  * list").
  */
-#include "slab.h"
+#include "allocator/front/slab.h"
 
 #include <errno.h>
 #include <string.h>

@@ -3,12 +3,12 @@
  * constants, and the inline helpers on a page, its remote stack's word and
  * its owner's lists (these were inlined in the one slab.c; they stay
  * inline).  The cross-file functions of the two files are hidden ones, with
- * their prototypes in internal.h (slab.c).  Included by those two files only.
+ * their prototypes in front.h (slab.c).  Included by those two files only.
  */
 #ifndef PINHEAP_SLAB_H
 #define PINHEAP_SLAB_H
 
-#include "front.h"
+#include "allocator/front/front.h"
 
 #define SLAB_CUR    1u   /* its owner's current page of its class */
 #define SLAB_AVAIL  2u   /* in its owner's list of pages with room */

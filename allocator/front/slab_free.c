@@ -11,7 +11,7 @@
  * slab_page_idle(), slab_thread_exit(), slab_flush_mine(), slab_trim(),
  * slab_check_arena() and slab_check_mine().
  */
-#include "slab.h"
+#include "allocator/front/slab.h"
 
 #include <errno.h>
 #include <string.h>

@@ -15,7 +15,7 @@
  * arena's lock-free remote stack, which the owner takes in whole the next
  * time it takes its lock.
  */
-#include "front.h"
+#include "allocator/front/front.h"
 
 #include <errno.h>
 #include <pthread.h>

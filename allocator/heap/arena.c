@@ -8,7 +8,7 @@
  * Arenas are heaps (mstate_t) like mspaces; arena 0 is the default heap
  * (init.c: heap_default), the others are created on demand.
  */
-#include "chunk.h"
+#include "allocator/heap/chunk.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "params.h"
+#include "config/params.h"
 #include "pinheap.h"
 
 #define PH_ARENA_SLOTS 256               /* hard cap of M_ARENA_MAX */

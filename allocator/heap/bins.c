@@ -3,7 +3,7 @@
  * large bins, and the designated victim (dv).  The inline parts (bin_unlink,
  * chunk_carve, ...) are in chunk.h.  Main entry point: bin_insert().
  */
-#include "chunk.h"
+#include "allocator/heap/chunk.h"
 
 /* First non-empty bin at or above i, or PH_NBINS. */
 PH_HOT unsigned binmap_next(const mstate_t *ms, unsigned i)

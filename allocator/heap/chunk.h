@@ -3,12 +3,12 @@
  * headers and check bytes, sizes, bins and the bin map, the designated
  * victim, segments, bundles, the owner and kind maps, and locks.  Anything
  * here is inline because a hot path uses it; everything else is a
- * hidden function with its prototype in internal.h.
+ * hidden function with its prototype in its layer's header (heap.h and below).
  */
 #ifndef PINHEAP_CHUNK_H
 #define PINHEAP_CHUNK_H
 
-#include "internal.h"
+#include "allocator/heap/heap.h"
 
 /* Length of a bundle of chunks of size s: half a thread cache bin's
  * capacity, about 2 KiB of chunks, 2..32. */
@@ -107,8 +107,7 @@ PH_INLINE size_t request_to_size(size_t n)
   return s < PH_MIN_CHUNK ? PH_MIN_CHUNK : s;
 }
 
-PH_INLINE size_t align_up(size_t v, size_t a) { return (v + a - 1) & ~(a - 1); }
-PH_INLINE size_t align_down(size_t v, size_t a) { return v & ~(a - 1); }
+
 
 /* Bin of a free chunk of size s (a multiple of 16, >= PH_MIN_CHUNK). */
 PH_INLINE unsigned bin_index(size_t s)
@@ -136,50 +135,7 @@ PH_INLINE bool bin_live(const mstate_t *ms, unsigned i)
 {
   return i == PH_DV_BIN || ((ms->binmap[i >> 6] >> (i & 63)) & 1);
 }
-PH_INLINE uintptr_t owner_map_get(const void *p)
-{
-  uintptr_t a = (uintptr_t)p;
-  uintptr_t *leaf;
 
-  if (ph_unlikely(a >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS + PH_OWNER_ROOT_BITS)))
-    return 0;
-  leaf = atomic_load_explicit(&owner_map_root[a >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS)],
-                              memory_order_acquire);
-  if (ph_unlikely(leaf == NULL))
-    return 0;
-  return __atomic_load_n(&leaf[(a >> PH_GRANULE_SHIFT) & (((uintptr_t)1 << PH_OWNER_LEAF_BITS) - 1)],
-                         __ATOMIC_RELAXED);
-}
-PH_INLINE seg_t *owner_seg(uintptr_t o) { return (seg_t *)(o & ~PH_OWNER_TAGS); }
-
-/* ---- locks --------------------------------------------------------------- */
-/* held: 0 free, 1 held, 2 held and a thread may be asleep on it (arena.c). */
-PH_INLINE void ph_lock(ph_lock_t *l)
-{
-  int expected = 0;
-  if (ph_likely(atomic_compare_exchange_weak_explicit(&l->held, &expected, 1,
-                                                      memory_order_acquire, memory_order_relaxed)))
-    return;
-  ph_lock_slow(l);
-}
-PH_INLINE void ph_unlock(ph_lock_t *l)
-{
-  if (ph_unlikely(atomic_exchange_explicit(&l->held, 0, memory_order_release) == 2))
-    ph_lock_wake(l);
-}
-
-/* A fork child's copy of a lock whose holder was another thread (gone in
- * the child): free again.  The caller has made what the lock guarded
- * usable first (hooks/forks.c). */
-PH_INLINE void ph_lock_reset(ph_lock_t *l)
-{
-  atomic_store_explicit(&l->held, 0, memory_order_relaxed);
-}
-/* 1 when some thread held l (at fork: the forking one, or one now gone). */
-PH_INLINE int ph_lock_held(ph_lock_t *l)
-{
-  return atomic_load_explicit(&l->held, memory_order_relaxed) != 0;
-}
 
 PH_INLINE void ms_lock(mstate_t *ms)
 {

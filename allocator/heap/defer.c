@@ -5,7 +5,7 @@
  * consolidation into the heap.  Main entry points: ms_alloc_batch() (a
  * thread cache refills) and ms_defer_bundle() (it gives a bundle back).
  */
-#include "chunk.h"
+#include "allocator/heap/chunk.h"
 
 /* Pushes the n chunks of list (size i << 4) as one bundle.  Locked. */
 static void fast_push_bundle(mstate_t *ms, unsigned i, void *list, unsigned n)

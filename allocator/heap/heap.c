@@ -7,7 +7,7 @@
  * locked and calls the OS layer after unlocking, so a release listener may
  * itself call malloc.  Main entry points: ms_malloc() and ms_free_owned().
  */
-#include "chunk.h"
+#include "allocator/heap/chunk.h"
 
 #include <errno.h>
 #include <string.h>

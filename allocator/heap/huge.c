@@ -4,7 +4,7 @@
  * huge_alloc(), huge_free() and huge_realloc() (resized with mremap, in
  * place or moved, never copied).
  */
-#include "chunk.h"
+#include "allocator/heap/chunk.h"
 
 #include <string.h>
 

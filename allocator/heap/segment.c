@@ -6,7 +6,7 @@
  * process's, the same free space is given back in place instead (below:
  * "the shared heap").  Main entry point: ms_grow().
  */
-#include "chunk.h"
+#include "allocator/heap/chunk.h"
 
 #include <time.h>
 

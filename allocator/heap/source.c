@@ -12,8 +12,8 @@
  * row, with this process's code addresses, is here, put by the shared heap
  * at its start (source_ops_set).
  */
-#include "internal.h"
-#include "startup.h"     /* PH_HOT_DATA */
+#include "allocator/heap/heap.h"
+#include "allocator/base/startup.h"     /* PH_HOT_DATA */
 
 /* Segments and huge chunks mapped by os.c: grown, mapped on their own,
  * given back, found through the owner map. */

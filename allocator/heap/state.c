@@ -6,7 +6,7 @@
  * default heap itself is chosen by init.c's heap_default, which publishes
  * it in heap_main).  Main entry points: ms_init(), ms_create().
  */
-#include "chunk.h"
+#include "allocator/heap/chunk.h"
 
 #include <errno.h>
 #include <string.h>

@@ -20,12 +20,12 @@
  * that os_release() has already reported; releases go through the kernel
  * table the hooks layer may set (os_set_kernel), which passes them through
  * another code patcher's hook on libc when there is one.  Main entry points:
- * os_map_aligned(), os_release().  The contract is written in internal.h.
+ * os_map_aligned(), os_release().  The contract is written in os.h.
  * Besides the release listener, a map listener (hooks/events.c's
  * VM_MAPPED) hears of every mapping handed to the allocator, after it is
  * made; the metadata reservations, never released, are not reported.
  */
-#include "internal.h"
+#include "allocator/os/os.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -18,8 +18,8 @@
  * refused (strict overcommit, RLIMIT_DATA): owner_map_set() then returns
  * false before it writes anything, and its callers report out of memory.
  */
-#include "chunk.h"
-#include "startup.h"     /* PH_COLD_BSS, PH_HOT_DATA */
+#include "allocator/os/os.h"
+#include "allocator/base/startup.h"     /* PH_COLD_BSS, PH_HOT_DATA */
 
 #define OWNER_KIND_ENTRIES ((uintptr_t)1 << (PH_OWNER_ROOT_BITS + PH_OWNER_LEAF_BITS))
 #define OWNER_LEAF_BYTES   (sizeof(uintptr_t) << PH_OWNER_LEAF_BITS)

@@ -39,7 +39,7 @@
  * first heard by every process attached (a ring of releases in the header:
  * see "releases every process hears"; shm_poll).
  */
-#include "shm_region.h"
+#include "allocator/shm/shm_region.h"
 
 /* This process's view (set once by shm_start, read-only after). */
 shm_hdr_t *shm_hdr;

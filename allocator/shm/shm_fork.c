@@ -5,7 +5,7 @@
  * shm_fork_parent(), shm_fork_child() (init.c's fork handlers) and
  * shm_leave() (init.c's destructor).
  */
-#include "shm_region.h"
+#include "allocator/shm/shm_region.h"
 
 /* ---- fork and exit ------------------------------------------------------- */
 

@@ -4,12 +4,12 @@
  * one message buffer.  Private to shm.c (slices, arenas, tmpfs blocks,
  * queries), shm_start.c (create or join), shm_rel.c (releases every
  * process hears) and shm_fork.c (fork and exit); the rest of the allocator
- * sees the shared heap through internal.h.
+ * sees the shared heap through shm.h.
  */
 #ifndef PINHEAP_SHM_REGION_H
 #define PINHEAP_SHM_REGION_H
 
-#include "chunk.h"
+#include "allocator/shm/shm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "params.h"
+#include "config/params.h"
 #include "pinheap.h"
 
 #ifndef MAP_FIXED_NOREPLACE

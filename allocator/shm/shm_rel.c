@@ -4,7 +4,7 @@
  * listeners (a ring of releases in the header).  Main entry points:
  * shm_rel_post(), shm_rel_due(), shm_rel_poll().
  */
-#include "shm_region.h"
+#include "allocator/shm/shm_region.h"
 
 /* ---- releases every process hears ---------------------------------------
  *

@@ -6,7 +6,7 @@
  * it never allocates.  The region's layout is in shm_region.h; shm.c has
  * the overview.
  */
-#include "shm_region.h"
+#include "allocator/shm/shm_region.h"
 
 extern char **environ;
 

@@ -70,11 +70,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "chunk.h"     /* ph_lock */
-#include "params.h"
+#include "allocator/heap/chunk.h"     /* ph_lock */
+#include "config/params.h"
 #include "pinheap.h"
 #include "hooks/intercept/reloc.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 /* ---- libfabric's ABI: <rdma/fabric.h> and <rdma/fi_ext.h> of 1.13 to 1.17
  * (struct fid, fi_ops, fid_mem_monitor, fi_ops_mem_monitor,

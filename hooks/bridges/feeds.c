@@ -15,11 +15,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "params.h"
+#include "config/params.h"
 #include "hooks/intercept/peers.h"
 #include "pinheap.h"
 #include "hooks/intercept/reloc.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 #define FEEDS_UCX  1
 #define FEEDS_OMPI 2

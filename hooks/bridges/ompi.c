@@ -45,13 +45,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "chunk.h"     /* ph_lock */
+#include "allocator/heap/chunk.h"     /* ph_lock */
 #include "hooks/events/events.h"
-#include "params.h"
+#include "config/params.h"
 #include "hooks/intercept/peers.h"
 #include "pinheap.h"
 #include "hooks/intercept/reloc.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 /* opal/memoryhooks/memory.h, stable since Open MPI 1.3 */
 #define OMPI_FREE_SUPPORT   0x1

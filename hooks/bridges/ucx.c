@@ -44,14 +44,14 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "chunk.h"     /* ph_lock */
+#include "allocator/heap/chunk.h"     /* ph_lock */
 #include "hooks/events/events.h"
-#include "params.h"
+#include "config/params.h"
 #include "hooks/intercept/patch.h"
 #include "hooks/intercept/peers.h"
 #include "hooks/intercept/reloc.h"
 #include "pinheap.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 /* libucm's event bits (ucm_event_type_t, stable since UCX 1.3) */
 #define UCX_EVENT_VM_MAPPED   (1 << 16)

@@ -90,9 +90,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "chunk.h"     /* ph_lock */
+#include "allocator/heap/chunk.h"     /* ph_lock */
 #include "pinheap.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 /* The note's type: the version of the record's layout.  The layout of
  * every type the record points to is part of it (pinheap_event_t,

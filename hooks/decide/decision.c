@@ -6,11 +6,11 @@
  * gathers the process's inputs and calls it.  Never allocates: the reason
  * text is composed in the caller's decision_t.
  */
-#include "internal.h"
+#include "allocator/api/api.h"
 
 #include "hooks/decide/decision.h"
 #include "hooks/decide/probe.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 #include <stdarg.h>
 #include <string.h>

@@ -37,9 +37,9 @@
 #ifndef PINHEAP_DECISION_H
 #define PINHEAP_DECISION_H
 
-#include "../rename.h"
+#include "rename.h"
 
-#include "params.h"
+#include "config/params.h"
 
 /* Bits of decision_input_t.blockers. */
 #define DECISION_BLOCK_FAKEROOTKEY 0x1

@@ -33,11 +33,11 @@
 #include <unistd.h>
 
 #include "hooks/decide/decision.h"
-#include "front.h"
-#include "params.h"
+#include "allocator/front/front.h"
+#include "config/params.h"
 #include "pinheap.h"
 #include "hooks/intercept/reloc.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 /* glibc's exported allocator (stable ABI, GLIBC_2.2.5). */
 extern void *__libc_malloc(size_t);

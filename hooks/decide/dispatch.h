@@ -7,7 +7,7 @@
 #ifndef PINHEAP_DISPATCH_H
 #define PINHEAP_DISPATCH_H
 
-#include "internal.h"
+#include "allocator/api/api.h"
 #include "pinheap.h"
 #include "hooks/intercept/symbols.h"
 

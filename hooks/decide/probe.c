@@ -16,7 +16,7 @@
  *  - dev/hfi1_<N>: Omni-Path; Open MPI's psm2 MTL globs "/dev/hfi1_[0-9]"
  *    (hfi1_diagpkt and friends are not units and do not match).
  */
-#include "internal.h"
+#include "allocator/api/api.h"
 
 #include "hooks/decide/probe.h"
 

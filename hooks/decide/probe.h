@@ -31,7 +31,7 @@
 #ifndef PINHEAP_PROBE_H
 #define PINHEAP_PROBE_H
 
-#include "../rename.h"
+#include "rename.h"
 
 #include <stddef.h>
 

@@ -25,10 +25,10 @@
 #include <unistd.h>
 
 #include "hooks/decide/decision.h"
-#include "chunk.h"
-#include "params.h"
+#include "allocator/heap/chunk.h"
+#include "config/params.h"
 #include "pinheap.h"
-#include "startup.h"     /* PH_COLD_BSS */
+#include "allocator/base/startup.h"     /* PH_COLD_BSS */
 
 extern int __libc_mallopt(int, int);
 

@@ -55,7 +55,7 @@
  */
 #include "hooks/events/events.h"
 
-#include "chunk.h"     /* ph_lock */
+#include "allocator/heap/chunk.h"     /* ph_lock */
 #include "hooks/decide/dispatch.h"  /* copies_serving */
 
 #include <errno.h>
@@ -70,10 +70,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "params.h"
+#include "config/params.h"
 #include "hooks/intercept/peers.h"
 #include "pinheap.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 #define EVENTS_MAX_HANDLERS 128
 #define EVENTS_REENTRY_DEPTH 4   /* a handler re-entered on its own thread this deep */

@@ -13,7 +13,7 @@
 #ifndef PINHEAP_EVENTS_H
 #define PINHEAP_EVENTS_H
 
-#include "internal.h"
+#include "allocator/api/api.h"
 #include "pinheap.h"  /* pinheap_event_t */
 
 #include <stdatomic.h>

@@ -10,7 +10,7 @@
  */
 #include "hooks/events/events.h"
 
-#include "chunk.h"     /* ph_lock */
+#include "allocator/heap/chunk.h"     /* ph_lock */
 #include "hooks/decide/dispatch.h"  /* copies_serving */
 
 #include <errno.h>
@@ -25,10 +25,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "params.h"
+#include "config/params.h"
 #include "hooks/intercept/peers.h"
 #include "pinheap.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 #include "hooks/intercept/symbols.h"
 
 size_t events_page_len(const void *addr, size_t len)

@@ -36,7 +36,7 @@
  * entry points as the libc calls, so syscall(SYS_munmap, ...) fires what
  * munmap fires; every other number is the system call, with glibc's
  * convention (-1 and errno for -4095..-1).  pinheap's own system calls use
- * ph_syscall (internal.h), never this.
+ * ph_syscall (allocator/base/raw_syscall.h), never this.
  */
 #include "hooks/events/events.h"
 

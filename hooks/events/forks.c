@@ -31,7 +31,7 @@
 #include "hooks/intercept/patch.h"
 #include "hooks/intercept/peers.h"
 #include "hooks/intercept/reloc.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 /* In the child only the forking thread runs, so the order matters only
  * for readability: outermost work first (the decision, the installation

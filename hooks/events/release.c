@@ -18,11 +18,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "chunk.h"     /* ph_lock */
+#include "allocator/heap/chunk.h"     /* ph_lock */
 #include "hooks/events/events.h"
-#include "params.h"
+#include "config/params.h"
 #include "pinheap.h"
-#include "startup.h"     /* PH_COLD_BSS */
+#include "allocator/base/startup.h"     /* PH_COLD_BSS */
 
 #define RELEASE_MAX_LISTENERS 64
 

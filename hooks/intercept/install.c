@@ -74,10 +74,10 @@
 #include <sys/syscall.h>
 #include <time.h>
 
-#include "chunk.h"
-#include "params.h"
+#include "allocator/heap/chunk.h"
+#include "config/params.h"
 #include "pinheap.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 /* Written by install_run() under install_lock before install_state is
  * published (release); read-only after.
@@ -189,7 +189,7 @@ PH_STARTUP static void install_pin_self(void)
 
 /* The account is built without stdio (start-up calls no formatter of
  * libc's, whose pages the process would then carry), with the message
- * builder (internal.h): text_add appends s, cut to fit as snprintf would;
+ * builder (allocator/base/base.h): text_add appends s, cut to fit as snprintf would;
  * text_dec appends a number. */
 PH_STARTUP PH_NOINLINE static void text_add(const char *s)
 {

@@ -8,7 +8,7 @@
 #define PINHEAP_INSTALL_IMPL_H
 
 #include "hooks/decide/dispatch.h"
-#include "params.h"
+#include "config/params.h"
 #include "hooks/intercept/patch.h"
 #include "hooks/intercept/symbols.h"
 

@@ -18,9 +18,9 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
-#include "chunk.h"
+#include "allocator/heap/chunk.h"
 #include "pinheap.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 /* The probe's arguments: no program passes these (an unaligned address
  * below the first page, a length and an sbrk increment no heap can take).

@@ -63,8 +63,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "chunk.h"     /* ph_lock */
-#include "startup.h"
+#include "allocator/heap/chunk.h"     /* ph_lock */
+#include "allocator/base/startup.h"
 
 #if defined(__x86_64__)
 

@@ -18,7 +18,7 @@
 #ifndef PINHEAP_PATCH_H
 #define PINHEAP_PATCH_H
 
-#include "internal.h"
+#include "allocator/api/api.h"
 
 #include <stddef.h>
 

@@ -39,9 +39,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "chunk.h"     /* ph_lock */
+#include "allocator/heap/chunk.h"     /* ph_lock */
 #include "hooks/intercept/patch.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 enum { PEERS_MMAP, PEERS_MUNMAP, PEERS_MREMAP, PEERS_MADVISE, PEERS_SHMAT, PEERS_SHMDT,
        PEERS_BRK, PEERS_N };

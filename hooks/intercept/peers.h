@@ -20,7 +20,7 @@
 #ifndef PINHEAP_PEERS_H
 #define PINHEAP_PEERS_H
 
-#include "internal.h"
+#include "allocator/api/api.h"
 #include "hooks/intercept/patch.h"
 
 #include <stdint.h>

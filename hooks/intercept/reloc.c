@@ -20,7 +20,7 @@
 #include "hooks/intercept/reloc_impl.h"
 
 #include "pinheap.h"
-#include "startup.h"
+#include "allocator/base/startup.h"
 
 #include <dlfcn.h>
 #include <elf.h>

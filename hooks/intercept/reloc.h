@@ -58,7 +58,7 @@
 #ifndef PINHEAP_RELOC_H
 #define PINHEAP_RELOC_H
 
-#include "internal.h"
+#include "allocator/api/api.h"
 
 #include <stddef.h>
 

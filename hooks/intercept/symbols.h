@@ -28,7 +28,7 @@
 #ifndef PINHEAP_SYMBOLS_H
 #define PINHEAP_SYMBOLS_H
 
-#include "raw_syscall.h"   /* PH_RAW_SYSCALL */
+#include "allocator/base/raw_syscall.h"   /* PH_RAW_SYSCALL */
 
 /* The memory calls, each with an event of its own (events_calls.c). */
 #define PH_INTERCEPTED_CALLS(X)                                                              \

@@ -11,7 +11,7 @@
 add_executable(test_commit ${CMAKE_CURRENT_LIST_DIR}/test_commit.c)
 target_link_libraries(test_commit PRIVATE pinheap_core PkgConfig::CRITERION)
 target_compile_definitions(test_commit PRIVATE _GNU_SOURCE)
-target_include_directories(test_commit PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/allocator/base ${PROJECT_SOURCE_DIR}/allocator/os ${PROJECT_SOURCE_DIR}/allocator/heap ${PROJECT_SOURCE_DIR}/allocator/shm ${PROJECT_SOURCE_DIR}/allocator/front ${PROJECT_SOURCE_DIR}/allocator/api ${PROJECT_SOURCE_DIR}/test
+target_include_directories(test_commit PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/test
   ${PROJECT_SOURCE_DIR}/test/lib)
 add_test(NAME test_commit COMMAND test_commit --jobs 1 --short-filename)
 set_tests_properties(test_commit PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)

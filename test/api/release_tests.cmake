@@ -12,7 +12,7 @@ pinheap_add_criterion_test(test_release ${CMAKE_CURRENT_LIST_DIR}/test_release.c
 add_executable(release_trace ${CMAKE_CURRENT_LIST_DIR}/release_trace.c)
 target_link_libraries(release_trace PRIVATE pinheap)
 target_compile_definitions(release_trace PRIVATE _GNU_SOURCE)
-target_include_directories(release_trace PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/allocator/base ${PROJECT_SOURCE_DIR}/allocator/os ${PROJECT_SOURCE_DIR}/allocator/heap ${PROJECT_SOURCE_DIR}/allocator/shm ${PROJECT_SOURCE_DIR}/allocator/front ${PROJECT_SOURCE_DIR}/allocator/api
+target_include_directories(release_trace PRIVATE ${PROJECT_SOURCE_DIR}
   ${PROJECT_SOURCE_DIR}/test/lib)
 
 find_package(Python3 COMPONENTS Interpreter)

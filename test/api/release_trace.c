@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "pinheap.h"
-#include "raw_syscall.h"
+#include "allocator/base/raw_syscall.h"
 
 /* The OS layer's listener slot (hidden in the archive, linkable here). */
 typedef void os_release_fn(void *addr, size_t len, void *ctx);

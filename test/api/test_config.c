@@ -33,7 +33,7 @@
 /* params.h brings rename.h: keep malloc, free, ... the process's own (as
  * replace.c does), so that these tests call the unprefixed entry points. */
 #define PINHEAP_NO_CLASSIC_RENAME 1
-#include "params.h"
+#include "config/params.h"
 
 /* replace.c's own definitions (hidden in the archive, linkable here);
  * rename.h shifts the name. */

@@ -2,7 +2,7 @@
  * test_release.c -- the release listener, in process.
  *
  * pinheap's OS layer calls one listener slot with (addr, len, ctx) before
- * it unmaps, decommits or shrinks anything (internal.h).  These tests
+ * it unmaps, decommits or shrinks anything (allocator/os/os.h).  These tests
  * install a recording listener and check what it is told: a freed huge
  * block's mapping is reported and is still readable during the call (so
  * the call comes first) and gone afterwards; counts add up; destroy_mspace
@@ -475,7 +475,7 @@ Test(release, fixed_region_is_never_reported)
 }
 
 /* A listener that calls back into the allocator: the OS layer is entered
- * without heap locks held (internal.h), so this must not deadlock. */
+ * without heap locks held (allocator/os/os.h), so this must not deadlock. */
 static atomic_int reentry_depth, reentry_calls;
 
 static void reentrant_listener(void *addr, size_t len, void *ctx)

@@ -40,7 +40,7 @@
 #include <sanitizer/common_interface_defs.h>
 
 #include "pinheap_config.h"
-#include "params.h"
+#include "config/params.h"
 #include "hooks/decide/decision.h"
 #include "hooks/decide/probe.h"
 

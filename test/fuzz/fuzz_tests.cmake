@@ -71,7 +71,7 @@ set(_fuzz_common_flags
   -g -O1 -fno-omit-frame-pointer -std=gnu11
   -fsanitize=address,undefined -fno-sanitize-recover=undefined
   -D_GNU_SOURCE -DPINHEAP_DEBUG=${PINHEAP_DEBUG}
-  -I${PROJECT_BINARY_DIR}/include -I${PROJECT_SOURCE_DIR} -I${PROJECT_SOURCE_DIR}/allocator/base -I${PROJECT_SOURCE_DIR}/allocator/os -I${PROJECT_SOURCE_DIR}/allocator/heap -I${PROJECT_SOURCE_DIR}/allocator/shm -I${PROJECT_SOURCE_DIR}/allocator/front -I${PROJECT_SOURCE_DIR}/allocator/api
+  -I${PROJECT_BINARY_DIR}/include -I${PROJECT_SOURCE_DIR}
   -I${PROJECT_SOURCE_DIR}/config)
 # As pinheap_setup_target(), plus coverage instrumentation for the fuzzer.
 set(_fuzz_core_flags ${_fuzz_common_flags}

@@ -14,7 +14,7 @@
  *
  * Tests call the allocator through PINHEAP_NAME(malloc), ...: any prefix builds.
  * The OS layer's hidden functions (os_stats_get, os_set_release_listener)
- * are reached through internal.h, included without the shift of the public
+ * are reached through allocator/api/api.h, included without the shift of the public
  * classic names so that plain malloc/free in a test are glibc's.
  */
 #ifndef PINHEAP_TEST_UTIL_H
@@ -41,12 +41,12 @@
 
 #include "pinheap.h"
 #include "shadow.h"   /* the PRNG, byte patterns, block sets: one copy */
-/* internal.h brings os_stats_t and the OS layer's prototypes, shifted to
+/* allocator/api/api.h brings os_stats_t and the OS layer's prototypes, shifted to
  * pinheap_os_*.  The classic public names stay unshifted (in tests, malloc
  * is glibc's), as in hooks/replace.c.  It comes after every system header:
  * rename.h's internal names are macros from here on. */
 #define PINHEAP_NO_CLASSIC_RENAME 1
-#include "internal.h"
+#include "allocator/api/api.h"
 
 #define TU_UNUSED __attribute__((unused))
 

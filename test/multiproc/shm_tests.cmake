@@ -6,7 +6,7 @@
 add_executable(shm_worker ${CMAKE_CURRENT_LIST_DIR}/shm_worker.c)
 # The worker calls the prefixed API (PINHEAP_NAME(malloc)): pinheap's malloc
 # whatever the replacement decision, and it runs under ASan too.
-target_include_directories(shm_worker PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/allocator/base ${PROJECT_SOURCE_DIR}/allocator/os ${PROJECT_SOURCE_DIR}/allocator/heap ${PROJECT_SOURCE_DIR}/allocator/shm ${PROJECT_SOURCE_DIR}/allocator/front ${PROJECT_SOURCE_DIR}/allocator/api)
+target_include_directories(shm_worker PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(shm_worker PRIVATE _GNU_SOURCE)
 target_link_libraries(shm_worker PRIVATE pinheap_core Threads::Threads)
 

@@ -15,9 +15,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "allocator/api/api.h"
 
-#include "params.h"
+#include "config/params.h"
 
 /* ---- capturing what is written to fd 2 --------------------------------- */
 

@@ -1,5 +1,5 @@
 # layout_tests.cmake -- what a small program keeps resident of pinheap:
-# its text (PH_HOT, allocator/base/internal.h; tools/preload_text.ld:
+# its text (PH_HOT, allocator/base/base.h; tools/preload_text.ld:
 # test/packaging/text_layout.sh) and its writable data (PH_COLD_BSS, PH_HOT_DATA:
 # allocator/base/startup.h; test/packaging/data_layout.sh), both counted by layout_probe under
 # the preload shim.  The shim's parts need the plain build: sanitizers'

@@ -5,7 +5,7 @@
 # through the core library's PLT (or a slot relocation patching rewrote), to
 # the interposer: each internal munmap an event again, or a loop
 # (peers_munmap -> syscall -> events_munmap -> peers_munmap).  The archive's
-# code uses ph_syscall (allocator/base/internal.h).
+# code uses ph_syscall (allocator/base/base.h).
 #
 # Usage: no_internal_syscall.sh ARCHIVE
 set -euo pipefail

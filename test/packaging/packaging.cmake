@@ -39,7 +39,7 @@ add_test(NAME install_consumer
 # nm_prefix's allow-list, generated from hooks/intercept/symbols.h at build time.
 add_executable(nm_allowlist_gen ${PINHEAP_PKG_TEST_DIR}/nm_allowlist_gen.c)
 target_include_directories(nm_allowlist_gen PRIVATE ${PROJECT_SOURCE_DIR}
-  ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/allocator/base ${PROJECT_SOURCE_DIR}/allocator/os ${PROJECT_SOURCE_DIR}/allocator/heap ${PROJECT_SOURCE_DIR}/allocator/shm ${PROJECT_SOURCE_DIR}/allocator/front ${PROJECT_SOURCE_DIR}/allocator/api)
+  ${PROJECT_SOURCE_DIR})
 set(PINHEAP_NM_ALLOWLIST ${CMAKE_CURRENT_BINARY_DIR}/nm_allowlist.txt)
 add_custom_command(OUTPUT ${PINHEAP_NM_ALLOWLIST}
   COMMAND nm_allowlist_gen ${PINHEAP_NM_ALLOWLIST}
@@ -66,7 +66,7 @@ set_tests_properties(install_consumer compat_link
   PROPERTIES LABELS "packaging;noasan")
 
 # pinheap's own system calls never go through its exported syscall(): no
-# member of the archive but replace.c.o may reference `syscall` (internal.h,
+# member of the archive but replace.c.o may reference `syscall` (allocator/base/raw_syscall.h,
 # ph_syscall).  A reference would bind, through the core library's PLT, to
 # the interposer -- each internal munmap an event again, or a loop.
 add_test(NAME files_no_internal_syscall

@@ -1,7 +1,7 @@
 #!/bin/sh
 # text_layout.sh -- the text layout that keeps a small program's resident
-# pages few (PH_HOT, allocator/base/internal.h; tools/preload_text.ld):
-#  1. the functions marked PH_HOT (allocator/base/internal.h) are in
+# pages few (PH_HOT, allocator/base/base.h; tools/preload_text.ld):
+#  1. the functions marked PH_HOT (allocator/base/base.h) are in
 #     .text.hot.pinheap in libpinheap.a (a sample: malloc, free and the
 #     allocator's entry points);
 #  2. with the preload shim, a small program (layout_probe: a
@@ -15,7 +15,7 @@ archive=$1 prefix=$2 shim=${3:-} probe=${4:-} build_type=${5:-}
 if ! command -v readelf > /dev/null 2>&1 || ! command -v objdump > /dev/null 2>&1; then
   echo "SKIP: readelf or objdump not found (binutils), the sections cannot be listed"; exit 77
 fi
-# PH_HOT (allocator/base/internal.h) places a function in .text.hot.pinheap.
+# PH_HOT (allocator/base/base.h) places a function in .text.hot.pinheap.
 # A sample that every process runs: the entry points and the allocator's.
 syms=$(objdump -t "$archive" 2>/dev/null)
 for name in malloc free "${prefix}malloc" "${prefix}free" "${prefix}front_malloc_slow" "${prefix}tcache_get"; do

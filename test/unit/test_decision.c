@@ -15,10 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "allocator/api/api.h"
 
 #include "hooks/decide/decision.h"
-#include "params.h"
+#include "config/params.h"
 
 static const int tri_values[4] = {
   PARAM_TRI_YES, PARAM_TRI_NO, PARAM_TRI_RUNTIME, PARAM_TRI_NOT_FOUND

@@ -13,7 +13,7 @@
 #include <sched.h>
 #include <time.h>
 
-#include "chunk.h"      /* ph_lock, ph_unlock */
+#include "allocator/heap/chunk.h"      /* ph_lock, ph_unlock */
 
 TestSuite(lock, .timeout = 120);
 

@@ -29,10 +29,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "allocator/api/api.h"
 
 #include "pinheap.h"
-#include "params.h"
+#include "config/params.h"
 
 /* ---- counting the malloc family (test_log_noalloc only) ------------------ */
 

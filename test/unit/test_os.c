@@ -1,5 +1,5 @@
 /*
- * test_os.c -- the OS layer (allocator/os/os.c) as its contract in internal.h
+ * test_os.c -- the OS layer (allocator/os/os.c) as its contract in os.h
  * states it, for the calls no other test reaches directly: the shared
  * heap's region mappings (os_region_*) are made and counted, and never
  * heard by the release or the map listener; the region's free pages

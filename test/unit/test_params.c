@@ -24,9 +24,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "allocator/api/api.h"
 
-#include "params.h"
+#include "config/params.h"
 #include "pinheap.h"
 
 extern char **environ;

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "allocator/api/api.h"
 
 #include "hooks/decide/probe.h"
 

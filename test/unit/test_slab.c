@@ -9,7 +9,7 @@
  */
 #include "test_util.h"
 
-#include "chunk.h"      /* the kind map, the free key */
+#include "allocator/heap/chunk.h"      /* the kind map, the free key */
 
 #define SLAB_MAX 1024u
 
