@@ -210,7 +210,7 @@ static watch_rec_t *watch_rec_take(void)
   if (n == 0 || watch_bump == WATCH_PER_CHUNK) {
     if (watch_spare == NULL || n == WATCH_MAX_CHUNKS)
       return NULL;
-    watch_chunks[n] = watch_spare;
+    __atomic_store_n(&watch_chunks[n], watch_spare, __ATOMIC_RELAXED);  /* read by the signal path */
     watch_spare = NULL;
     atomic_store_explicit(&watch_nchunks, n + 1, memory_order_release);
     watch_bump = 0;

@@ -1,0 +1,108 @@
+/*
+ * watch_cost.c -- what watches cost (issue 29's targets), in a process
+ * whose munmap is pinheap's interposer (the executable links the archive):
+ *
+ *   watch_cost check N          N validity checks through watch_check_once()
+ *                               (noinline, for callgrind and objdump)
+ *   watch_cost release W N      W watches that no release meets (4 KiB each,
+ *                               side by side over a reserved, never touched
+ *                               region), then N map+munmap pairs of a fresh
+ *                               page (untouched: the cheapest release,
+ *                               so the handler's share is largest), timed; W = -1: no watch was ever made
+ *                               (the handler is not registered), W = 0: one
+ *                               made and dropped (the handler runs, finds
+ *                               none).  Prints "ns_per_release <x>".
+ *
+ * tools/events_bench/watch_bench.py runs it (interleaved runs, medians).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pinheap.h"
+
+__attribute__((noinline)) int watch_check_once(const pinheap_watch_t *t);
+__attribute__((noinline)) int watch_check_once(const pinheap_watch_t *t)
+{
+  return PINHEAP_NAME(watch_valid)(t);
+}
+
+static double now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);   /* user + system: steadier on a shared machine */
+  return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int fail(const char *what, int err)
+{
+  fprintf(stderr, "watch_cost: %s: %s\n", what, strerror(err));
+  return 1;
+}
+
+static int check(long n)
+{
+  static char c;
+  const pinheap_watch_t *t;
+  if (PINHEAP_NAME(watch)(&c, 1, &t) != 0)
+    return 1;
+  long valid = 0;
+  for (long i = 0; i < n; i++)
+    valid += watch_check_once(t);
+  printf("checks %ld valid %ld\n", n, valid);
+  return valid == n ? 0 : 1;
+}
+
+static int release(long w, long n)
+{
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  const pinheap_watch_t *t;
+  static char c;
+
+  if (w >= 0) {
+    int rc = PINHEAP_NAME(watch)(&c, 1, &t);
+    if (rc != 0)
+      return fail("watch", rc);
+    PINHEAP_NAME(unwatch)(t);
+  }
+  if (w > 0) {
+    char *r = mmap(NULL, (size_t)w * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (r == MAP_FAILED)
+      return fail("mmap of the watched region", errno);
+    for (long i = 0; i < w; i++) {
+      int rc = PINHEAP_NAME(watch)(r + i * pg, pg, &t);
+      if (rc != 0)
+        return fail("watch", rc);
+    }
+  }
+  /* warm up, then time map+munmap pairs (mmap fires no VM_UNMAPPED) */
+  double t0 = 0;
+  for (long i = -n / 10; i < n; i++) {
+    if (i == 0)
+      t0 = now_ns();
+    void *p = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return fail("mmap", errno);
+    munmap(p, pg);
+  }
+  printf("ns_per_release %.1f\n", (now_ns() - t0) / (double)n);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc == 3 && strcmp(argv[1], "check") == 0)
+    return check(atol(argv[2]));
+  if (argc == 4 && strcmp(argv[1], "release") == 0)
+    return release(atol(argv[2]), atol(argv[3]));
+  fprintf(stderr, "usage: watch_cost check N | watch_cost release W N\n");
+  return 2;
+}
