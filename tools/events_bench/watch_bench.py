@@ -13,7 +13,9 @@
    release does not meet; R runs of each, interleaved (one process per run),
    medians.  The time is the process's CPU time (user + system), which a
    loaded machine disturbs less than the wall clock.  The target: W = 1e6
-   within 1.2x of none.  Then the instructions per munmap (pinheap's
+   within 1.2x of none.  The same with each release falling at a random
+   place between the watches (watch_cost scatter: the index's path out of
+   cache).  Then the instructions per munmap (pinheap's
    interposer and everything under it but the kernel) under callgrind, with
    0 and W watches.
 """
@@ -56,19 +58,20 @@ def check_instructions(exe, no_callgrind):
     print("check, callgrind: watch_check_once not found in the profile")
 
 
-def release_costs(exe, runs, watches, releases):
+def release_costs(exe, mode, what, runs, watches, releases):
     configs = [("no handler", -1), ("handler, 0 watches", 0),
                ("%d watches" % watches, watches)]
     times = {name: [] for name, _ in configs}
     for _ in range(runs):
         for name, w in configs:
-            out = run([exe, "release", str(w), str(releases)])
+            out = run([exe, mode, str(w), str(releases)])
             times[name].append(float(out.split()[-1]))
     med = {name: statistics.median(v) for name, v in times.items()}
     base = med["handler, 0 watches"]
     for name, _ in configs:
-        print("release with %s: median %.0f ns per mmap+munmap pair (%s), %.3fx of 0 watches"
-              % (name, med[name], " ".join("%.0f" % t for t in times[name]), med[name] / base))
+        print("%s with %s: median %.0f ns per %s (%s), %.3fx of 0 watches"
+              % (mode, name, med[name], what, " ".join("%.0f" % t for t in times[name]),
+                 med[name] / base))
 
 
 def munmap_instructions(exe, watches):
@@ -100,7 +103,9 @@ def main():
         sys.exit("watch_bench: runs must be at least 5 (medians of interleaved runs)")
     exe = os.path.join(a.build, "tools", "events_bench", "watch_cost")
     check_instructions(exe, a.no_callgrind)
-    release_costs(exe, a.runs, a.watches, a.releases)
+    release_costs(exe, "release", "mmap+munmap pair", a.runs, a.watches, a.releases)
+    release_costs(exe, "scatter", "munmap between watches + refill", a.runs, a.watches,
+                  a.releases)
     if not a.no_callgrind:
         munmap_instructions(exe, a.watches)
 

@@ -12,6 +12,14 @@
  *                               (the handler is not registered), W = 0: one
  *                               made and dropped (the handler runs, finds
  *                               none).  Prints "ns_per_release <x>".
+ *   watch_cost scatter W N      the same, but the N releases fall between
+ *                               the watches: a reserved region of 2W pages
+ *                               (2N for W <= 0), W watches on its even
+ *                               pages, and each release an odd page picked
+ *                               at random (munmap, then mapped again with
+ *                               MAP_FIXED_NOREPLACE, which releases
+ *                               nothing): the index's path differs each
+ *                               time, out of cache.
  *
  * tools/events_bench/watch_bench.py runs it (interleaved runs, medians).
  */
@@ -47,6 +55,43 @@ static int fail(const char *what, int err)
   return 1;
 }
 
+/* w >= 0: one watch made and dropped, so that the handler is set. */
+static int arm(long w)
+{
+  static char c;
+  const pinheap_watch_t *t;
+  if (w < 0)
+    return 0;
+  int rc = PINHEAP_NAME(watch)(&c, 1, &t);
+  if (rc != 0)
+    return fail("watch", rc);
+  PINHEAP_NAME(unwatch)(t);
+  return 0;
+}
+
+/* arm(w), then a reserved region of `pages` pages, never touched, with
+ * w > 0 watches of a page each, every stride pages.  NULL on failure. */
+static char *region(long w, long pages, long stride, size_t pg)
+{
+  const pinheap_watch_t *t;
+  if (arm(w) != 0)
+    return NULL;
+  char *r = mmap(NULL, (size_t)pages * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (r == MAP_FAILED) {
+    fail("mmap of the region", errno);
+    return NULL;
+  }
+  for (long i = 0; i < w; i++) {
+    int rc = PINHEAP_NAME(watch)(r + i * stride * (long)pg, pg, &t);
+    if (rc != 0) {
+      fail("watch", rc);
+      return NULL;
+    }
+  }
+  return r;
+}
+
 static int check(long n)
 {
   static char c;
@@ -63,26 +108,9 @@ static int check(long n)
 static int release(long w, long n)
 {
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-  const pinheap_watch_t *t;
-  static char c;
 
-  if (w >= 0) {
-    int rc = PINHEAP_NAME(watch)(&c, 1, &t);
-    if (rc != 0)
-      return fail("watch", rc);
-    PINHEAP_NAME(unwatch)(t);
-  }
-  if (w > 0) {
-    char *r = mmap(NULL, (size_t)w * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (r == MAP_FAILED)
-      return fail("mmap of the watched region", errno);
-    for (long i = 0; i < w; i++) {
-      int rc = PINHEAP_NAME(watch)(r + i * pg, pg, &t);
-      if (rc != 0)
-        return fail("watch", rc);
-    }
-  }
+  if (region(w, w > 0 ? w : 1, 1, pg) == NULL)
+    return 1;
   /* warm up, then time map+munmap pairs (mmap fires no VM_UNMAPPED) */
   double t0 = 0;
   for (long i = -n / 10; i < n; i++) {
@@ -97,12 +125,40 @@ static int release(long w, long n)
   return 0;
 }
 
+static int scatter(long w, long n)
+{
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  long pages = 2 * (w > 0 ? w : n);
+
+  char *r = region(w, pages, 2, pg);
+  if (r == NULL)
+    return 1;
+  unsigned long x = 88172645463325252UL;
+  double t0 = 0;
+  for (long i = -n / 10; i < n; i++) {
+    if (i == 0)
+      t0 = now_ns();
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    char *p = r + (2 * (long)(x % (unsigned long)(pages / 2)) + 1) * pg;
+    munmap(p, pg);
+    if (mmap(p, pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+             -1, 0) != p)
+      return fail("mmap of the hole", errno);
+  }
+  printf("ns_per_release %.1f\n", (now_ns() - t0) / (double)n);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc == 3 && strcmp(argv[1], "check") == 0)
     return check(atol(argv[2]));
   if (argc == 4 && strcmp(argv[1], "release") == 0)
     return release(atol(argv[2]), atol(argv[3]));
-  fprintf(stderr, "usage: watch_cost check N | watch_cost release W N\n");
+  if (argc == 4 && strcmp(argv[1], "scatter") == 0)
+    return scatter(atol(argv[2]), atol(argv[3]));
+  fprintf(stderr, "usage: watch_cost check N | watch_cost release|scatter W N\n");
   return 2;
 }
