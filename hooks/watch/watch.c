@@ -12,13 +12,20 @@
  * event), so a stale token's load never faults; a record is reused only
  * after unwatch.
  *
- * The index.  A watch of length L belongs to class c = floor(log2 L); each
- * class is a treap (randomized search tree, intrusive in the records)
- * ordered by (start, record).  A release [a, b) can only meet a watch of
- * class c whose start lies in [a - 2^(c+1) + 1, b): per non-empty class
- * (a bit mask) one descent of O(log n) plus the records in that window,
- * which for watches that do not overlap each other are the ones the
- * release touches, plus at most two.  No allocation anywhere in a release.
+ * The index.  A watch of length L belongs to class c = floor(log2 L).  A
+ * release [a, b) can only meet a watch of class c whose start lies in
+ * [a - 2^(c+1) + 1, b).  Per non-empty class (a bit mask), that window is
+ * found one of two ways:
+ *  - a hash of (class, granule), a granule being 2^(c+1) bytes (so a watch
+ *    starts in exactly one, and the window covers a few): when the window
+ *    covers at most WATCH_PROBES granules -- a release no longer than a few
+ *    of the class's watches -- their buckets, O(1) lines;
+ *  - otherwise a treap (randomized search tree, intrusive in the records)
+ *    ordered by (start, record): one descent, O(log n), then the records
+ *    in the window in order.
+ * For watches that do not overlap each other the window holds the ones the
+ * release touches plus at most two, so a release costs O(classes + touched)
+ * or O(classes log n + touched).  No allocation anywhere in a release.
  *
  * One lock (watch_lock) serializes watch, unwatch and the handler's scan.
  * Why it never deadlocks: nothing is called while it is held (no malloc, no
@@ -54,11 +61,15 @@
 #define WATCH_CLASSES 64
 #define WATCH_MAGIC_LIVE 0x5741u          /* "WA": a watched record */
 #define WATCH_PRIORITY INT_MIN            /* first of the VM_UNMAPPED chain */
+#define WATCH_HASH_MIN_BITS 10            /* the first table: 1024 buckets */
+#define WATCH_HASH_CLASSES 48             /* classes hashed by granule (the rest: treap only) */
+#define WATCH_PROBES 8                    /* granules a release probes, per class, at most */
 
 typedef struct watch_rec_s {
   pinheap_watch_t tok;                    /* first: the token's word */
   uintptr_t start, end;                   /* the range [start, end) */
   struct watch_rec_s *left, *right;       /* treap children; left links the free list */
+  struct watch_rec_s *hnext;              /* the next record of its hash bucket */
   uint32_t prio;                          /* treap priority (a max-heap) */
   uint16_t magic;                         /* WATCH_MAGIC_LIVE while watched, else 0 */
   uint8_t cls;                            /* floor(log2(end - start)) */
@@ -70,6 +81,8 @@ static ph_lock_t watch_lock;
 static watch_rec_t *watch_root[WATCH_CLASSES];          /* under watch_lock */
 static uint64_t watch_classes;                          /* non-empty classes, under watch_lock */
 static watch_rec_t *watch_free;                         /* under watch_lock */
+static watch_rec_t **watch_hash;                        /* buckets, under watch_lock */
+static _Atomic unsigned watch_hash_bits;                /* log2 of their number (0: none yet) */
 static watch_rec_t *watch_chunks[WATCH_MAX_CHUNKS];     /* under watch_lock */
 static _Atomic unsigned watch_nchunks;                  /* chunks mapped (read without lock) */
 static size_t watch_bump;                               /* next fresh record of the last chunk */
@@ -79,6 +92,23 @@ static atomic_size_t watch_live;                        /* watched records */
 static atomic_int watch_registered;                     /* the handler is set */
 static atomic_int watch_atfork_done;
 static __thread volatile int watch_holding __attribute__((tls_model("initial-exec")));
+
+/* watch_lock, with this thread marked as holding it from before the lock
+ * is tried until after it is let go, so that a signal handler's release on
+ * this thread never waits for it. */
+static inline void watch_enter(void)
+{
+  watch_holding = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  ph_lock(&watch_lock);
+}
+
+static inline void watch_leave(void)
+{
+  ph_unlock(&watch_lock);
+  atomic_signal_fence(memory_order_seq_cst);
+  watch_holding = 0;
+}
 
 /* ======================================================================= */
 /*  the treap                                                               */
@@ -127,7 +157,91 @@ static watch_rec_t *watch_merge(watch_rec_t *a, watch_rec_t *b)
   return root;
 }
 
+/* ---- the hash: (class, granule of the start) -> records ------------------ */
+/* A watch of class c starts in granule start >> (c + 1), a granule being
+ * twice the longest watch of its class; a release [a, b) can only meet the
+ * watches of the granules from (a - 2^(c+1) + 1) >> (c+1) to (b-1) >> (c+1):
+ * two for a release no longer than a granule. */
+
+/* Four neighbouring granules share a line of buckets (a release probes two
+ * neighbours: one miss), the groups spread by a multiplicative hash. */
+static inline size_t watch_bucket(unsigned cls, uintptr_t granule)
+{
+  unsigned bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
+  uint64_t h = ((uint64_t)(granule >> 2) ^ ((uint64_t)cls << 56)) * 0x9E3779B97F4A7C15ull;
+  return (size_t)((h >> (66 - bits)) << 2 | (granule & 3));
+}
+
+static inline watch_rec_t **watch_bucket_of(const watch_rec_t *n)
+{
+  return &watch_hash[watch_bucket(n->cls, n->start >> (n->cls + 1))];
+}
+
+/* Into the treap of its class and, below WATCH_HASH_CLASSES, its bucket.
+ * watch_lock held, the table made (watch_hash_grow). */
+static void watch_treap_insert(watch_rec_t *n);
+static void watch_treap_erase(watch_rec_t *n);
+
 static void watch_insert(watch_rec_t *n)
+{
+  watch_treap_insert(n);
+  if (n->cls < WATCH_HASH_CLASSES) {
+    watch_rec_t **b = watch_bucket_of(n);
+    n->hnext = *b;
+    *b = n;
+  }
+}
+
+static void watch_erase(watch_rec_t *n)
+{
+  watch_treap_erase(n);
+  if (n->cls < WATCH_HASH_CLASSES) {
+    watch_rec_t **at = watch_bucket_of(n);
+    while (*at != n) {
+      if (*at == NULL)
+        ph_fatal("unwatch", "a watch record missing from its hash bucket:", n);
+      at = &(*at)->hnext;
+    }
+    *at = n->hnext;
+  }
+}
+
+/* Makes a table of at least need buckets (a chain of one record on
+ * average, at most two before the next doubling), mapped with no lock
+ * held; the records move under the lock (O(n),
+ * at each doubling: releases wait that long).  A table outgrown stays
+ * mapped (pinheap's metadata is never released): together they take at
+ * most as much as the last.  @return 0 or ENOMEM. */
+static PH_NOINLINE int watch_hash_grow(size_t need)
+{
+  unsigned bits = WATCH_HASH_MIN_BITS;
+  while (((size_t)1 << bits) < need)
+    bits++;
+  watch_rec_t **t = os_reserve_meta(sizeof(watch_rec_t *) << bits);
+  if (t == NULL)
+    return ENOMEM;
+  watch_enter();
+  unsigned old_bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
+  if (bits > old_bits) {
+    watch_rec_t **old = watch_hash;
+    watch_hash = t;
+    atomic_store_explicit(&watch_hash_bits, bits, memory_order_relaxed);
+    for (size_t i = 0; old != NULL && i < ((size_t)1 << old_bits); i++) {
+      for (watch_rec_t *r = old[i], *next; r != NULL; r = next) {
+        next = r->hnext;
+        watch_rec_t **b = watch_bucket_of(r);
+        r->hnext = *b;
+        *b = r;
+      }
+    }
+  }
+  watch_leave();
+  return 0;
+}
+
+/* ---- the treap: (start, record) order, per class ------------------------- */
+
+static void watch_treap_insert(watch_rec_t *n)
 {
   watch_rec_t **at = &watch_root[n->cls];
 
@@ -138,7 +252,7 @@ static void watch_insert(watch_rec_t *n)
   watch_classes |= (uint64_t)1 << n->cls;
 }
 
-static void watch_erase(watch_rec_t *n)
+static void watch_treap_erase(watch_rec_t *n)
 {
   watch_rec_t **at = &watch_root[n->cls];
 
@@ -150,23 +264,6 @@ static void watch_erase(watch_rec_t *n)
   *at = watch_merge(n->left, n->right);
   if (watch_root[n->cls] == NULL)
     watch_classes &= ~((uint64_t)1 << n->cls);
-}
-
-/* watch_lock, with this thread marked as holding it from before the lock
- * is tried until after it is let go, so that a signal handler's release on
- * this thread never waits for it. */
-static inline void watch_enter(void)
-{
-  watch_holding = 1;
-  atomic_signal_fence(memory_order_seq_cst);
-  ph_lock(&watch_lock);
-}
-
-static inline void watch_leave(void)
-{
-  ph_unlock(&watch_lock);
-  atomic_signal_fence(memory_order_seq_cst);
-  watch_holding = 0;
 }
 
 static inline void watch_invalidate(watch_rec_t *r)
@@ -229,13 +326,17 @@ static void watch_rebuild(void)
   for (int c = 0; c < WATCH_CLASSES; c++)
     watch_root[c] = NULL;
   watch_classes = 0;
+  unsigned bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
+  if (watch_hash != NULL)
+    memset(watch_hash, 0, sizeof(watch_rec_t *) << bits);
   watch_free = NULL;
   for (unsigned i = 0; i < n; i++) {
     size_t used = i + 1 == n ? watch_bump : WATCH_PER_CHUNK;
     for (size_t j = 0; j < used; j++) {
       watch_rec_t *r = &watch_chunks[i][j];
-      r->left = r->right = NULL;
-      if (r->magic == WATCH_MAGIC_LIVE && r->end > r->start && r->cls < WATCH_CLASSES) {
+      r->left = r->right = r->hnext = NULL;
+      if (r->magic == WATCH_MAGIC_LIVE && r->end > r->start && r->cls < WATCH_CLASSES &&
+          watch_hash != NULL) {
         watch_insert(r);
         live++;
       } else {
@@ -282,7 +383,17 @@ static int watch_on_unmapped(int type, pinheap_event_t *ev, void *arg)
   for (uint64_t m = watch_classes; m != 0; m &= m - 1) {
     int c = __builtin_ctzll(m);
     uintptr_t reach = c >= 63 ? UINTPTR_MAX : ((uintptr_t)2 << c) - 1;  /* > longest of c */
-    watch_scan(watch_root[c], a > reach ? a - reach : 0, a, b);
+    uintptr_t lo = a > reach ? a - reach : 0;
+    if (c < WATCH_HASH_CLASSES && ((b - 1) >> (c + 1)) - (lo >> (c + 1)) < WATCH_PROBES) {
+      /* a few granules: their buckets (a record of another class or granule
+       * met there is invalidated only if it meets the release too) */
+      for (uintptr_t g = lo >> (c + 1); g <= (b - 1) >> (c + 1); g++)
+        for (watch_rec_t *r = watch_hash[watch_bucket((unsigned)c, g)]; r != NULL; r = r->hnext)
+          if (r->start < b && r->end > a)
+            watch_invalidate(r);
+    } else {
+      watch_scan(watch_root[c], lo, a, b);
+    }
   }
   watch_leave();
   return PINHEAP_EVENT_PASS;
@@ -328,6 +439,12 @@ int PINHEAP_NAME(watch)(const void *addr, size_t len, const pinheap_watch_t **to
     int rc = watch_register();
     if (rc != 0)
       return rc;
+  }
+  size_t need = atomic_load_explicit(&watch_live, memory_order_relaxed) + 1;
+  unsigned bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
+  if (ph_unlikely(bits == 0 || need > ((size_t)1 << bits))) {
+    if (watch_hash_grow(need) != 0)
+      return ENOMEM;
   }
   for (;;) {
     watch_enter();

@@ -59,18 +59,22 @@ static void *releaser(void *arg)
     if (ms == NULL)
       continue;
     char *b = PINHEAP_NAME(mspace_malloc)(ms, 4096);
-    const pinheap_watch_t *t;
-    if (b == NULL || PINHEAP_NAME(watch)(b, 4096, &t) != 0) {
+    const pinheap_watch_t *t, *wide;
+    /* a page (the release spans many of its granules: the treap) and half
+     * a MiB (a few: the hash) */
+    if (b == NULL || PINHEAP_NAME(watch)(b, 4096, &t) != 0 ||
+        PINHEAP_NAME(watch)(b, 512 * 1024, &wide) != 0) {
       atomic_fetch_add(&wrong_valid, 1);
       PINHEAP_NAME(destroy_mspace)(ms);
       continue;
     }
-    if (!PINHEAP_NAME(watch_valid)(t))
+    if (!PINHEAP_NAME(watch_valid)(t) || !PINHEAP_NAME(watch_valid)(wide))
       atomic_fetch_add(&wrong_invalid, 1);
     PINHEAP_NAME(destroy_mspace)(ms);
-    if (PINHEAP_NAME(watch_valid)(t))
+    if (PINHEAP_NAME(watch_valid)(t) || PINHEAP_NAME(watch_valid)(wide))
       atomic_fetch_add(&wrong_valid, 1);
     PINHEAP_NAME(unwatch)(t);
+    PINHEAP_NAME(unwatch)(wide);
   }
   return NULL;
 }

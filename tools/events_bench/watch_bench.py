@@ -11,7 +11,12 @@
 2. A release: ns per mmap+munmap pair of a fresh page with no watch ever
    made (no handler), with the handler and no watch, and with W watches the
    release does not meet; R runs of each, interleaved (one process per run),
-   medians.  The time is the process's CPU time (user + system), which a
+   medians.  Every configuration reserves the same region of W pages (the
+   watches' place), so that the kernel's layout of mappings around the
+   released page is the same: with the region left out for W = 0 a
+   release was ~200 ns cheaper for reasons of the kernel's (the jump came
+   between 10 and 100 watched pages and stayed flat up to a million).
+   The time is the process's CPU time (user + system), which a
    loaded machine disturbs less than the wall clock.  The target: W = 1e6
    within 1.2x of none.  The same with each release falling at a random
    place between the watches (watch_cost scatter: the index's path out of
@@ -64,7 +69,7 @@ def release_costs(exe, mode, what, runs, watches, releases):
     times = {name: [] for name, _ in configs}
     for _ in range(runs):
         for name, w in configs:
-            out = run([exe, mode, str(w), str(releases)])
+            out = run([exe, mode, str(w), str(releases), str(watches)])
             times[name].append(float(out.split()[-1]))
     med = {name: statistics.median(v) for name, v in times.items()}
     base = med["handler, 0 watches"]
@@ -83,7 +88,8 @@ def munmap_instructions(exe, watches):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "cg.out")
             subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=munmap",
-                            "--callgrind-out-file=" + out, exe, "release", str(w), str(n)],
+                            "--callgrind-out-file=" + out, exe, "release", str(w), str(n),
+                            str(max(watches, 1))],
                            capture_output=True, check=True)
             ann = run(["callgrind_annotate", out])
         m = re.search(r"^([0-9,]+) .*PROGRAM TOTALS", ann, re.M)

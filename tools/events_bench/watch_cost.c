@@ -4,17 +4,19 @@
  *
  *   watch_cost check N          N validity checks through watch_check_once()
  *                               (noinline, for callgrind and objdump)
- *   watch_cost release W N      W watches that no release meets (4 KiB each,
+ *   watch_cost release W N [P]  W watches that no release meets (4 KiB each,
  *                               side by side over a reserved, never touched
- *                               region), then N map+munmap pairs of a fresh
+ *                               region of P pages, P = W by default: give
+ *                               every configuration the same P, so that the
+ *                               kernel's layout of mappings is the same), then N map+munmap pairs of a fresh
  *                               page (untouched: the cheapest release,
  *                               so the handler's share is largest), timed; W = -1: no watch was ever made
  *                               (the handler is not registered), W = 0: one
  *                               made and dropped (the handler runs, finds
  *                               none).  Prints "ns_per_release <x>".
- *   watch_cost scatter W N      the same, but the N releases fall between
- *                               the watches: a reserved region of 2W pages
- *                               (2N for W <= 0), W watches on its even
+ *   watch_cost scatter W N [P]  the same, but the N releases fall between
+ *                               the watches: a reserved region of 2P pages,
+ *                               W watches on its even
  *                               pages, and each release an odd page picked
  *                               at random (munmap, then mapped again with
  *                               MAP_FIXED_NOREPLACE, which releases
@@ -105,11 +107,11 @@ static int check(long n)
   return valid == n ? 0 : 1;
 }
 
-static int release(long w, long n)
+static int release(long w, long n, long pages)
 {
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
 
-  if (region(w, w > 0 ? w : 1, 1, pg) == NULL)
+  if (region(w, pages, 1, pg) == NULL)
     return 1;
   /* warm up, then time map+munmap pairs (mmap fires no VM_UNMAPPED) */
   double t0 = 0;
@@ -125,10 +127,10 @@ static int release(long w, long n)
   return 0;
 }
 
-static int scatter(long w, long n)
+static int scatter(long w, long n, long pages)
 {
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-  long pages = 2 * (w > 0 ? w : n);
+  pages *= 2;
 
   char *r = region(w, pages, 2, pg);
   if (r == NULL)
@@ -155,10 +157,14 @@ int main(int argc, char **argv)
 {
   if (argc == 3 && strcmp(argv[1], "check") == 0)
     return check(atol(argv[2]));
-  if (argc == 4 && strcmp(argv[1], "release") == 0)
-    return release(atol(argv[2]), atol(argv[3]));
-  if (argc == 4 && strcmp(argv[1], "scatter") == 0)
-    return scatter(atol(argv[2]), atol(argv[3]));
-  fprintf(stderr, "usage: watch_cost check N | watch_cost release|scatter W N\n");
+  long w = argc >= 4 ? atol(argv[2]) : 0;
+  long pages = argc == 5 ? atol(argv[4]) : w > 0 ? w : 1;
+  if (argc >= 4 && argc <= 5 && pages >= (w > 0 ? w : 1)) {
+    if (strcmp(argv[1], "release") == 0)
+      return release(w, atol(argv[3]), pages);
+    if (strcmp(argv[1], "scatter") == 0)
+      return scatter(w, atol(argv[3]), pages);
+  }
+  fprintf(stderr, "usage: watch_cost check N | watch_cost release|scatter W N [P >= W, 1]\n");
   return 2;
 }
