@@ -30,27 +30,8 @@
 
 #include "pinheap.h"
 
-/* pinheap's own munmap, to see that interposition took (hidden in the
- * archive, linkable here). */
-typedef struct test_replace_self_s {
-  void *self_malloc;
-  void *self_free;
-  void *self_munmap;
-} test_replace_self_t;
-extern const test_replace_self_t PINHEAP_NAME(replace_self);
+#include "interposed.h"   /* interposed_or_skip(), page, map_pages() */
 extern void *__sbrk(intptr_t increment);   /* glibc's own, to check __curbrk */
-
-static size_t page;
-
-static void interposed_or_skip(void)
-{
-  page = (size_t)sysconf(_SC_PAGESIZE);
-  void *m = dlsym(RTLD_DEFAULT, "munmap");
-  if (m != PINHEAP_NAME(replace_self).self_munmap)
-    cr_skip_test("interposition did not take: this process resolves munmap to %p, not "
-                 "pinheap's %p (a sanitizer runtime in front?)",
-                 m, PINHEAP_NAME(replace_self).self_munmap);
-}
 
 /* ---- the recording handler (never allocates): rec.h --------------------- */
 #include "rec.h"
@@ -89,14 +70,6 @@ static const rec_t *rec_call(int type)
     if (rec_log[i].type == type)
       return &rec_log[i];
   return NULL;
-}
-
-static char *map_pages(size_t n)
-{
-  char *p = mmap(NULL, n * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  cr_assert(p != MAP_FAILED);
-  memset(p, 0x5a, n * page);
-  return p;
 }
 
 static int is_mapped(const void *p)

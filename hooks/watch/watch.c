@@ -1,0 +1,506 @@
+/*
+ * watch.c -- watches: validity tokens over the memory events.  Owns the
+ * watch records, their index and the VM_UNMAPPED handler that invalidates
+ * them.  Main entry points: pinheap_watch(), pinheap_unwatch() and
+ * watch_on_unmapped() (static, the handler); the check itself,
+ * pinheap_watch_valid(), is inline in pinheap.h (and out of line here, for
+ * bindings).
+ *
+ * A token is a pointer to a record whose first word is the public state
+ * (nonzero valid, 0 invalid).  Records come from chunks of pinheap's own
+ * metadata (os_reserve_meta: never released, never through malloc, no
+ * event), so a stale token's load never faults; a record is reused only
+ * after unwatch.
+ *
+ * The index.  A watch of length L belongs to class c = floor(log2 L).  A
+ * release [a, b) can only meet a watch of class c whose start lies in
+ * [a - 2^(c+1) + 1, b).  Per non-empty class (a bit mask), that window is
+ * found one of two ways:
+ *  - a hash of (class, granule), a granule being 2^(c+1) bytes (so a watch
+ *    starts in exactly one, and the window covers a few): when the window
+ *    covers at most WATCH_PROBES granules -- a release no longer than a few
+ *    of the class's watches -- their buckets, O(1) lines;
+ *  - otherwise a treap (randomized search tree, intrusive in the records)
+ *    ordered by (start, record): one descent, O(log n), then the records
+ *    in the window in order.
+ * For watches that do not overlap each other the window holds the ones the
+ * release touches plus at most two, so a release costs O(classes + touched)
+ * or O(classes log n + touched).  No allocation anywhere in a release.
+ *
+ * One lock (watch_lock) serializes watch, unwatch and the handler's scan.
+ * Why it never deadlocks: nothing is called while it is held (no malloc, no
+ * system call, no handler; chunks are mapped before it is taken), so a
+ * thread that holds it waits for nothing, and no release can start on that
+ * thread meanwhile -- except from a signal handler, which finds the
+ * thread-local watch_holding set and invalidates every token instead of
+ * taking the lock (conservative, never a miss).  The handler runs inside
+ * any release on any thread, nested in other handlers or not: it takes only
+ * this lock.  With no watch live it takes nothing (one load).
+ *
+ * Fork: no prepare handler (one would take this lock before handlers
+ * registered earlier take theirs, and a thread holding one of those while
+ * releasing memory would then wait for it: a deadlock).  The child handler
+ * instead frees a lock another thread held and rebuilds the index from the
+ * records, whose magic word is the truth: a watch half made at fork is
+ * either kept or freed, both harmless (its caller does not exist in the
+ * child).
+ */
+#define PINHEAP_WATCH_OUT_OF_LINE   /* pinheap.h declares watch_valid, defined here */
+#include "allocator/heap/chunk.h"     /* ph_lock, os_reserve_meta, the logger */
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "pinheap.h"
+
+#define WATCH_CHUNK (1u << 20)            /* records are mapped 1 MiB at a time */
+#define WATCH_MAX_CHUNKS 4096             /* 4 GiB of records: ~89 million watches */
+#define WATCH_CLASSES 64
+#define WATCH_MAGIC_LIVE 0x5741u          /* "WA": a watched record */
+#define WATCH_PRIORITY INT_MIN            /* first of the VM_UNMAPPED chain */
+#define WATCH_HASH_MIN_BITS 10            /* the first table: 1024 buckets */
+#define WATCH_HASH_CLASSES 48             /* classes hashed by granule (the rest: treap only) */
+#define WATCH_PROBES 8                    /* granules a release probes, per class, at most */
+
+typedef struct watch_rec_s {
+  pinheap_watch_t tok;                    /* first: the token's word */
+  uintptr_t start, end;                   /* the range [start, end) */
+  struct watch_rec_s *left, *right;       /* treap children; left links the free list */
+  struct watch_rec_s *hnext;              /* the next record of its hash bucket */
+  uint32_t prio;                          /* treap priority (a max-heap) */
+  uint16_t magic;                         /* WATCH_MAGIC_LIVE while watched, else 0 */
+  uint8_t cls;                            /* floor(log2(end - start)) */
+} watch_rec_t;
+
+#define WATCH_PER_CHUNK (WATCH_CHUNK / sizeof(watch_rec_t))
+
+static ph_lock_t watch_lock;
+static watch_rec_t *watch_root[WATCH_CLASSES];          /* under watch_lock */
+static uint64_t watch_classes;                          /* non-empty classes, under watch_lock */
+static watch_rec_t *watch_free;                         /* under watch_lock */
+static watch_rec_t **watch_hash;                        /* buckets, under watch_lock */
+static _Atomic unsigned watch_hash_bits;                /* log2 of their number (0: none yet) */
+static watch_rec_t *watch_chunks[WATCH_MAX_CHUNKS];     /* under watch_lock */
+static _Atomic unsigned watch_nchunks;                  /* chunks mapped (read without lock) */
+static size_t watch_bump;                               /* next fresh record of the last chunk */
+static watch_rec_t *watch_spare;                        /* a chunk mapped by a racing watch() */
+static uint32_t watch_rand = 2463534242u;               /* xorshift32, under watch_lock */
+static atomic_size_t watch_live;                        /* watched records */
+static atomic_int watch_registered;                     /* the handler is set */
+static atomic_int watch_atfork_done;
+static __thread volatile int watch_holding __attribute__((tls_model("initial-exec")));
+
+/* watch_lock, with this thread marked as holding it from before the lock
+ * is tried until after it is let go, so that a signal handler's release on
+ * this thread never waits for it. */
+static inline void watch_enter(void)
+{
+  watch_holding = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  ph_lock(&watch_lock);
+}
+
+static inline void watch_leave(void)
+{
+  ph_unlock(&watch_lock);
+  atomic_signal_fence(memory_order_seq_cst);
+  watch_holding = 0;
+}
+
+/* ======================================================================= */
+/*  the treap                                                               */
+/* ======================================================================= */
+
+static inline bool watch_before(const watch_rec_t *x, const watch_rec_t *y)
+{
+  return x->start < y->start || (x->start == y->start && (uintptr_t)x < (uintptr_t)y);
+}
+
+/* Splits t into the records before k (*l) and the others (*r). */
+static void watch_split(watch_rec_t *t, const watch_rec_t *k, watch_rec_t **l, watch_rec_t **r)
+{
+  while (t != NULL) {
+    if (watch_before(t, k)) {
+      *l = t;
+      l = &t->right;
+      t = t->right;
+    } else {
+      *r = t;
+      r = &t->left;
+      t = t->left;
+    }
+  }
+  *l = NULL;
+  *r = NULL;
+}
+
+/* Joins a and b, every record of a before every record of b. */
+static watch_rec_t *watch_merge(watch_rec_t *a, watch_rec_t *b)
+{
+  watch_rec_t *root = NULL, **at = &root;
+
+  while (a != NULL && b != NULL) {
+    if (a->prio > b->prio) {
+      *at = a;
+      at = &a->right;
+      a = a->right;
+    } else {
+      *at = b;
+      at = &b->left;
+      b = b->left;
+    }
+  }
+  *at = a != NULL ? a : b;
+  return root;
+}
+
+/* ---- the hash: (class, granule of the start) -> records ------------------ */
+/* A watch of class c starts in granule start >> (c + 1), a granule being
+ * twice the longest watch of its class; a release [a, b) can only meet the
+ * watches of the granules from (a - 2^(c+1) + 1) >> (c+1) to (b-1) >> (c+1):
+ * two for a release no longer than a granule. */
+
+/* Four neighbouring granules share a line of buckets (a release probes two
+ * neighbours: one miss), the groups spread by a multiplicative hash. */
+static inline size_t watch_bucket(unsigned cls, uintptr_t granule)
+{
+  unsigned bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
+  uint64_t h = ((uint64_t)(granule >> 2) ^ ((uint64_t)cls << 56)) * 0x9E3779B97F4A7C15ull;
+  return (size_t)((h >> (66 - bits)) << 2 | (granule & 3));
+}
+
+static inline watch_rec_t **watch_bucket_of(const watch_rec_t *n)
+{
+  return &watch_hash[watch_bucket(n->cls, n->start >> (n->cls + 1))];
+}
+
+/* Into the treap of its class and, below WATCH_HASH_CLASSES, its bucket.
+ * watch_lock held, the table made (watch_hash_grow). */
+static void watch_treap_insert(watch_rec_t *n);
+static void watch_treap_erase(watch_rec_t *n);
+
+static void watch_insert(watch_rec_t *n)
+{
+  watch_treap_insert(n);
+  if (n->cls < WATCH_HASH_CLASSES) {
+    watch_rec_t **b = watch_bucket_of(n);
+    n->hnext = *b;
+    *b = n;
+  }
+}
+
+static void watch_erase(watch_rec_t *n)
+{
+  watch_treap_erase(n);
+  if (n->cls < WATCH_HASH_CLASSES) {
+    watch_rec_t **at = watch_bucket_of(n);
+    while (*at != n) {
+      if (*at == NULL)
+        ph_fatal("unwatch", "a watch record missing from its hash bucket:", n);
+      at = &(*at)->hnext;
+    }
+    *at = n->hnext;
+  }
+}
+
+/* Makes a table of at least need buckets (a chain of one record on
+ * average, at most two before the next doubling), mapped with no lock
+ * held; the records move under the lock (O(n),
+ * at each doubling: releases wait that long).  A table outgrown stays
+ * mapped (pinheap's metadata is never released): together they take at
+ * most as much as the last.  @return 0 or ENOMEM. */
+static PH_NOINLINE int watch_hash_grow(size_t need)
+{
+  unsigned bits = WATCH_HASH_MIN_BITS;
+  while (((size_t)1 << bits) < need)
+    bits++;
+  watch_rec_t **t = os_reserve_meta(sizeof(watch_rec_t *) << bits);
+  if (t == NULL)
+    return ENOMEM;
+  watch_enter();
+  unsigned old_bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
+  if (bits > old_bits) {
+    watch_rec_t **old = watch_hash;
+    watch_hash = t;
+    atomic_store_explicit(&watch_hash_bits, bits, memory_order_relaxed);
+    for (size_t i = 0; old != NULL && i < ((size_t)1 << old_bits); i++) {
+      for (watch_rec_t *r = old[i], *next; r != NULL; r = next) {
+        next = r->hnext;
+        watch_rec_t **b = watch_bucket_of(r);
+        r->hnext = *b;
+        *b = r;
+      }
+    }
+  }
+  watch_leave();
+  return 0;
+}
+
+/* ---- the treap: (start, record) order, per class ------------------------- */
+
+static void watch_treap_insert(watch_rec_t *n)
+{
+  watch_rec_t **at = &watch_root[n->cls];
+
+  while (*at != NULL && (*at)->prio >= n->prio)
+    at = watch_before(n, *at) ? &(*at)->left : &(*at)->right;
+  watch_split(*at, n, &n->left, &n->right);
+  *at = n;
+  watch_classes |= (uint64_t)1 << n->cls;
+}
+
+static void watch_treap_erase(watch_rec_t *n)
+{
+  watch_rec_t **at = &watch_root[n->cls];
+
+  while (*at != n) {
+    if (*at == NULL)
+      ph_fatal("unwatch", "a watch record missing from its index:", n);
+    at = watch_before(n, *at) ? &(*at)->left : &(*at)->right;
+  }
+  *at = watch_merge(n->left, n->right);
+  if (watch_root[n->cls] == NULL)
+    watch_classes &= ~((uint64_t)1 << n->cls);
+}
+
+static inline void watch_invalidate(watch_rec_t *r)
+{
+  __atomic_store_n(&r->tok.state, 0UL, __ATOMIC_RELEASE);
+}
+
+/* Invalidates the records of t whose start is in [lo, b) and whose end is
+ * past a.  Recursion only into left subtrees inside the window: its depth
+ * is the treap's (O(log n) expected). */
+static void watch_scan(watch_rec_t *t, uintptr_t lo, uintptr_t a, uintptr_t b)
+{
+  while (t != NULL) {
+    if (t->start < lo) {
+      t = t->right;
+    } else if (t->start >= b) {
+      t = t->left;
+    } else {
+      if (t->end > a)
+        watch_invalidate(t);
+      watch_scan(t->left, lo, a, b);
+      t = t->right;
+    }
+  }
+}
+
+/* ======================================================================= */
+/*  records                                                                 */
+/* ======================================================================= */
+
+/* A record from the free list or the last chunk; NULL when both are out.
+ * watch_lock held. */
+static watch_rec_t *watch_rec_take(void)
+{
+  watch_rec_t *r = watch_free;
+  if (r != NULL) {
+    watch_free = r->left;
+    return r;
+  }
+  unsigned n = atomic_load_explicit(&watch_nchunks, memory_order_relaxed);
+  if (n == 0 || watch_bump == WATCH_PER_CHUNK) {
+    if (watch_spare == NULL || n == WATCH_MAX_CHUNKS)
+      return NULL;
+    __atomic_store_n(&watch_chunks[n], watch_spare, __ATOMIC_RELAXED);  /* read by the signal path */
+    watch_spare = NULL;
+    atomic_store_explicit(&watch_nchunks, n + 1, memory_order_release);
+    watch_bump = 0;
+    n++;
+  }
+  return &watch_chunks[n - 1][watch_bump++];
+}
+
+/* Every record of every chunk: the index and the free list made again from
+ * the magic words (the fork child, after another thread held the lock). */
+static void watch_rebuild(void)
+{
+  unsigned n = atomic_load_explicit(&watch_nchunks, memory_order_relaxed);
+  size_t live = 0;
+
+  for (int c = 0; c < WATCH_CLASSES; c++)
+    watch_root[c] = NULL;
+  watch_classes = 0;
+  unsigned bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
+  if (watch_hash != NULL)
+    memset(watch_hash, 0, sizeof(watch_rec_t *) << bits);
+  watch_free = NULL;
+  for (unsigned i = 0; i < n; i++) {
+    size_t used = i + 1 == n ? watch_bump : WATCH_PER_CHUNK;
+    for (size_t j = 0; j < used; j++) {
+      watch_rec_t *r = &watch_chunks[i][j];
+      r->left = r->right = r->hnext = NULL;
+      if (r->magic == WATCH_MAGIC_LIVE && r->end > r->start && r->cls < WATCH_CLASSES &&
+          watch_hash != NULL) {
+        watch_insert(r);
+        live++;
+      } else {
+        r->magic = 0;
+        r->left = watch_free;
+        watch_free = r;
+      }
+    }
+  }
+  atomic_store(&watch_live, live);
+}
+
+/* A release from a signal handler that interrupted this thread inside the
+ * lock: the index may be half changed, so every token goes invalid. */
+static PH_NOINLINE void watch_invalidate_all(void)
+{
+  unsigned n = atomic_load_explicit(&watch_nchunks, memory_order_acquire);
+
+  for (unsigned i = 0; i < n; i++) {
+    watch_rec_t *c = __atomic_load_n(&watch_chunks[i], __ATOMIC_RELAXED);
+    for (size_t j = 0; c != NULL && j < WATCH_PER_CHUNK; j++)
+      watch_invalidate(&c[j]);
+  }
+}
+
+/* ======================================================================= */
+/*  the handler, fork                                                       */
+/* ======================================================================= */
+
+static int watch_on_unmapped(int type, pinheap_event_t *ev, void *arg)
+{
+  (void)type;
+  (void)arg;
+  if (atomic_load_explicit(&watch_live, memory_order_relaxed) == 0)
+    return PINHEAP_EVENT_PASS;
+  uintptr_t a = (uintptr_t)ev->vm_unmapped.address;
+  size_t len = ev->vm_unmapped.size;
+  uintptr_t b = len > UINTPTR_MAX - a ? UINTPTR_MAX : a + len;
+  if (ph_unlikely(watch_holding)) {
+    watch_invalidate_all();
+    return PINHEAP_EVENT_PASS;
+  }
+  watch_enter();
+  for (uint64_t m = watch_classes; m != 0; m &= m - 1) {
+    int c = __builtin_ctzll(m);
+    uintptr_t reach = c >= 63 ? UINTPTR_MAX : ((uintptr_t)2 << c) - 1;  /* > longest of c */
+    uintptr_t lo = a > reach ? a - reach : 0;
+    if (c < WATCH_HASH_CLASSES && ((b - 1) >> (c + 1)) - (lo >> (c + 1)) < WATCH_PROBES) {
+      /* a few granules: their buckets (a record of another class or granule
+       * met there is invalidated only if it meets the release too) */
+      for (uintptr_t g = lo >> (c + 1); g <= (b - 1) >> (c + 1); g++)
+        for (watch_rec_t *r = watch_hash[watch_bucket((unsigned)c, g)]; r != NULL; r = r->hnext)
+          if (r->start < b && r->end > a)
+            watch_invalidate(r);
+    } else {
+      watch_scan(watch_root[c], lo, a, b);
+    }
+  }
+  watch_leave();
+  return PINHEAP_EVENT_PASS;
+}
+
+static void watch_fork_child(void)
+{
+  if (!ph_lock_held(&watch_lock))
+    return;
+  /* another thread held it (the forking one never forks inside it) */
+  ph_lock_reset(&watch_lock);
+  watch_holding = 0;
+  watch_rebuild();
+}
+
+/* The handler at the head of the VM_UNMAPPED chain, and the fork handler;
+ * once.  @return 0 or set_event_handler's error. */
+static PH_NOINLINE int watch_register(void)
+{
+  if (atomic_exchange(&watch_atfork_done, 1) == 0)
+    pthread_atfork(NULL, NULL, watch_fork_child);
+  int rc = PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_VM_UNMAPPED, WATCH_PRIORITY,
+                                           watch_on_unmapped, NULL);
+  if (rc == EEXIST)
+    rc = 0;                       /* another thread's first watch set it */
+  if (rc == 0)
+    atomic_store(&watch_registered, 1);
+  return rc;
+}
+
+/* ======================================================================= */
+/*  the API                                                                 */
+/* ======================================================================= */
+
+int PINHEAP_NAME(watch)(const void *addr, size_t len, const pinheap_watch_t **token_p)
+{
+  uintptr_t start = (uintptr_t)addr;
+  watch_rec_t *r;
+
+  if (token_p == NULL || len == 0 || len > UINTPTR_MAX - start)
+    return EINVAL;
+  if (ph_unlikely(!atomic_load(&watch_registered))) {
+    int rc = watch_register();
+    if (rc != 0)
+      return rc;
+  }
+  size_t need = atomic_load_explicit(&watch_live, memory_order_relaxed) + 1;
+  unsigned bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
+  if (ph_unlikely(bits == 0 || need > ((size_t)1 << bits))) {
+    if (watch_hash_grow(need) != 0)
+      return ENOMEM;
+  }
+  for (;;) {
+    watch_enter();
+    r = watch_rec_take();
+    if (r != NULL)
+      break;
+    watch_leave();
+    /* out of records: map a chunk with no lock held (no event either) */
+    watch_rec_t *chunk = os_reserve_meta(WATCH_CHUNK);
+    if (chunk == NULL)
+      return ENOMEM;
+    watch_enter();
+    if (watch_spare == NULL && atomic_load(&watch_nchunks) < WATCH_MAX_CHUNKS)
+      watch_spare = chunk;
+    else
+      chunk = NULL;               /* a racing watch() mapped one: this one is lost */
+    watch_leave();
+    if (chunk == NULL && atomic_load(&watch_nchunks) >= WATCH_MAX_CHUNKS)
+      return ENOMEM;
+  }
+  r->start = start;
+  r->end = start + len;
+  r->cls = (uint8_t)(63 - __builtin_clzll((unsigned long long)len));
+  watch_rand ^= watch_rand << 13;
+  watch_rand ^= watch_rand >> 17;
+  watch_rand ^= watch_rand << 5;
+  r->prio = watch_rand;
+  __atomic_store_n(&r->tok.state, 1UL, __ATOMIC_RELAXED);  /* published by the unlock */
+  r->magic = WATCH_MAGIC_LIVE;
+  watch_insert(r);
+  atomic_fetch_add_explicit(&watch_live, 1, memory_order_relaxed);
+  watch_leave();
+  *token_p = &r->tok;
+  return 0;
+}
+
+void PINHEAP_NAME(unwatch)(const pinheap_watch_t *token)
+{
+  if (token == NULL)
+    return;
+  watch_rec_t *r = (watch_rec_t *)(uintptr_t)token;   /* tok is the first member */
+  watch_enter();
+  if (r->magic != WATCH_MAGIC_LIVE) {
+    watch_leave();
+    ph_fatal("unwatch", "not a live watch token (unwatched twice?):", token);
+  }
+  watch_erase(r);
+  watch_invalidate(r);
+  r->magic = 0;
+  r->left = watch_free;
+  r->right = NULL;
+  watch_free = r;
+  atomic_fetch_sub_explicit(&watch_live, 1, memory_order_relaxed);
+  watch_leave();
+}
+
+int PINHEAP_NAME(watch_valid)(const pinheap_watch_t *token)
+{
+  return __atomic_load_n(&token->state, __ATOMIC_ACQUIRE) != 0;
+}

@@ -1,0 +1,13 @@
+# watch_tests.cmake -- watches, the validity tokens of hooks/watch/watch.c.
+#   test_watch          every kind of release through pinheap's interposers
+#                       (pinheap_add_interposing_test of events_tests.cmake:
+#                       label noasan, libasan's malloc must stay first there),
+#                       a million watches, a signal's release inside watch(),
+#                       handlers, fork
+#   test_watch_threads  threads watching while others release (pinheap's own
+#                       releases: destroy_mspace), fork beside a thread inside
+#                       watch(); pinheap_core only, so it runs under ASan and
+#                       in the TSan pass (PINHEAP_TSAN_TESTS)
+pinheap_add_interposing_test(test_watch ${CMAKE_CURRENT_LIST_DIR}/test_watch.c)
+pinheap_add_criterion_test(test_watch_threads ${CMAKE_CURRENT_LIST_DIR}/test_watch_threads.c)
+target_include_directories(test_watch_threads PRIVATE ${PROJECT_BINARY_DIR}/include)
