@@ -352,6 +352,7 @@
 #define dispatch_fork_child     PINHEAP_NAME(dispatch_fork_child)
 #define install_fork_child      PINHEAP_NAME(install_fork_child)
 #define selftest_fork_child     PINHEAP_NAME(selftest_fork_child)
+#define selftest_say            PINHEAP_NAME(selftest_say)
 #define ucx_fork_child          PINHEAP_NAME(ucx_fork_child)
 #define ompi_fork_child         PINHEAP_NAME(ompi_fork_child)
 #define fabric_fork_child       PINHEAP_NAME(fabric_fork_child)

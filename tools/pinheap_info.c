@@ -365,7 +365,7 @@ static void text_print(const info_opts_t *opts, const info_t *info)
            info->process_enabled
                ? "pinheap's: every block of the process is in the region"
                : "NOT pinheap's in this process (the decision left it to glibc): only "
-                 "pinheap_malloc and its kin allocate in the region");
+                 PINHEAP_PREFIX_STRING "malloc and its kin allocate in the region");
   for (int id = 0; id < SHM_PARAM_COUNT; id++) {
     char how[160];
     shm_param_text(info, (shm_param_id_t)id, how, sizeof(how));

@@ -490,6 +490,7 @@ __attribute__((constructor(101))) static void dispatch_ctor(void)
   dispatch_decide();
   forks_init();
   install_run();
+  selftest_say();
 }
 
 /* The text is composed once, outside the first malloc, by whichever thread

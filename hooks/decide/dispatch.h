@@ -218,6 +218,11 @@ PH_HIDDEN void forks_init(void);
 PH_HIDDEN void dispatch_fork_child(void);
 PH_HIDDEN void install_fork_child(void);
 PH_HIDDEN void selftest_fork_child(void);
+/** At level info (PINHEAP_LOG_LEVEL=info or debug): three lines -- the
+ *  decision, the installation, the support level after the self-test,
+ *  run now -- naming the rank and pid.  From the constructor, after the
+ *  installation (selftest.c). */
+PH_HIDDEN void selftest_say(void);
 PH_HIDDEN void ucx_fork_child(void);
 PH_HIDDEN void ompi_fork_child(void);
 PH_HIDDEN void fabric_fork_child(void);

@@ -221,6 +221,42 @@ static int selftest_glibc(selftest_watch_t *w, char *why, size_t whylen)
   return 1;
 }
 
+/* ---- what the process decided, said at level info ------------------------
+ * With PINHEAP_LOG_LEVEL=info (or debug), every process says after its
+ * start-up, in three lines, what it decided, how its memory calls were
+ * installed and, after running the self-test now, which releases it sees:
+ * so `PINHEAP_LOG_LEVEL=info mpirun ...` shows every rank's.  The rank is
+ * the launcher's (Open MPI, PMIx, MPICH/PMI, Slurm) when there is one. */
+static const char *const selftest_rank_vars[] = {
+  "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID",
+};
+
+PH_STARTUP void selftest_say(void)
+{
+  char who[64] = "";
+
+  if (ph_log_level() < PH_LOG_INFO)
+    return;
+  for (size_t i = 0; i < sizeof(selftest_rank_vars) / sizeof(selftest_rank_vars[0]); i++) {
+    const char *r = startup_env(selftest_rank_vars[i]);
+    if (r != NULL && r[0] != '\0') {
+      snprintf(who, sizeof(who), "rank %.16s, ", r);
+      break;
+    }
+  }
+  int pid = (int)getpid();
+  ph_log(PH_LOG_INFO, "%spid %d: decision: %s", who, pid, PINHEAP_NAME(decision_text)());
+  ph_log(PH_LOG_INFO, "%spid %d: installation: %s", who, pid, PINHEAP_NAME(install_text)());
+  PINHEAP_NAME(open)();
+  int level = PINHEAP_NAME(support_level)();
+  char flags[32] = "";
+  snprintf(flags, sizeof(flags), "%s%s%s%s", (level & PINHEAP_SUPPORT_FREE) ? "|FREE" : "",
+           (level & PINHEAP_SUPPORT_CHUNK) ? "|CHUNK" : "",
+           (level & PINHEAP_SUPPORT_MUNMAP) ? "|MUNMAP" : "", level == 0 ? "|none" : "");
+  ph_log(PH_LOG_INFO, "%spid %d: support level: %s (%d): %s", who, pid, flags + 1, level,
+         PINHEAP_NAME(support_text)());
+}
+
 int PINHEAP_NAME(open)(void)
 {
   selftest_watch_t *w = &selftest_watch;
@@ -316,8 +352,9 @@ int PINHEAP_NAME(open)(void)
              "M_MMAP_MAX=0, malloc_trim a no-op). ");
   if (selftest_text[0] == '\0' ||
       level == (PINHEAP_SUPPORT_FREE | PINHEAP_SUPPORT_CHUNK | PINHEAP_SUPPORT_MUNMAP)) {
+    /* how each call was installed is install_text's to say (the info tool
+     * and the info-level start-up lines show it once, beside this) */
     text_add("every release is visible. ");
-    text_add(PINHEAP_NAME(install_text)());
   }
   if (ucx_feed_describe(why, sizeof(why) - 1) > 0) {
     text_add(why);
@@ -357,7 +394,7 @@ const char *PINHEAP_NAME(support_text)(void)
   if (ph_unlikely(serving != NULL))
     return serving->support_text();
   if (!__atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE))
-    return "not measured: call pinheap_open() first";
+    return "not measured: call " PINHEAP_PREFIX_STRING "open() first";
   return selftest_texts[__atomic_load_n(&selftest_shown, __ATOMIC_ACQUIRE)];
 }
 

@@ -453,11 +453,11 @@ PH_STARTUP static void install_account_left(const install_run_t *r)
                                     "replaces it anyway)";
     text_add("The shared-memory heap is configured, but malloc is not pinheap's here (");
     text_add(why);
-    text_add("): only pinheap_malloc and its kin allocate in the region. ");
+    text_add("): only " PINHEAP_PREFIX_STRING "malloc and its kin allocate in the region. ");
     if (dispatch_state != DISPATCH_UNDECIDED)
       ph_warn("the shared-memory heap is configured (PINHEAP_SHM_*), but malloc is not "
-              "pinheap's in this process (", why, "): only pinheap_malloc and its kin "
-              "allocate in the region; see pinheap-info", NULL);
+              "pinheap's in this process (", why, "): only " PINHEAP_PREFIX_STRING "malloc and "
+              "its kin allocate in the region; see pinheap-info", NULL);
   }
   if (r->missed > 0)
     text_add("Some installed calls did not reach pinheap when called: see pinheap-info. ");

@@ -8,11 +8,16 @@ each rank: pinheap enabled and serving the malloc family, support level
 FREE|CHUNK|MUNMAP, every exchanged byte right, every large free and the
 application's munmap reported to the release listener.
 
-usage: mpi_test.py APP MPIRUN PARAM_PREFIX
+With --log-info, the program runs under PINHEAP_LOG_LEVEL=info and each
+rank must say its decision, installation and support level, one line each
+(pinheap: info: rank R, pid P: ...), with nothing else changed.
+
+usage: mpi_test.py [--log-info] APP MPIRUN PARAM_PREFIX
 Prints "ok"/"FAIL"/"SKIP" lines and "N passed, M failed" last; exit 1 on
 failure.  No mpicc or mpirun: one SKIP line with the reason, exit 0.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -29,12 +34,18 @@ def check(cond, what):
 
 
 def main():
-    app, mpirun, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
+    args = sys.argv[1:]
+    log_info = args[:1] == ["--log-info"]
+    if log_info:
+        args = args[1:]
+    app, mpirun, prefix = args[0], args[1], args[2]
     if not mpirun or mpirun.endswith("-NOTFOUND") or not os.path.exists(app):
         print("SKIP mpi_exchange: mpicc/mpirun not found (Debian: openmpi-bin libopenmpi-dev)")
         return 0
     argv = [mpirun, "-np", "2", "--oversubscribe", "--mca", "btl", "self,vader",
             "-x", prefix + "mpi_leave_pinned=1"]
+    if log_info:
+        argv += ["-x", "PINHEAP_LOG_LEVEL=info"]
     if os.geteuid() == 0:
         argv.append("--allow-run-as-root")
     env = dict(os.environ)
@@ -42,8 +53,21 @@ def main():
     p = subprocess.run(argv + [app], env=env, capture_output=True, text=True, timeout=240)
     ranks = mpi_json.by_rank(p.stdout)
     check(p.returncode == 0, "mpirun -np 2 exits 0 (rc %d; %s)" % (p.returncode, p.stderr.strip()[-400:]))
-    warned = [l for l in (p.stdout + p.stderr).splitlines() if "pinheap:" in l]
+    lines = (p.stdout + p.stderr).splitlines()
+    warned = [l for l in lines if "pinheap:" in l and not l.startswith("pinheap: info: ")]
     check(not warned, "no warning from pinheap (%s)" % "; ".join(warned[:3]))
+    said = [l for l in lines if l.startswith("pinheap: info: ")]
+    if log_info:
+        for r in (0, 1):
+            head = r"^pinheap: info: rank %d, pid [0-9]+: " % r
+            for what, tail in (("decision", r"decision: enabled: mpi_leave_pinned=1 "),
+                               ("installation", r"installation: \S"),
+                               ("support level", r"support level: FREE\|CHUNK\|MUNMAP \(7\): ")):
+                n = sum(1 for l in said if re.match(head + tail, l))
+                check(n == 1, "rank %d says its %s at level info, once (%d lines; %s)"
+                      % (r, what, n, "; ".join(said)[:300]))
+    else:
+        check(not said, "nothing said at level info by default (%s)" % "; ".join(said[:2]))
     check(sorted(ranks) == [0, 1], "both ranks report (%s)" % p.stdout.strip()[-400:])
     for r in sorted(ranks):
         d = ranks[r]

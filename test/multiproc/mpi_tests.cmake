@@ -34,3 +34,10 @@ add_test(NAME mpi_exchange
           ${_mpi_app} "${PINHEAP_MPIRUN}" ${PINHEAP_PARAM_PREFIX})
 set_tests_properties(mpi_exchange PROPERTIES TIMEOUT 300 LABELS "mpi;noasan"
   FAIL_REGULAR_EXPRESSION "FAIL ")
+# The same run at PINHEAP_LOG_LEVEL=info: each rank says its decision,
+# installation and support level, one line each.
+add_test(NAME mpi_log_info
+  COMMAND ${PINHEAP_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/mpi_test.py --log-info
+          ${_mpi_app} "${PINHEAP_MPIRUN}" ${PINHEAP_PARAM_PREFIX})
+set_tests_properties(mpi_log_info PROPERTIES TIMEOUT 300 LABELS "mpi;noasan"
+  FAIL_REGULAR_EXPRESSION "FAIL ")
