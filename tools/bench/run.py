@@ -10,7 +10,7 @@ median peak RSS of its runs, with ratios to glibc and to the best peer (the
 best of glibc, jemalloc, tcmalloc, mimalloc), and a geometric-mean row.
 It also measures instructions per malloc(32)+free pair on the fast path
 with callgrind (N and 2N pairs; the difference / N, so start-up cancels),
-and judges pinheap against issue 12's targets (targets_check).
+and judges pinheap against the speed targets (targets_check).
 
 Writes into --out: table.md (for the README), summary.csv, summary.json,
 runs.csv (every run), callgrind.csv, chart.png (gnuplot) with its chart.dat
@@ -437,7 +437,7 @@ def summarize(allocs, workloads, threads, runs):
     return rows, geo
 
 
-# The targets of issue 12, judged on what this run measured.  Rows at 1-2
+# The speed targets, judged on what this run measured.  Rows at 1-2
 # threads ("few") and at 8 or 32 threads ("many": more threads than this
 # 2-core machine has) have targets of their own; other thread counts are
 # reported but not judged.
