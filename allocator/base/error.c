@@ -347,7 +347,7 @@ static void log_write(const char *line, size_t len)
   errno = saved;
 }
 
-int ph_log_level(void)
+PH_HOT int ph_log_level(void)
 {
   return __atomic_load_n(&log_level, __ATOMIC_RELAXED);
 }

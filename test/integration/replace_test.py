@@ -172,8 +172,8 @@ def group_transitive(build, tmp):
     check(d["malloc_owner"] == "pinheap", "transitive: malloc really is pinheap's")
     check(d["level"] == ENABLED_LEVEL, "transitive: FREE|CHUNK|MUNMAP (got %d: %s)"
           % (d["level"], d["support"]))
-    check("loaded at start-up" in d["support"] and "relocation patching" in d["support"],
-          "transitive: the text says how: %s" % d["support"])
+    check("loaded at start-up" in d["install"] and "relocation patching" in d["install"],
+          "transitive: the installation's text says how: %s" % d["install"])
     check(d["foreign_ok"] == 1, "transitive: a block glibc handed out stays glibc's (realloc, free)")
     # Patching switched off: nothing pretended, the cause named, the fallback on.
     d, p = run_json([app], {"OMPI_MCA_mpi_leave_pinned": "1", "PINHEAP_PATCH": "0"})
