@@ -333,6 +333,7 @@ static void text_print(const info_opts_t *opts, const info_t *info)
          info->process_enabled ? "serves" : "does not serve");
   printf("support level: %s (%d) after the self-test\n", info->level_names, info->level);
   printf("  %s\n", info->support_text);
+  printf("  watches: %zu live (validity tokens, hooks/watch/)\n", PINHEAP_NAME(watch_count)());
 
   const char *consumers = PINHEAP_NAME(consumers_text)();
   printf("\nconsumers: %s\n", consumers[0] != '\0' ? consumers
@@ -563,6 +564,7 @@ static void json_print(const info_opts_t *opts, const info_t *info)
   json_field("    ", "flags", info->level_names, 0);
   json_field("    ", "text", info->support_text, 1);
   puts("  },");
+  printf("  \"watches\": {\"live\": %zu},\n", PINHEAP_NAME(watch_count)());
   json_field("  ", "consumers", PINHEAP_NAME(consumers_text)(), 0);
   puts("  \"installation\": {");
   json_field("    ", "text", PINHEAP_NAME(install_text)(), 0);

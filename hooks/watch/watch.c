@@ -500,6 +500,11 @@ void PINHEAP_NAME(unwatch)(const pinheap_watch_t *token)
   watch_leave();
 }
 
+size_t PINHEAP_NAME(watch_count)(void)
+{
+  return atomic_load_explicit(&watch_live, memory_order_relaxed);
+}
+
 int PINHEAP_NAME(watch_valid)(const pinheap_watch_t *token)
 {
   return __atomic_load_n(&token->state, __ATOMIC_ACQUIRE) != 0;

@@ -55,6 +55,25 @@ Test(watch, bad_input)
   PINHEAP_NAME(unwatch)(NULL);
 }
 
+/* watch_count(): the live watches, invalid ones included, until unwatch. */
+Test(watch, count_follows_watch_and_unwatch)
+{
+  size_t base = PINHEAP_NAME(watch_count)();
+  char *p = map_pages(3);
+  const pinheap_watch_t *t[3];
+  for (int i = 0; i < 3; i++)
+    t[i] = watch_ok(p + (size_t)i * page, page);
+  cr_assert_eq(PINHEAP_NAME(watch_count)(), base + 3);
+  PINHEAP_NAME(unwatch)(t[1]);
+  cr_assert_eq(PINHEAP_NAME(watch_count)(), base + 2);
+  cr_assert_eq(munmap(p, 3 * page), 0);        /* invalid, still live */
+  cr_assert(!PINHEAP_NAME(watch_valid)(t[0]) && !PINHEAP_NAME(watch_valid)(t[2]));
+  cr_assert_eq(PINHEAP_NAME(watch_count)(), base + 2);
+  PINHEAP_NAME(unwatch)(t[0]);
+  PINHEAP_NAME(unwatch)(t[2]);
+  cr_assert_eq(PINHEAP_NAME(watch_count)(), base);
+}
+
 Test(watch, valid_until_munmap_and_only_the_touched_ones)
 {
   char *p = map_pages(8);

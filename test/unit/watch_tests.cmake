@@ -11,3 +11,17 @@
 pinheap_add_interposing_test(test_watch ${CMAKE_CURRENT_LIST_DIR}/test_watch.c)
 pinheap_add_criterion_test(test_watch_threads ${CMAKE_CURRENT_LIST_DIR}/test_watch_threads.c)
 target_include_directories(test_watch_threads PRIVATE ${PROJECT_BINARY_DIR}/include)
+
+# pinheap-info shows the live watches: a "watches:" line under the support
+# level and "watches": {"live": N} in the JSON (none live in pinheap-info).
+if(TARGET pinheap-info)
+  add_test(NAME pinheap_info_watches
+    COMMAND sh -c "env -i \"$1\" | grep -E '^  watches: 0 live ' && env -i \"$1\" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d[\"watches\"] == {\"live\": 0}, d.get(\"watches\")
+print(\"json-watches-ok\")
+'" sh $<TARGET_FILE:pinheap-info>)
+  set_tests_properties(pinheap_info_watches PROPERTIES LABELS noasan
+    PASS_REGULAR_EXPRESSION "watches: 0 live .*\njson-watches-ok\n$")
+endif()

@@ -13,6 +13,11 @@
 #   verify  under the deliberately broken allocator BROKEN (broken.c), each
 #           workload that can see the fault exits with status 2 and says
 #           what was wrong; with no fault selected every workload passes.
+#   tokens  the regcache variants on PRELOAD (pinheap): callbacks, tokens,
+#           and ucx when BENCH_UCX names pinheap-bench-ucx, each at a tiny
+#           scale at 1 and 2 threads; tokens refused off pinheap and ucx
+#           refused by pinheap-bench, with the reason; then
+#           regcache_tokens.py (RUNNER) at a tiny scale writes its table.
 
 cmake_minimum_required(VERSION 3.20)
 
@@ -295,6 +300,58 @@ function(bench_mode_verify)
     ${CMAKE_COMMAND} -E env BENCH_REGCACHE_OBSERVER=bogus ${BENCH} regcache 0.01 1)
 endfunction()
 
+function(bench_mode_tokens)
+  if(PRELOAD STREQUAL "")
+    message("SKIP: no pinheap preload shim: the tokens variant needs pinheap")
+    return()
+  endif()
+  set(variants callbacks tokens)
+  if(NOT BENCH_UCX STREQUAL "")
+    list(APPEND variants ucx)
+  endif()
+  foreach(v ${variants})
+    set(prog ${BENCH})
+    if(v STREQUAL "ucx")
+      set(prog ${BENCH_UCX})
+    endif()
+    foreach(threads 1 2)
+      execute_process(
+        COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=${PRELOAD} BENCH_REGCACHE_CACHE=${v}
+                ${prog} regcache 0.02 ${threads} --expect-malloc pinheap
+        RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+      if(NOT rc EQUAL 0 OR NOT out MATCHES "\"lookups\":120,\"hits\":[1-9][0-9]*,[^\n]*\"cache\":\"${v}\",\"hit_ns\":[0-9.]+,")
+        bench_fail_test("regcache ${v} at ${threads} threads exited with '${rc}' or printed no "
+                        "line with 120 lookups, hits and cache ${v}\nstdout: ${out}\nstderr: ${err}")
+      endif()
+    endforeach()
+  endforeach()
+  bench_expect(2 "BENCH_REGCACHE_CACHE=tokens needs pinheap's preload shim"
+    ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD BENCH_REGCACHE_CACHE=tokens ${BENCH} regcache 0.01 1)
+  bench_expect(2 "BENCH_REGCACHE_CACHE=ucx needs pinheap-bench-ucx"
+    ${CMAKE_COMMAND} -E env BENCH_REGCACHE_CACHE=ucx ${BENCH} regcache 0.01 1)
+  bench_expect(2 "BENCH_REGCACHE_CACHE='bogus' is not one of callbacks, tokens, ucx"
+    ${CMAKE_COMMAND} -E env BENCH_REGCACHE_CACHE=bogus ${BENCH} regcache 0.01 1)
+  # The runner, one run of each at a tiny scale: the table has a row per
+  # variant (ucx's a SKIP with its reason when pinheap-bench-ucx is missing).
+  get_filename_component(build ${BENCH} DIRECTORY)
+  get_filename_component(build ${build}/../.. ABSOLUTE)
+  execute_process(
+    COMMAND ${PYTHON} ${RUNNER} --build ${build} --pinheap ${PRELOAD} --runs 1 --scale 0.02
+            --out ${OUT}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    bench_fail_test("regcache_tokens.py exited with '${rc}'\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  file(READ ${OUT}/table.md table)
+  foreach(want "\n[|] callbacks [|] pinheap_listener [|]" "\n[|] tokens [|] pinheap_watch [|]"
+               "\n[|] ucx [|] (ucm_events|SKIP) [|]")
+    if(NOT table MATCHES "${want}")
+      bench_fail_test("${OUT}/table.md has no row matching '${want}':\n${table}")
+    endif()
+  endforeach()
+  message(STATUS "regcache variants (${variants}) and regcache_tokens.py: ok")
+endfunction()
+
 if(MODE STREQUAL "smoke")
   bench_mode_smoke()
 elseif(MODE STREQUAL "usage")
@@ -303,6 +360,8 @@ elseif(MODE STREQUAL "runner")
   bench_mode_runner()
 elseif(MODE STREQUAL "verify")
   bench_mode_verify()
+elseif(MODE STREQUAL "tokens")
+  bench_mode_tokens()
 else()
-  message(FATAL_ERROR "smoke.cmake: MODE='${MODE}', expected smoke, usage, runner or verify")
+  message(FATAL_ERROR "smoke.cmake: MODE='${MODE}', expected smoke, usage, runner, verify or tokens")
 endif()
