@@ -411,6 +411,11 @@
 #define param_synonyms          PINHEAP_NAME(param_synonyms)
 #define pfile_scan              PINHEAP_NAME(pfile_scan)
 #define pfile_synonym_take      PINHEAP_NAME(pfile_synonym_take)
+#define watch_audit_claim       PINHEAP_NAME(watch_audit_claim)
+#define watch_audit_shared      PINHEAP_NAME(watch_audit_shared)
+#define audit_wanted            PINHEAP_NAME(audit_wanted)
+#define audit_watched           PINHEAP_NAME(audit_watched)
+#define audit_unwatched         PINHEAP_NAME(audit_unwatched)
 
 /* ---- 3. hooks/ and config/ names --------------------------------------- */
 /* (decision matrix, parameters, driver probe; kept in this section) */

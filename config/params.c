@@ -106,6 +106,10 @@ const param_desc_t param_descs[PARAM_ROWS] = {
    * to, pinheap enabled or disabled (hooks/dispatch.c). */
   [PARAM_MALLOC_ALIGN] = PINHEAP_PARAM("MALLOC_ALIGN", "malloc_align",
     PARAM_KIND_ALIGN, PARAM_ALIGN_MIN, EXPECT_ALIGN),
+  /* 1: watched ranges are also registered with userfaultfd and a helper
+   * thread reports the releases the kernel saw but pinheap did not announce
+   * (hooks/watch/audit.c). */
+  [PARAM_AUDIT] = PINHEAP_PARAM("AUDIT", "audit", PARAM_KIND_BOOL, 0, EXPECT_BOOL),
   /* The shared-memory heap's (allocator/shm/shm.c): on when a size is given. */
   SHM_PARAM(SHM_PARAM_SIZE, "PINHEAP_SHM_SIZE", PARAM_KIND_SIZE, 0, EXPECT_SIZE),
   SHM_PARAM(SHM_PARAM_SM_SIZE, "SM_SIZE", PARAM_KIND_MIB, 0, EXPECT_MIB),

@@ -91,6 +91,7 @@ typedef enum param_id_e {
   PARAM_LOG_LEVEL,              /* PINHEAP_LOG_LEVEL                  level    */
   PARAM_EVENTS,                 /* PINHEAP_EVENTS                     bool     */
   PARAM_MALLOC_ALIGN,           /* PINHEAP_MALLOC_ALIGN               align    */
+  PARAM_AUDIT,                  /* PINHEAP_AUDIT                      bool     */
   PARAM_COUNT                   /* the process's rows; the shared heap's follow */
 } param_id_t;
 

@@ -31,7 +31,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/hooks_sources.cmake)
 # code patching of libc's entry points (hooks/intercept/patch.c), used by install.c
 list(APPEND PINHEAP_HOOKS_SOURCES hooks/intercept/patch.c)
 # watches: validity tokens over the VM_UNMAPPED events (hooks/watch/)
-list(APPEND PINHEAP_HOOKS_SOURCES hooks/watch/watch.c)
+list(APPEND PINHEAP_HOOKS_SOURCES hooks/watch/watch.c hooks/watch/audit.c)
 set(PINHEAP_CORE_SOURCES ${PINHEAP_ALLOCATOR_SOURCES} ${PINHEAP_HOOKS_SOURCES})
 
 # The replacement layer: the dispatch, release listeners, self-test, and the

@@ -54,6 +54,7 @@
 #include <stdatomic.h>
 
 #include "pinheap.h"
+#include "hooks/watch/audit.h"
 
 #define WATCH_CHUNK (1u << 20)            /* records are mapped 1 MiB at a time */
 #define WATCH_MAX_CHUNKS 4096             /* 4 GiB of records: ~89 million watches */
@@ -270,10 +271,39 @@ static inline void watch_invalidate(watch_rec_t *r)
   __atomic_store_n(&r->tok.state, 0UL, __ATOMIC_RELEASE);
 }
 
-/* Invalidates the records of t whose start is in [lo, b) and whose end is
- * past a.  Recursion only into left subtrees inside the window: its depth
- * is the treap's (O(log n) expected). */
-static void watch_scan(watch_rec_t *t, uintptr_t lo, uintptr_t a, uintptr_t b)
+/* What a scan does with each record meeting the release: the handler
+ * invalidates it; the audit (hooks/watch/audit.c) also notes the ones that
+ * were still valid. */
+typedef struct watch_visit_s {
+  uintptr_t *starts, *ends;               /* the audit's: ranges it invalidated */
+  size_t max, n;                          /* room in them, records invalidated (or met) */
+  int count_only;                         /* count the records met, change nothing */
+} watch_visit_t;
+
+static inline void watch_meet(watch_rec_t *r, watch_visit_t *v)
+{
+  if (v == NULL) {
+    watch_invalidate(r);
+    return;
+  }
+  if (v->count_only) {
+    v->n++;
+    return;
+  }
+  if (__atomic_load_n(&r->tok.state, __ATOMIC_RELAXED) == 0)
+    return;                               /* announced: the handler ran first */
+  watch_invalidate(r);
+  if (v->n < v->max) {
+    v->starts[v->n] = r->start;
+    v->ends[v->n] = r->end;
+  }
+  v->n++;
+}
+
+/* Visits the records of t whose start is in [lo, b) and whose end is past
+ * a.  Recursion only into left subtrees inside the window: its depth is
+ * the treap's (O(log n) expected). */
+static void watch_scan(watch_rec_t *t, uintptr_t lo, uintptr_t a, uintptr_t b, watch_visit_t *v)
 {
   while (t != NULL) {
     if (t->start < lo) {
@@ -282,9 +312,30 @@ static void watch_scan(watch_rec_t *t, uintptr_t lo, uintptr_t a, uintptr_t b)
       t = t->left;
     } else {
       if (t->end > a)
-        watch_invalidate(t);
-      watch_scan(t->left, lo, a, b);
+        watch_meet(t, v);
+      watch_scan(t->left, lo, a, b, v);
       t = t->right;
+    }
+  }
+}
+
+/* Every record meeting [a, b), through the index.  watch_lock held. */
+static inline __attribute__((always_inline)) void watch_each(uintptr_t a, uintptr_t b,
+                                                             watch_visit_t *v)
+{
+  for (uint64_t m = watch_classes; m != 0; m &= m - 1) {
+    int c = __builtin_ctzll(m);
+    uintptr_t reach = c >= 63 ? UINTPTR_MAX : ((uintptr_t)2 << c) - 1;  /* > longest of c */
+    uintptr_t lo = a > reach ? a - reach : 0;
+    if (c < WATCH_HASH_CLASSES && ((b - 1) >> (c + 1)) - (lo >> (c + 1)) < WATCH_PROBES) {
+      /* a few granules: their buckets (a record of another class or granule
+       * met there is visited only if it meets the release too) */
+      for (uintptr_t g = lo >> (c + 1); g <= (b - 1) >> (c + 1); g++)
+        for (watch_rec_t *r = watch_hash[watch_bucket((unsigned)c, g)]; r != NULL; r = r->hnext)
+          if (r->start < b && r->end > a)
+            watch_meet(r, v);
+    } else {
+      watch_scan(watch_root[c], lo, a, b, v);
     }
   }
 }
@@ -379,21 +430,7 @@ static int watch_on_unmapped(int type, pinheap_event_t *ev, void *arg)
     return PINHEAP_EVENT_PASS;
   }
   watch_enter();
-  for (uint64_t m = watch_classes; m != 0; m &= m - 1) {
-    int c = __builtin_ctzll(m);
-    uintptr_t reach = c >= 63 ? UINTPTR_MAX : ((uintptr_t)2 << c) - 1;  /* > longest of c */
-    uintptr_t lo = a > reach ? a - reach : 0;
-    if (c < WATCH_HASH_CLASSES && ((b - 1) >> (c + 1)) - (lo >> (c + 1)) < WATCH_PROBES) {
-      /* a few granules: their buckets (a record of another class or granule
-       * met there is invalidated only if it meets the release too) */
-      for (uintptr_t g = lo >> (c + 1); g <= (b - 1) >> (c + 1); g++)
-        for (watch_rec_t *r = watch_hash[watch_bucket((unsigned)c, g)]; r != NULL; r = r->hnext)
-          if (r->start < b && r->end > a)
-            watch_invalidate(r);
-    } else {
-      watch_scan(watch_root[c], lo, a, b);
-    }
-  }
+  watch_each(a, b, NULL);
   watch_leave();
   return PINHEAP_EVENT_PASS;
 }
@@ -421,6 +458,36 @@ static PH_NOINLINE int watch_register(void)
   if (rc == 0)
     atomic_store(&watch_registered, 1);
   return rc;
+}
+
+/* ---- for the audit (hooks/watch/audit.c) -------------------------------- */
+
+long watch_audit_claim(uintptr_t a, uintptr_t b, uintptr_t *starts, uintptr_t *ends, size_t max)
+{
+  int expected = 0;
+  watch_visit_t v = { starts, ends, max, 0, 0 };
+
+  if (atomic_load_explicit(&watch_live, memory_order_relaxed) == 0)
+    return 0;
+  /* the reader never waits for the lock: a thread holding it may be the
+   * one the kernel keeps waiting for the reader (a signal handler's raw
+   * release inside watch()) */
+  if (!atomic_compare_exchange_strong_explicit(&watch_lock.held, &expected, 1,
+                                               memory_order_acquire, memory_order_relaxed))
+    return -1;
+  watch_each(a, b, &v);
+  ph_unlock(&watch_lock);
+  return (long)v.n;
+}
+
+int watch_audit_shared(uintptr_t a, uintptr_t b)
+{
+  watch_visit_t v = { NULL, NULL, 0, 0, 1 };
+
+  watch_enter();
+  watch_each(a, b, &v);
+  watch_leave();
+  return v.n != 0;
 }
 
 /* ======================================================================= */
@@ -477,6 +544,8 @@ int PINHEAP_NAME(watch)(const void *addr, size_t len, const pinheap_watch_t **to
   atomic_fetch_add_explicit(&watch_live, 1, memory_order_relaxed);
   watch_leave();
   *token_p = &r->tok;
+  if (ph_unlikely(audit_wanted()))
+    audit_watched(start, start + len);
   return 0;
 }
 
@@ -497,7 +566,10 @@ void PINHEAP_NAME(unwatch)(const pinheap_watch_t *token)
   r->right = NULL;
   watch_free = r;
   atomic_fetch_sub_explicit(&watch_live, 1, memory_order_relaxed);
+  uintptr_t start = r->start, end = r->end;
   watch_leave();
+  if (ph_unlikely(audit_wanted()))
+    audit_unwatched(start, end);
 }
 
 size_t PINHEAP_NAME(watch_count)(void)

@@ -166,7 +166,7 @@ assert s[\"SM_RANKS\"].startswith(chr(34) + \"0\" + chr(34) + \" is invalid, exp
 assert s[\"PINHEAP_SHM_SIZE\"] == \"not set\", s
 print(\"table-rows-ok\")
 ' \"$2\"" sh
-            $<TARGET_FILE:pinheap-info> 15)
+            $<TARGET_FILE:pinheap-info> 16)
   set_tests_properties(pinheap_info_table_rows PROPERTIES LABELS "config;noasan"
     PASS_REGULAR_EXPRESSION "^table-rows-ok\n$")
 endif()

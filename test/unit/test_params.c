@@ -120,6 +120,7 @@ static const struct {
   { PARAM_EVENTS, "PINHEAP_EVENTS", "PINHEAP_EVENTS", MCA("events"), "0", 0 },
   { PARAM_MALLOC_ALIGN, "PINHEAP_MALLOC_ALIGN", "PINHEAP_MALLOC_ALIGN", MCA("malloc_align"),
     "64", 64 },
+  { PARAM_AUDIT, "PINHEAP_AUDIT", "PINHEAP_AUDIT", MCA("audit"), "1", 1 },
 #undef MCA
 };
 

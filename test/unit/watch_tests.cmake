@@ -25,3 +25,12 @@ print(\"json-watches-ok\")
   set_tests_properties(pinheap_info_watches PROPERTIES LABELS noasan
     PASS_REGULAR_EXPRESSION "watches: 0 live .*\njson-watches-ok\n$")
 endif()
+
+# test_audit: the kernel-backed audit (hooks/watch/audit.c) with
+# PINHEAP_AUDIT=1: raw-syscall munmap, madvise, mremap and process_madvise
+# of watched ranges caught, announced releases not counted, threads
+# releasing beside the reader, fork and exec; a skip with the reason where
+# userfaultfd is not permitted.
+pinheap_add_interposing_test(test_audit ${CMAKE_CURRENT_LIST_DIR}/test_audit.c)
+target_link_libraries(test_audit PRIVATE Threads::Threads)
+set_property(TEST test_audit APPEND PROPERTY ENVIRONMENT "PINHEAP_AUDIT=1")
