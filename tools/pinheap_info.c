@@ -334,6 +334,9 @@ static void text_print(const info_opts_t *opts, const info_t *info)
   printf("support level: %s (%d) after the self-test\n", info->level_names, info->level);
   printf("  %s\n", info->support_text);
   printf("  watches: %zu live (validity tokens, hooks/watch/)\n", PINHEAP_NAME(watch_count)());
+  if (params_get()->v[PARAM_AUDIT].value)
+    printf("  audit (PINHEAP_AUDIT): %zu unannounced releases seen, %zu watches unaudited\n",
+           PINHEAP_NAME(watch_unannounced)(), PINHEAP_NAME(watch_unaudited)());
 
   const char *consumers = PINHEAP_NAME(consumers_text)();
   printf("\nconsumers: %s\n", consumers[0] != '\0' ? consumers
@@ -564,7 +567,12 @@ static void json_print(const info_opts_t *opts, const info_t *info)
   json_field("    ", "flags", info->level_names, 0);
   json_field("    ", "text", info->support_text, 1);
   puts("  },");
-  printf("  \"watches\": {\"live\": %zu},\n", PINHEAP_NAME(watch_count)());
+  if (params_get()->v[PARAM_AUDIT].value)
+    printf("  \"watches\": {\"live\": %zu, \"audit\": true, \"unannounced\": %zu, "
+           "\"unaudited\": %zu},\n", PINHEAP_NAME(watch_count)(), PINHEAP_NAME(watch_unannounced)(),
+           PINHEAP_NAME(watch_unaudited)());
+  else
+    printf("  \"watches\": {\"live\": %zu},\n", PINHEAP_NAME(watch_count)());
   json_field("  ", "consumers", PINHEAP_NAME(consumers_text)(), 0);
   puts("  \"installation\": {");
   json_field("    ", "text", PINHEAP_NAME(install_text)(), 0);

@@ -24,6 +24,17 @@ print(\"json-watches-ok\")
 '" sh $<TARGET_FILE:pinheap-info>)
   set_tests_properties(pinheap_info_watches PROPERTIES LABELS noasan
     PASS_REGULAR_EXPRESSION "watches: 0 live .*\njson-watches-ok\n$")
+  # with the audit on: the unannounced releases seen (none here), the line
+  # under "watches:" and the JSON object's other keys
+  add_test(NAME pinheap_info_watches_audit
+    COMMAND sh -c "env -i PINHEAP_AUDIT=1 \"$1\" | grep -E -A1 '^  watches: 0 live ' && env -i PINHEAP_AUDIT=1 \"$1\" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d[\"watches\"] == {\"live\": 0, \"audit\": True, \"unannounced\": 0, \"unaudited\": 0}, d.get(\"watches\")
+print(\"json-audit-ok\")
+'" sh $<TARGET_FILE:pinheap-info>)
+  set_tests_properties(pinheap_info_watches_audit PROPERTIES LABELS noasan
+    PASS_REGULAR_EXPRESSION "watches: 0 live [^\n]*\n  audit \\(PINHEAP_AUDIT\\): 0 unannounced releases seen, 0 watches unaudited\njson-audit-ok\n$")
 endif()
 
 # test_audit: the kernel-backed audit (hooks/watch/audit.c) with
