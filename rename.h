@@ -415,6 +415,7 @@
 #define watch_audit_shared      PINHEAP_NAME(watch_audit_shared)
 #define audit_wanted            PINHEAP_NAME(audit_wanted)
 #define audit_watched           PINHEAP_NAME(audit_watched)
+#define audit_settle            PINHEAP_NAME(audit_settle)
 #define audit_unwatched         PINHEAP_NAME(audit_unwatched)
 
 /* ---- 3. hooks/ and config/ names --------------------------------------- */

@@ -42,6 +42,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
@@ -49,6 +50,7 @@
 #include <stdatomic.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config/params.h"
@@ -73,6 +75,11 @@ static int audit_failed;                  /* under audit_lock: could not start *
 static atomic_size_t audit_unannounced;
 static atomic_size_t audit_unaudited;
 static atomic_int audit_atfork_done;
+/* The reader's rounds: audit_round is stored before a round's first read,
+ * audit_done once every event of that round is handled.  A thread whose
+ * release an event reports waited in the kernel until that event was read,
+ * so any call it makes afterwards sees audit_round at least that round's. */
+static atomic_ulong audit_round, audit_done;
 
 int audit_wanted(void)
 {
@@ -122,11 +129,11 @@ static void *audit_reader(void *arg)
 
   for (;;) {
     struct pollfd p = { fd, POLLIN, 0 };
-    if (poll(&p, 1, nq != 0 ? 1 : -1) < 0 && errno != EINTR)
-      return NULL;
-    if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
-      return NULL;
+    if ((poll(&p, 1, nq != 0 ? 1 : -1) < 0 && errno != EINTR) ||
+        (p.revents & (POLLERR | POLLHUP | POLLNVAL)))
+      break;
     /* read everything first: each read lets a releasing thread go on */
+    unsigned long round = atomic_fetch_add_explicit(&audit_round, 1, memory_order_seq_cst) + 1;
     for (;;) {
       ssize_t got = read(fd, msg, sizeof msg);
       if (got <= 0)
@@ -165,10 +172,29 @@ static void *audit_reader(void *arg)
     for (size_t i = done; i < nq; i++)
       q[i - done] = q[i];
     nq -= done;
+    if (nq == 0)
+      atomic_store_explicit(&audit_done, round, memory_order_release);
   }
+  atomic_store(&audit_done, ULONG_MAX);   /* no reader: watch() waits for none */
+  return NULL;
 }
 
 /* ---- registration --------------------------------------------------------- */
+
+void audit_settle(void)
+{
+  /* A watch made before the reader handled a release already over would
+   * be taken for that release's victim (a program that unmaps, maps again
+   * at the same place and watches again): wait for the rounds begun so far.
+   * No lock is held here, and the reader waits for nothing of ours. */
+  unsigned long r = atomic_load_explicit(&audit_round, memory_order_seq_cst);
+  while (atomic_load_explicit(&audit_done, memory_order_acquire) < r) {
+    if (__atomic_load_n(&audit_fd, __ATOMIC_RELAXED) < 0)
+      return;
+    struct timespec ts = { 0, 20000 };
+    nanosleep(&ts, NULL);
+  }
+}
 
 static void audit_fork_child(void)
 {
@@ -179,6 +205,8 @@ static void audit_fork_child(void)
     close(audit_fd);
   audit_fd = -1;
   audit_failed = 0;
+  atomic_store(&audit_round, 0);
+  atomic_store(&audit_done, 0);
 }
 
 /* The descriptor and the reader.  audit_lock held.  @return 0 or an errno. */

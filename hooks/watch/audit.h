@@ -19,6 +19,9 @@ PH_HIDDEN int watch_audit_shared(uintptr_t a, uintptr_t b);
 
 /* 1 when PINHEAP_AUDIT asks for the audit (read once). */
 PH_HIDDEN int audit_wanted(void);
+/* Before a watch: waits until the reader has handled every event read so
+ * far (the releases that returned before this call). */
+PH_HIDDEN void audit_settle(void);
 /* A new watch of [a, b): registers its pages (starts the audit, once). */
 PH_HIDDEN void audit_watched(uintptr_t a, uintptr_t b);
 /* An unwatch of [a, b): unregisters its pages unless another watch meets them. */

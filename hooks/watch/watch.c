@@ -501,6 +501,8 @@ int PINHEAP_NAME(watch)(const void *addr, size_t len, const pinheap_watch_t **to
 
   if (token_p == NULL || len == 0 || len > UINTPTR_MAX - start)
     return EINVAL;
+  if (ph_unlikely(audit_wanted()))
+    audit_settle();
   if (ph_unlikely(!atomic_load(&watch_registered))) {
     int rc = watch_register();
     if (rc != 0)

@@ -235,6 +235,46 @@ Test(audit, announced_releases_are_not_counted)
   munmap(to, page);
 }
 
+/* Unmap, map again (the same place, most times), watch again: a watch made
+ * after a release returned is never taken for its victim (watch() waits
+ * until the reader has handled the events already read). */
+static volatile int spin_stop;
+
+static void *spinner(void *arg)
+{
+  (void)arg;
+  while (!spin_stop)
+    ;
+  return NULL;
+}
+
+Test(audit, a_range_watched_again_after_its_release_is_not_counted)
+{
+  size_t before = PINHEAP_NAME(watch_unannounced)();
+  pthread_t sp[2];                     /* busy CPUs: the reader falls behind */
+  for (int i = 0; i < 2; i++)
+    cr_assert_eq(pthread_create(&sp[i], NULL, spinner, NULL), 0);
+  err_capture();
+  for (int i = 0; i < 20000; i++) {
+    char *p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(p != MAP_FAILED);
+    p[0] = 1;
+    const pinheap_watch_t *t = NULL;
+    cr_assert_eq(PINHEAP_NAME(watch)(p, 64, &t), 0);
+    cr_assert_eq(munmap(p, page), 0);
+    PINHEAP_NAME(unwatch)(t);
+  }
+  spin_stop = 1;
+  for (int i = 0; i < 2; i++)
+    pthread_join(sp[i], NULL);
+  usleep(50000);
+  int lines = err_count("unannounced");
+  err_restore();
+  cr_assert_eq(PINHEAP_NAME(watch_unannounced)(), before,
+               "announced releases counted (a later watch of the same range taken for their victim)");
+  cr_assert_eq(lines, 0);
+}
+
 /* Two watches sharing a page: unwatching one keeps the page audited. */
 Test(audit, a_shared_page_stays_audited_after_one_unwatch)
 {
