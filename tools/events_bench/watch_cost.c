@@ -22,6 +22,17 @@
  *                               MAP_FIXED_NOREPLACE, which releases
  *                               nothing): the index's path differs each
  *                               time, out of cache.
+ *   watch_cost audited N [raw]  N times: a page mapped and touched, watched
+ *                               (with PINHEAP_AUDIT=1 its page registered
+ *                               with userfaultfd), unmapped -- through
+ *                               pinheap (announced), or with raw: by the
+ *                               syscall instruction (what the audit
+ *                               catches) -- and unwatched; only the munmap
+ *                               timed (wall clock: the releaser waits for
+ *                               the audit's reader).  Prints
+ *                               "ns_per_munmap <x>" (run it with the audit
+ *                               off and on: the difference is the cost per
+ *                               audited release).
  *
  * tools/events_bench/watch_bench.py runs it (interleaved runs, medians).
  */
@@ -153,8 +164,52 @@ static int scatter(long w, long n, long pages)
   return 0;
 }
 
+static long raw_munmap(void *p, size_t len)
+{
+#if defined(__x86_64__)
+  long ret;
+  __asm__ volatile("syscall" : "=a"(ret) : "a"((long)SYS_munmap), "D"(p), "S"(len)
+                   : "rcx", "r11", "memory");
+  return ret;
+#else
+  return syscall(SYS_munmap, p, len);   /* pinheap's: announced */
+#endif
+}
+
+static int audited(long n, int raw)
+{
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  double spent = 0;
+  struct timespec a, b;
+
+  for (long i = -n / 10; i < n; i++) {
+    char *p = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return fail("mmap", errno);
+    p[0] = 1;
+    const pinheap_watch_t *t;
+    int rc = PINHEAP_NAME(watch)(p, 64, &t);
+    if (rc != 0)
+      return fail("watch", rc);
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    if (raw)
+      raw_munmap(p, pg);
+    else
+      munmap(p, pg);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    if (i >= 0)
+      spent += (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+    PINHEAP_NAME(unwatch)(t);
+  }
+  printf("ns_per_munmap %.1f unannounced %zu\n", spent / (double)n,
+         PINHEAP_NAME(watch_unannounced)());
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
+  if (argc >= 3 && argc <= 4 && strcmp(argv[1], "audited") == 0)
+    return audited(atol(argv[2]), argc == 4 && strcmp(argv[3], "raw") == 0);
   if (argc == 3 && strcmp(argv[1], "check") == 0)
     return check(atol(argv[2]));
   long w = argc >= 4 ? atol(argv[2]) : 0;
@@ -165,6 +220,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "scatter") == 0)
       return scatter(w, atol(argv[3]), pages);
   }
-  fprintf(stderr, "usage: watch_cost check N | watch_cost release|scatter W N [P >= W, 1]\n");
+  fprintf(stderr, "usage: watch_cost check N | watch_cost release|scatter W N [P >= W, 1] | "
+                  "watch_cost audited N [raw]\n");
   return 2;
 }
