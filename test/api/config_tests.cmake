@@ -144,7 +144,7 @@ assert c[\"FAKEROOTKEY\"][\"alias\"] is None, c[\"FAKEROOTKEY\"]
 print(\"config-json-ok\")
 ' \"$4\"" sh
             $<TARGET_FILE:pinheap-info> ${PINHEAP_PARAM_PREFIX}memory_pinheap_log_level
-            ${PINHEAP_PARAM_PREFIX}memory_pinheap_code_patch 15)
+            ${PINHEAP_PARAM_PREFIX}memory_pinheap_code_patch 16)
   set_tests_properties(pinheap_info_config_json PROPERTIES LABELS "config;noasan"
     PASS_REGULAR_EXPRESSION "^config-json-ok\n$")
 endif()
