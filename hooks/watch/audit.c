@@ -212,7 +212,7 @@ static void audit_fork_child(void)
 /* The descriptor and the reader.  audit_lock held.  @return 0 or an errno. */
 static int audit_start(void)
 {
-  int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+  int fd = (int)ph_syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
   if (fd < 0)
     return errno;
   struct uffdio_api api = { .api = UFFD_API,
