@@ -278,6 +278,13 @@ static const char *config_value_text(param_id_t id, int value, char *buf, size_t
   return param_value_name(id, value);
 }
 
+/* A value as the text shows it: a tristate's "not found" (Open MPI's word
+ * for a parameter nobody set, which the JSON keeps) reads "unset". */
+static const char *text_word(const char *w)
+{
+  return strcmp(w, "not found") == 0 ? "unset" : w;
+}
+
 /* The configuration: each parameter on two lines, its name, value,
  * default and source, then its MCA alias and what it accepts. */
 static void text_config_print(const params_t *params)
@@ -290,8 +297,8 @@ static void text_config_print(const params_t *params)
 
     char num[16];
     printf("  %-36s %-10s %-10s ", desc->name,
-           config_value_text((param_id_t)id, pv->value, num, sizeof(num)),
-           param_value_name((param_id_t)id, desc->default_value));
+           text_word(config_value_text((param_id_t)id, pv->value, num, sizeof(num))),
+           text_word(param_value_name((param_id_t)id, desc->default_value)));
     if (pv->source == PARAM_SOURCE_DEFAULT) {
       printf("default\n");
     } else {

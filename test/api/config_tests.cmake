@@ -100,7 +100,7 @@ if(PINHEAP_PARAM_PREFIX STREQUAL "OMPI_MCA_")
               ${_ompi_home} ${_ompi_root} $<TARGET_FILE:pinheap-info>)
     set_tests_properties(pinheap_info_param_file PROPERTIES LABELS "config;noasan"
       PASS_REGULAR_EXPRESSION
-      "\n  OMPI_MCA_mpi_leave_pinned +yes +not found +[^\n]*/ompi-home/\\.openmpi/mca-params\\.conf:2: mpi_leave_pinned=\"1\"\n.*\nthis process: enabled: mpi_leave_pinned=1 \\([^\n]*/ompi-home/\\.openmpi/mca-params\\.conf:2\\) \\(pinheap serves malloc\\)\n.*exit=0\n$")
+      "\n  OMPI_MCA_mpi_leave_pinned +yes +unset +[^\n]*/ompi-home/\\.openmpi/mca-params\\.conf:2: mpi_leave_pinned=\"1\"\n.*\nthis process: enabled: mpi_leave_pinned=1 \\([^\n]*/ompi-home/\\.openmpi/mca-params\\.conf:2\\) \\(pinheap serves malloc\\)\n.*exit=0\n$")
   endif()
 endif()
 

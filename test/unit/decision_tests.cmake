@@ -106,7 +106,7 @@ if(TARGET pinheap-info)
 
   # Unparsable value: warned once, shown raw, counted as not found.
   pinheap_info_test(pinheap_info_text_invalid 0
-    "warning: OMPI_MCA_mpi_leave_pinned=\"maybe\" is not a valid value.*OMPI_MCA_mpi_leave_pinned +not found +not found +invalid: OMPI_MCA_mpi_leave_pinned=\"maybe\" \\(ignored\\).*decision: disabled\n  reason: mpi_leave_pinned_pipeline=0"
+    "warning: OMPI_MCA_mpi_leave_pinned=\"maybe\" is not a valid value.*OMPI_MCA_mpi_leave_pinned +unset +unset +invalid: OMPI_MCA_mpi_leave_pinned=\"maybe\" \\(ignored\\).*decision: disabled\n  reason: mpi_leave_pinned_pipeline=0"
     env -i OMPI_MCA_mpi_leave_pinned=maybe OMPI_MCA_mpi_leave_pinned_pipeline=0
       ${info} --probe-root ${info_root_rdma})
 
