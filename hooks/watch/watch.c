@@ -15,8 +15,11 @@
  * The index.  A watch of length L belongs to class c = floor(log2 L).  A
  * release [a, b) can only meet a watch of class c whose start lies in
  * [a - M_c + 1, b), M_c the longest watch of the class (kept per class,
- * reset when the class empties; at most 2^(c+1) - 1).  Per non-empty class
- * (a bit mask), that window is found one of two ways:
+ * reset when the class empties; at most 2^(c+1) - 1).  First a filter (a
+ * bit per 4 KiB granule covered by a watch shorter than 4 MiB, 64 to a
+ * hashed word, 2 MiB at most: in cache) may tell that no such watch meets
+ * the release: their classes are skipped.  Per other non-empty class (a
+ * bit mask), the window is found one of two ways:
  *  - a hash of (class, group), a group being 2^(c+3) bytes (a watch starts
  *    in exactly one; a release no longer than a few of the class's watches
  *    falls in one or two): when the window covers at most WATCH_PROBES
