@@ -305,7 +305,6 @@ static inline int watch_filter_may(uintptr_t a, uintptr_t b)
 }
 
 /* Into the bucket of its group (or the first after it with room). */
-/* Into the bucket of its group (or the first after it with room). */
 static void watch_hash_add(watch_bucket_t *t, const watch_rec_t *n)
 {
   size_t i;
@@ -351,8 +350,8 @@ static void watch_insert(watch_rec_t *n)
 }
 
 /* Each live record into table t (of the current watch_hash_bits) if not
- * NULL and filter f (fbits), in the order of the chunks (memory order: at
- * a doubling, a million records are read in ~10 ms, not one miss each).
+ * NULL and filter f (fbits), in the order of the chunks (memory order, not
+ * a miss per record as a walk of the old table's entries would be).
  * watch_lock held. */
 static void watch_reindex(watch_bucket_t *t, uint64_t *f, unsigned fbits)
 {
