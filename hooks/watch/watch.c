@@ -14,12 +14,23 @@
  *
  * The index.  A watch of length L belongs to class c = floor(log2 L).  A
  * release [a, b) can only meet a watch of class c whose start lies in
- * [a - 2^(c+1) + 1, b).  Per non-empty class (a bit mask), that window is
- * found one of two ways:
- *  - a hash of (class, granule), a granule being 2^(c+1) bytes (so a watch
- *    starts in exactly one, and the window covers a few): when the window
- *    covers at most WATCH_PROBES granules -- a release no longer than a few
- *    of the class's watches -- their buckets, O(1) lines;
+ * [a - M_c + 1, b), M_c the longest watch of the class (kept per class,
+ * reset when the class empties; at most 2^(c+1) - 1).  First a filter (a
+ * bit per 4 KiB granule covered by a watch shorter than 4 MiB, 64 to a
+ * hashed word, 2 MiB at most: in cache) may tell that no such watch meets
+ * the release: their classes are skipped.  Per other non-empty class (a
+ * bit mask), the window is found one of two ways:
+ *  - a hash of (class, group), a group being 2^(c+3) bytes (a watch starts
+ *    in exactly one; a release no longer than a few of the class's watches
+ *    falls in one or two): when the window covers at most WATCH_PROBES
+ *    groups, their buckets.  A bucket is 128 bytes (two lines) holding up
+ *    to 15 entries of 8 bytes each: the record's number, a fingerprint of
+ *    its (class, group) and its start and end inside the group rounded
+ *    outwards to 1/512 of the class.  The scan decides from the bucket alone
+ *    that an entry misses the release, and reads a record only when its
+ *    rounded range meets it (exactly, for page-aligned watches of a page);
+ *    so a release that meets nothing reads one or two buckets whose
+ *    addresses it knows at once, whatever the number of watches;
  *  - otherwise a treap (randomized search tree, intrusive in the records)
  *    ordered by (start, record): one descent, O(log n), then the records
  *    in the window in order.
@@ -61,28 +72,65 @@
 #define WATCH_CLASSES 64
 #define WATCH_MAGIC_LIVE 0x5741u          /* "WA": a watched record */
 #define WATCH_PRIORITY INT_MIN            /* first of the VM_UNMAPPED chain */
-#define WATCH_HASH_MIN_BITS 10            /* the first table: 1024 buckets */
-#define WATCH_HASH_CLASSES 48             /* classes hashed by granule (the rest: treap only) */
-#define WATCH_PROBES 8                    /* granules a release probes, per class, at most */
+#define WATCH_HASH_MIN_BITS 8             /* the first table: 256 buckets (32 KiB) */
+#define WATCH_HASH_CLASSES 48             /* classes hashed by group (the rest: treap only) */
+#define WATCH_PROBES 4                    /* groups a release probes, per class, at most */
+#define WATCH_SLOTS 15                    /* entries in a bucket */
+#define WATCH_LOAD 8                      /* watches per bucket before the table doubles */
+#define WATCH_FINE 9                      /* an entry's unit: 2^(c - 9) bytes (1/512 of 2^c) */
+#define WATCH_GRAIN 12                    /* the filter's granule: 4 KiB */
+#define WATCH_FILTER_CLASSES 22           /* watches shorter than 4 MiB are in the filter */
+#define WATCH_FILTERED (((uint64_t)1 << WATCH_FILTER_CLASSES) - 1)
+#define WATCH_FILTER_MIN_BITS 10          /* its words: 2^10 (8 KiB) ... */
+#define WATCH_FILTER_MAX_BITS 18          /* ... to 2^18 (2 MiB: stays in cache) */
+#define WATCH_FILTER_SPAN 4               /* a release longer than 4 words' blocks skips it */
 
 typedef struct watch_rec_s {
   pinheap_watch_t tok;                    /* first: the token's word */
   uintptr_t start, end;                   /* the range [start, end) */
   struct watch_rec_s *left, *right;       /* treap children; left links the free list */
-  struct watch_rec_s *hnext;              /* the next record of its hash bucket */
   uint32_t prio;                          /* treap priority (a max-heap) */
+  uint32_t num;                           /* its number: chunk * WATCH_PER_CHUNK + index */
   uint16_t magic;                         /* WATCH_MAGIC_LIVE while watched, else 0 */
   uint8_t cls;                            /* floor(log2(end - start)) */
 } watch_rec_t;
 
 #define WATCH_PER_CHUNK (WATCH_CHUNK / sizeof(watch_rec_t))
 
+/* A bucket of the hash: two cache lines, 128-byte aligned.  An entry
+ * (nonzero; the first n are used) packs, low bits first: the record's
+ * number + 1 (27 bits: WATCH_MAX_CHUNKS * WATCH_PER_CHUNK < 2^27), a
+ * fingerprint of its (class, group) (14 bits), its start's offset in the
+ * group in units of 2^u bytes, rounded down (12 bits), and its length in
+ * those units from there to its end rounded up (11 bits); u = c - WATCH_FINE
+ * (0 for the classes below).  spill counts the entries whose home bucket is
+ * this one or one before it and that sit past it (linear probing): a
+ * lookup goes on to the next bucket while it is nonzero. */
+typedef struct watch_bucket_s {
+  uint32_t spill;
+  uint32_t n;
+  uint64_t slot[WATCH_SLOTS];
+} __attribute__((aligned(128))) watch_bucket_t;
+
+#define WATCH_NUM_BITS 27
+#define WATCH_FP_BITS 14
+#define WATCH_OFF_BITS 12                 /* WATCH_FINE + 3: a group is 2^(c+3) bytes */
+#define WATCH_FP_SHIFT WATCH_NUM_BITS
+#define WATCH_OFF_SHIFT (WATCH_FP_SHIFT + WATCH_FP_BITS)
+#define WATCH_LEN_SHIFT (WATCH_OFF_SHIFT + WATCH_OFF_BITS)   /* 53: 11 bits left */
+_Static_assert((uint64_t)WATCH_MAX_CHUNKS * WATCH_PER_CHUNK < ((uint64_t)1 << WATCH_NUM_BITS) - 1,
+               "record numbers fit an entry");
+
 static ph_lock_t watch_lock;
 static watch_rec_t *watch_root[WATCH_CLASSES];          /* under watch_lock */
+static uintptr_t watch_longest[WATCH_CLASSES];          /* longest watch per class, under watch_lock */
 static uint64_t watch_classes;                          /* non-empty classes, under watch_lock */
 static watch_rec_t *watch_free;                         /* under watch_lock */
-static watch_rec_t **watch_hash;                        /* buckets, under watch_lock */
+static watch_bucket_t *watch_hash;                      /* buckets, under watch_lock */
 static _Atomic unsigned watch_hash_bits;                /* log2 of their number (0: none yet) */
+static uint64_t *watch_filter;                          /* the granule filter, under watch_lock */
+static unsigned watch_filter_bits;                      /* log2 of its words, under watch_lock */
+static size_t watch_filter_stale;                       /* unwatches since it was filled */
 static watch_rec_t *watch_chunks[WATCH_MAX_CHUNKS];     /* under watch_lock */
 static _Atomic unsigned watch_nchunks;                  /* chunks mapped (read without lock) */
 static size_t watch_bump;                               /* next fresh record of the last chunk */
@@ -157,27 +205,138 @@ static watch_rec_t *watch_merge(watch_rec_t *a, watch_rec_t *b)
   return root;
 }
 
-/* ---- the hash: (class, granule of the start) -> records ------------------ */
-/* A watch of class c starts in granule start >> (c + 1), a granule being
- * twice the longest watch of its class; a release [a, b) can only meet the
- * watches of the granules from (a - 2^(c+1) + 1) >> (c+1) to (b-1) >> (c+1):
- * two for a release no longer than a granule. */
+/* ---- the hash: (class, group of the start) -> entries -------------------- */
+/* A watch of class c starts in group start >> (c + 3), a group being four
+ * times the longest watch of its class: a release [a, b) can only meet the
+ * watches of the groups from (a - M_c + 1) >> (c+3) to (b-1) >> (c+3), one
+ * or two for a release no longer than a watch.  Non-overlapping watches put
+ * at most 8 entries in a group. */
 
-/* Four neighbouring granules share a line of buckets (a release probes two
- * neighbours: one miss), the groups spread by a multiplicative hash. */
-static inline size_t watch_bucket(unsigned cls, uintptr_t granule)
+/* The home bucket of (cls, group) and the entries' fingerprint. */
+static inline size_t watch_home(unsigned cls, uintptr_t group, uint64_t *fp_p)
 {
   unsigned bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
-  uint64_t h = ((uint64_t)(granule >> 2) ^ ((uint64_t)cls << 56)) * 0x9E3779B97F4A7C15ull;
-  return (size_t)((h >> (66 - bits)) << 2 | (granule & 3));
+  uint64_t h = ((uint64_t)group + (uint64_t)cls * 0x9E3779B97F4A7C15ull) * 0xD6E8FEB86659FD93ull;
+  h ^= h >> 29;
+  *fp_p = (h & (((uint64_t)1 << WATCH_FP_BITS) - 1)) << WATCH_FP_SHIFT;
+  return (size_t)((h * 0x9E3779B97F4A7C15ull) >> (64 - bits));
 }
 
-static inline watch_rec_t **watch_bucket_of(const watch_rec_t *n)
+static inline unsigned watch_unit(unsigned cls)
 {
-  return &watch_hash[watch_bucket(n->cls, n->start >> (n->cls + 1))];
+  return cls > WATCH_FINE ? cls - WATCH_FINE : 0;
 }
 
-/* Into the treap of its class and, below WATCH_HASH_CLASSES, its bucket.
+static inline watch_rec_t *watch_rec_of(uint64_t e)
+{
+  uint32_t num = (uint32_t)(e & (((uint64_t)1 << WATCH_NUM_BITS) - 1)) - 1;
+  return &__atomic_load_n(&watch_chunks[num / WATCH_PER_CHUNK], __ATOMIC_RELAXED)
+              [num % WATCH_PER_CHUNK];
+}
+
+/* n's entry, and its home bucket in *home_p. */
+static uint64_t watch_entry(const watch_rec_t *n, size_t *home_p)
+{
+  unsigned c = n->cls, u = watch_unit(c);
+  uintptr_t base = n->start >> (c + 3) << (c + 3);
+  uint64_t fp;
+  *home_p = watch_home(c, n->start >> (c + 3), &fp);
+  uint64_t off = (n->start - base) >> u;
+  uint64_t len = ((n->end - base + ((uintptr_t)1 << u) - 1) >> u) - off;
+  return ((uint64_t)n->num + 1) | fp | off << WATCH_OFF_SHIFT | len << WATCH_LEN_SHIFT;
+}
+
+static inline size_t watch_next_bucket(size_t i)
+{
+  return (i + 1) & (((size_t)1 << atomic_load_explicit(&watch_hash_bits, memory_order_relaxed)) - 1);
+}
+
+/* ---- the filter: which 4 KiB granules a short watch covers -------------- */
+/* A bit per granule, 64 granules (a block) to a word, a word per block
+ * hashed (no key: the blocks hashed to one word share its bits).  A watch
+ * of a class below WATCH_FILTER_CLASSES sets the bits of the granules it
+ * covers; a release whose granules' bits are all clear meets none of those
+ * watches, and skips their classes without reading the index.  The filter
+ * is small enough to stay in cache (2 MiB at most): a release meeting no
+ * watch then costs no miss to memory, which on a loaded machine is most
+ * of what a hash lookup costs.  Bits are never cleared by unwatch (a stale
+ * bit only sends a release to the index); the filter is filled again from
+ * the records once the unwatches since the last fill outnumber the live
+ * watches. */
+
+static inline uint64_t *watch_filter_word(uint64_t *f, unsigned fbits, uintptr_t block)
+{
+  return &f[(size_t)(((uint64_t)block * 0x9E3779B97F4A7C15ull) >> (64 - fbits))];
+}
+
+/* The bits of granules first .. last that fall in first's block. */
+static inline uint64_t watch_filter_mask(uintptr_t first, uintptr_t last)
+{
+  unsigned hi = (last >> 6) > (first >> 6) ? 63 : (unsigned)(last & 63);
+  return (~0ull >> (63 - hi)) & (~0ull << (first & 63));
+}
+
+static void watch_filter_add(uint64_t *f, unsigned fbits, const watch_rec_t *r)
+{
+  if (r->cls >= WATCH_FILTER_CLASSES)
+    return;
+  uintptr_t g = r->start >> WATCH_GRAIN, last = (r->end - 1) >> WATCH_GRAIN;
+  for (;;) {
+    *watch_filter_word(f, fbits, g >> 6) |= watch_filter_mask(g, last);
+    if ((g >> 6) == (last >> 6))
+      return;
+    g = ((g >> 6) + 1) << 6;
+  }
+}
+
+/* 0 if no watch of a filtered class can meet [a, b).  watch_lock held. */
+static inline int watch_filter_may(uintptr_t a, uintptr_t b)
+{
+  uintptr_t g = a >> WATCH_GRAIN, last = (b - 1) >> WATCH_GRAIN;
+  if ((last >> 6) - (g >> 6) >= WATCH_FILTER_SPAN)
+    return 1;
+  for (;;) {
+    if (*watch_filter_word(watch_filter, watch_filter_bits, g >> 6) & watch_filter_mask(g, last))
+      return 1;
+    if ((g >> 6) == (last >> 6))
+      return 0;
+    g = ((g >> 6) + 1) << 6;
+  }
+}
+
+/* Into the bucket of its group (or the first after it with room). */
+static void watch_hash_add(watch_bucket_t *t, const watch_rec_t *n)
+{
+  size_t i;
+  uint64_t e = watch_entry(n, &i);
+  while (t[i].n == WATCH_SLOTS) {
+    t[i].spill++;
+    i = watch_next_bucket(i);
+  }
+  t[i].slot[t[i].n++] = e;
+}
+
+static void watch_hash_del(const watch_rec_t *n)
+{
+  size_t home, i;
+  uint64_t e = watch_entry(n, &home);
+  for (i = home;; i = watch_next_bucket(i)) {
+    watch_bucket_t *bk = &watch_hash[i];
+    for (uint32_t k = 0; k < bk->n; k++) {
+      if (bk->slot[k] == e) {
+        bk->slot[k] = bk->slot[--bk->n];
+        bk->slot[bk->n] = 0;
+        for (size_t j = home; j != i; j = watch_next_bucket(j))
+          watch_hash[j].spill--;
+        return;
+      }
+    }
+    if (bk->spill == 0)
+      ph_fatal("unwatch", "a watch record missing from its hash bucket:", n);
+  }
+}
+
+/* Into the treap of its class and, below WATCH_HASH_CLASSES, the hash.
  * watch_lock held, the table made (watch_hash_grow). */
 static void watch_treap_insert(watch_rec_t *n);
 static void watch_treap_erase(watch_rec_t *n);
@@ -185,55 +344,67 @@ static void watch_treap_erase(watch_rec_t *n);
 static void watch_insert(watch_rec_t *n)
 {
   watch_treap_insert(n);
-  if (n->cls < WATCH_HASH_CLASSES) {
-    watch_rec_t **b = watch_bucket_of(n);
-    n->hnext = *b;
-    *b = n;
+  if (n->cls < WATCH_HASH_CLASSES)
+    watch_hash_add(watch_hash, n);
+  watch_filter_add(watch_filter, watch_filter_bits, n);
+}
+
+/* Each live record into table t (of the current watch_hash_bits) if not
+ * NULL and filter f (fbits), in the order of the chunks (memory order, not
+ * a miss per record as a walk of the old table's entries would be).
+ * watch_lock held. */
+static void watch_reindex(watch_bucket_t *t, uint64_t *f, unsigned fbits)
+{
+  unsigned n = atomic_load_explicit(&watch_nchunks, memory_order_relaxed);
+  for (unsigned i = 0; i < n; i++) {
+    size_t used = i + 1 == n ? watch_bump : WATCH_PER_CHUNK;
+    for (size_t j = 0; j < used; j++) {
+      const watch_rec_t *r = &watch_chunks[i][j];
+      if (r->magic != WATCH_MAGIC_LIVE)
+        continue;
+      if (t != NULL && r->cls < WATCH_HASH_CLASSES)
+        watch_hash_add(t, r);
+      watch_filter_add(f, fbits, r);
+    }
   }
+  watch_filter_stale = 0;
 }
 
 static void watch_erase(watch_rec_t *n)
 {
   watch_treap_erase(n);
-  if (n->cls < WATCH_HASH_CLASSES) {
-    watch_rec_t **at = watch_bucket_of(n);
-    while (*at != n) {
-      if (*at == NULL)
-        ph_fatal("unwatch", "a watch record missing from its hash bucket:", n);
-      at = &(*at)->hnext;
-    }
-    *at = n->hnext;
-  }
+  if (n->cls < WATCH_HASH_CLASSES)
+    watch_hash_del(n);
 }
 
-/* Makes a table of at least need buckets (a chain of one record on
- * average, at most two before the next doubling), mapped with no lock
- * held; the records move under the lock (O(n),
- * at each doubling: releases wait that long).  A table outgrown stays
- * mapped (pinheap's metadata is never released): together they take at
- * most as much as the last.  @return 0 or ENOMEM. */
+/* Makes a table of at least need / WATCH_LOAD buckets (at most 8 entries
+ * of 15 per bucket on average before the next doubling) and a filter of
+ * need / 4 words (at most 2^WATCH_FILTER_MAX_BITS), mapped with no lock
+ * held; the records go in under the lock (O(n) at each doubling: releases
+ * wait that long).  Tables and filters outgrown stay mapped (pinheap's
+ * metadata is never released): together they take at most as much as the
+ * last.  @return 0 or ENOMEM. */
 static PH_NOINLINE int watch_hash_grow(size_t need)
 {
-  unsigned bits = WATCH_HASH_MIN_BITS;
-  while (((size_t)1 << bits) < need)
+  unsigned bits = WATCH_HASH_MIN_BITS, fbits = WATCH_FILTER_MIN_BITS;
+  while (((size_t)WATCH_LOAD << bits) < need)
     bits++;
-  watch_rec_t **t = os_reserve_meta(sizeof(watch_rec_t *) << bits);
+  while (fbits < WATCH_FILTER_MAX_BITS && ((size_t)4 << fbits) < need)
+    fbits++;
+  watch_bucket_t *t = os_reserve_meta(sizeof(watch_bucket_t) << bits);
   if (t == NULL)
     return ENOMEM;
+  uint64_t *f = os_reserve_meta(sizeof(uint64_t) << fbits);
+  if (f == NULL)
+    return ENOMEM;                /* t stays mapped, unused: metadata is never released */
   watch_enter();
   unsigned old_bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
   if (bits > old_bits) {
-    watch_rec_t **old = watch_hash;
-    watch_hash = t;
     atomic_store_explicit(&watch_hash_bits, bits, memory_order_relaxed);
-    for (size_t i = 0; old != NULL && i < ((size_t)1 << old_bits); i++) {
-      for (watch_rec_t *r = old[i], *next; r != NULL; r = next) {
-        next = r->hnext;
-        watch_rec_t **b = watch_bucket_of(r);
-        r->hnext = *b;
-        *b = r;
-      }
-    }
+    watch_reindex(t, f, fbits);   /* fbits >= watch_filter_bits: need only grew */
+    watch_filter = f;
+    watch_filter_bits = fbits;
+    watch_hash = t;
   }
   watch_leave();
   return 0;
@@ -250,6 +421,8 @@ static void watch_treap_insert(watch_rec_t *n)
   watch_split(*at, n, &n->left, &n->right);
   *at = n;
   watch_classes |= (uint64_t)1 << n->cls;
+  if (n->end - n->start > watch_longest[n->cls])
+    watch_longest[n->cls] = n->end - n->start;
 }
 
 static void watch_treap_erase(watch_rec_t *n)
@@ -262,8 +435,10 @@ static void watch_treap_erase(watch_rec_t *n)
     at = watch_before(n, *at) ? &(*at)->left : &(*at)->right;
   }
   *at = watch_merge(n->left, n->right);
-  if (watch_root[n->cls] == NULL)
+  if (watch_root[n->cls] == NULL) {
     watch_classes &= ~((uint64_t)1 << n->cls);
+    watch_longest[n->cls] = 0;
+  }
 }
 
 static inline void watch_invalidate(watch_rec_t *r)
@@ -319,21 +494,52 @@ static void watch_scan(watch_rec_t *t, uintptr_t lo, uintptr_t a, uintptr_t b, w
   }
 }
 
+/* The records of group g of class c that meet [a, b): the entries of its
+ * home bucket and of the buckets its entries spilled to.  A record is read
+ * only when its entry's rounded range meets the release. */
+static inline __attribute__((always_inline)) void watch_probe(unsigned c, uintptr_t g, uintptr_t a,
+                                                              uintptr_t b, watch_visit_t *v)
+{
+  unsigned u = watch_unit(c);
+  uintptr_t base = g << (c + 3);
+  uint64_t fp;
+  size_t i = watch_home(c, g, &fp);
+  /* an entry (off, len) meets when off << u < b - base and
+   * (off + len) << u > a - base (b > base: the group is in the window) */
+  uint64_t off_max = (b - base - 1) >> u;
+  uint64_t end_min = a > base ? (a - base) >> u : 0;
+  for (;;) {
+    const watch_bucket_t *bk = &watch_hash[i];
+    for (uint32_t k = 0; k < bk->n; k++) {
+      uint64_t e = bk->slot[k];
+      uint64_t off = (e >> WATCH_OFF_SHIFT) & (((uint64_t)1 << WATCH_OFF_BITS) - 1);
+      if ((e & (((uint64_t)1 << WATCH_FP_BITS) - 1) << WATCH_FP_SHIFT) == fp && off <= off_max &&
+          off + (e >> WATCH_LEN_SHIFT) > end_min) {
+        watch_rec_t *r = watch_rec_of(e);   /* maybe: another group's, or rounded */
+        if (r->start < b && r->end > a)
+          watch_meet(r, v);
+      }
+    }
+    if (bk->spill == 0)
+      return;
+    i = watch_next_bucket(i);
+  }
+}
+
 /* Every record meeting [a, b), through the index.  watch_lock held. */
 static inline __attribute__((always_inline)) void watch_each(uintptr_t a, uintptr_t b,
                                                              watch_visit_t *v)
 {
-  for (uint64_t m = watch_classes; m != 0; m &= m - 1) {
+  uint64_t m = watch_classes;
+  if ((m & WATCH_FILTERED) != 0 && !watch_filter_may(a, b))
+    m &= ~WATCH_FILTERED;
+  for (; m != 0; m &= m - 1) {
     int c = __builtin_ctzll(m);
-    uintptr_t reach = c >= 63 ? UINTPTR_MAX : ((uintptr_t)2 << c) - 1;  /* > longest of c */
+    uintptr_t reach = watch_longest[c] - 1;   /* a meeting watch starts at a - reach or later */
     uintptr_t lo = a > reach ? a - reach : 0;
-    if (c < WATCH_HASH_CLASSES && ((b - 1) >> (c + 1)) - (lo >> (c + 1)) < WATCH_PROBES) {
-      /* a few granules: their buckets (a record of another class or granule
-       * met there is visited only if it meets the release too) */
-      for (uintptr_t g = lo >> (c + 1); g <= (b - 1) >> (c + 1); g++)
-        for (watch_rec_t *r = watch_hash[watch_bucket((unsigned)c, g)]; r != NULL; r = r->hnext)
-          if (r->start < b && r->end > a)
-            watch_meet(r, v);
+    if (c < WATCH_HASH_CLASSES && ((b - 1) >> (c + 3)) - (lo >> (c + 3)) < WATCH_PROBES) {
+      for (uintptr_t g = lo >> (c + 3); g <= (b - 1) >> (c + 3); g++)
+        watch_probe((unsigned)c, g, a, b, v);
     } else {
       watch_scan(watch_root[c], lo, a, b, v);
     }
@@ -363,7 +569,9 @@ static watch_rec_t *watch_rec_take(void)
     watch_bump = 0;
     n++;
   }
-  return &watch_chunks[n - 1][watch_bump++];
+  r = &watch_chunks[n - 1][watch_bump];
+  r->num = (uint32_t)((n - 1) * WATCH_PER_CHUNK + watch_bump++);
+  return r;
 }
 
 /* Every record of every chunk: the index and the free list made again from
@@ -373,18 +581,24 @@ static void watch_rebuild(void)
   unsigned n = atomic_load_explicit(&watch_nchunks, memory_order_relaxed);
   size_t live = 0;
 
-  for (int c = 0; c < WATCH_CLASSES; c++)
+  for (int c = 0; c < WATCH_CLASSES; c++) {
     watch_root[c] = NULL;
+    watch_longest[c] = 0;
+  }
   watch_classes = 0;
   unsigned bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
   if (watch_hash != NULL)
-    memset(watch_hash, 0, sizeof(watch_rec_t *) << bits);
+    memset(watch_hash, 0, sizeof(watch_bucket_t) << bits);
+  if (watch_filter != NULL)
+    memset(watch_filter, 0, sizeof(uint64_t) << watch_filter_bits);
+  watch_filter_stale = 0;
   watch_free = NULL;
   for (unsigned i = 0; i < n; i++) {
     size_t used = i + 1 == n ? watch_bump : WATCH_PER_CHUNK;
     for (size_t j = 0; j < used; j++) {
       watch_rec_t *r = &watch_chunks[i][j];
-      r->left = r->right = r->hnext = NULL;
+      r->left = r->right = NULL;
+      r->num = (uint32_t)(i * WATCH_PER_CHUNK + j);
       if (r->magic == WATCH_MAGIC_LIVE && r->end > r->start && r->cls < WATCH_CLASSES &&
           watch_hash != NULL) {
         watch_insert(r);
@@ -510,7 +724,7 @@ int PINHEAP_NAME(watch)(const void *addr, size_t len, const pinheap_watch_t **to
   }
   size_t need = atomic_load_explicit(&watch_live, memory_order_relaxed) + 1;
   unsigned bits = atomic_load_explicit(&watch_hash_bits, memory_order_relaxed);
-  if (ph_unlikely(bits == 0 || need > ((size_t)1 << bits))) {
+  if (ph_unlikely(bits == 0 || need > ((size_t)WATCH_LOAD << bits))) {
     if (watch_hash_grow(need) != 0)
       return ENOMEM;
   }
@@ -567,7 +781,12 @@ void PINHEAP_NAME(unwatch)(const pinheap_watch_t *token)
   r->left = watch_free;
   r->right = NULL;
   watch_free = r;
-  atomic_fetch_sub_explicit(&watch_live, 1, memory_order_relaxed);
+  size_t live = atomic_fetch_sub_explicit(&watch_live, 1, memory_order_relaxed) - 1;
+  if (r->cls < WATCH_FILTER_CLASSES && ++watch_filter_stale > live + 1024) {
+    /* its bits were left set: refill (O(n) after more than n unwatches) */
+    memset(watch_filter, 0, sizeof(uint64_t) << watch_filter_bits);
+    watch_reindex(NULL, watch_filter, watch_filter_bits);
+  }
   uintptr_t start = r->start, end = r->end;
   watch_leave();
   if (ph_unlikely(audit_wanted()))

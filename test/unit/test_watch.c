@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ipc.h>
 #include <sys/mman.h>
@@ -361,6 +362,84 @@ Test(watch, a_million_watches)
               ((t2.tv_sec - t1.tv_sec) * 1e9 + (t2.tv_nsec - t1.tv_nsec)) / 1e3);
   munmap(p, span);
   munmap(tok, N * sizeof *tok);
+}
+
+/* ---- the index's corners (hooks/watch/README.md, "The index") ---------- */
+/* 40 watches of one page share one (class, group): their entries fill a
+ * bucket (15) and spill into the next ones; a release of the page must
+ * find all of them, and unwatch must find each one's entry. */
+Test(watch, watches_spilled_past_their_bucket_are_found)
+{
+  enum { N = 40 };
+  char *p = map_pages(3);
+  const pinheap_watch_t *t[N];
+  for (int i = 0; i < N; i++)
+    t[i] = watch_ok(p + page + (size_t)i * 8, page - (size_t)i * 8);
+  const pinheap_watch_t *beside = watch_ok(p + 2 * page, page);
+  cr_assert_eq(munmap(p + page, page), 0);
+  for (int i = 0; i < N; i++)
+    cr_assert(!PINHEAP_NAME(watch_valid)(t[i]), "watch %d of the released page is valid", i);
+  cr_assert(PINHEAP_NAME(watch_valid)(beside), "the watch of the next page went invalid");
+  for (int i = N - 1; i >= 0; i -= 2)      /* out of order: entries move inside buckets */
+    PINHEAP_NAME(unwatch)(t[i]);
+  for (int i = 0; i < N; i += 2)
+    PINHEAP_NAME(unwatch)(t[i]);
+  PINHEAP_NAME(unwatch)(beside);
+  munmap(p, 3 * page);
+}
+
+/* The granule filter keeps the bits of unwatched watches until it is
+ * filled again (after more unwatches than live watches): the live watches
+ * must be in it after the fill, and a watch made after it too. */
+Test(watch, the_filter_filled_again_keeps_the_live_watches)
+{
+  enum { N = 3000 };
+  char *p = map_pages(N + 1);
+  const pinheap_watch_t **t = calloc(N, sizeof *t);
+  cr_assert(t != NULL);
+  for (int i = 0; i < N; i++)
+    t[i] = watch_ok(p + (size_t)i * page, page);
+  for (int i = 0; i < N; i++)               /* 2500 unwatched: a fill at the 2013th */
+    if (i % 6 != 0)
+      PINHEAP_NAME(unwatch)(t[i]);
+  const pinheap_watch_t *late = watch_ok(p + 7 * page, page);   /* a page unwatched before */
+  for (int i = 0; i < N; i++) {
+    if (i % 6 != 0 && i != 7)
+      continue;
+    cr_assert_eq(munmap(p + (size_t)i * page, page), 0);
+    const pinheap_watch_t *w = i == 7 ? late : t[i];
+    cr_assert(!PINHEAP_NAME(watch_valid)(w), "the watch of page %d survived its release", i);
+    PINHEAP_NAME(unwatch)(w);
+  }
+  cr_assert_eq(PINHEAP_NAME(watch_count)(), 0);
+  free(t);
+  munmap(p, (size_t)(N + 1) * page);
+}
+
+/* Entries keep a watch's ends rounded outwards to 1/512 of its class: an
+ * unaligned watch of 3 pages less 12 bytes (units of 16 bytes) and a watch
+ * of 8 MiB (beyond the filter's classes) are each met by a release of
+ * their last page only, and a watch starting a byte after the first ends
+ * stays valid. */
+Test(watch, rounded_entries_and_unfiltered_classes_meet_their_releases)
+{
+  size_t big = (size_t)8 << 20;
+  char *p = map_pages(6);
+  char *q = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  cr_assert(q != MAP_FAILED);
+  const pinheap_watch_t *odd = watch_ok(p + 5, 3 * page - 12);     /* ends at p + 3 pages - 7 */
+  const pinheap_watch_t *after = watch_ok(p + 3 * page + 1, 100);
+  const pinheap_watch_t *large = watch_ok(q, big);
+  cr_assert_eq(munmap(p + 2 * page, page), 0);
+  cr_assert(!PINHEAP_NAME(watch_valid)(odd), "the unaligned watch survived its last page's release");
+  cr_assert(PINHEAP_NAME(watch_valid)(after), "a watch after the released page went invalid");
+  cr_assert_eq(munmap(q + big - page, page), 0);
+  cr_assert(!PINHEAP_NAME(watch_valid)(large), "the 8 MiB watch survived its last page's release");
+  PINHEAP_NAME(unwatch)(odd);
+  PINHEAP_NAME(unwatch)(after);
+  PINHEAP_NAME(unwatch)(large);
+  munmap(p, 6 * page);
+  munmap(q, big - page);
 }
 
 /* ---- fork ------------------------------------------------------------- */

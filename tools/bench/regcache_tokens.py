@@ -10,11 +10,15 @@ each way of keeping the cache right (BENCH_REGCACHE_CACHE):
              when that program was not built)
 
 The runs are interleaved (callbacks, tokens, ucx, callbacks, ...), same
-scale, threads and seed; each cell is the median of its runs.  Writes
-table.md (the numbers and the command) and runs.json into --out.
+scale and seed; with --threads 1,2 each round runs every variant with 1
+thread, then with 2 (the threads share the one cache of the process, as a
+runtime's threads share its registration cache: one lock, one set of
+registered ranges; the messages are split between them).  Each cell is the
+median of its runs.  Writes table.md (the numbers and the command) and
+runs.json into --out.
 
 Usage: regcache_tokens.py [--build DIR] [--pinheap SHIM] [--runs N]
-                          [--scale X] [--threads N] [--out DIR]
+                          [--scale X] [--threads N[,N...]] [--out DIR]
 Exit status: 0, 1 if a run failed, 2 on a bad option.
 """
 import argparse
@@ -37,18 +41,24 @@ def parse_args(argv):
     p.add_argument("--pinheap", help="pinheap's preload shim (default BUILD/tools/libpinheap-preload.so)")
     p.add_argument("--runs", type=int, default=5, help="interleaved runs per variant (default 5)")
     p.add_argument("--scale", type=float, default=5.0, help="amount of work (default 5)")
-    p.add_argument("--threads", type=int, default=1, help="threads (default 1)")
+    p.add_argument("--threads", default="1",
+                   help="threads, or a comma-separated list run interleaved (default 1)")
     p.add_argument("--out", default="regcache-tokens-results", help="output directory")
     p.add_argument("--timeout", type=float, default=300, help="seconds per run (default 300)")
     a = p.parse_args(argv)
-    if a.runs < 1 or not 0 < a.scale <= 1000 or a.threads < 1:
+    try:
+        a.thread_counts = [int(t) for t in a.threads.split(",")]
+    except ValueError:
+        p.error("--threads must be a number or a comma-separated list of numbers, not %r"
+                % a.threads)
+    if a.runs < 1 or not 0 < a.scale <= 1000 or min(a.thread_counts) < 1:
         p.error("--runs must be >= 1, --scale in (0, 1000], --threads >= 1")
     return a
 
 
-def run_one(prog, shim, variant, a):
+def run_one(prog, shim, variant, threads, a):
     env = dict(os.environ, LD_PRELOAD=shim, BENCH_REGCACHE_CACHE=variant)
-    cmd = [prog, "regcache", repr(a.scale), str(a.threads), "--expect-malloc", "pinheap"]
+    cmd = [prog, "regcache", repr(a.scale), str(threads), "--expect-malloc", "pinheap"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
     if r.returncode != 0:
         raise RuntimeError("%s: exit %d: %s" % (variant, r.returncode, r.stderr.strip()))
@@ -74,51 +84,56 @@ def main(argv):
         skipped["ucx"] = ("pinheap-bench-ucx was not built: CMake found no libucx-dev "
                           "(ucs/memory/rcache.h, libucs, libucm)")
     variants = [v for v in VARIANTS if v not in skipped]
-    runs = {v: [] for v in variants}
+    keys = [(v, th) for th in a.thread_counts for v in variants]
+    runs = {k: [] for k in keys}
     errors = []
     for i in range(a.runs):
-        for v in variants:
+        for v, th in keys:
             try:
-                runs[v].append(run_one(progs[v], shim, v, a))
+                runs[(v, th)].append(run_one(progs[v], shim, v, th, a))
             except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
-                errors.append("run %d: %s" % (i + 1, e))
+                errors.append("run %d, %d thread(s): %s" % (i + 1, th, e))
     cells = {}
-    for v in variants:
-        if not runs[v]:
+    for k in keys:
+        if not runs[k]:
             continue
-        cell = {"runs": len(runs[v]),
-                "seconds": statistics.median(r["seconds"] for r in runs[v]),
-                "observer": runs[v][0]["extra"]["observer"]}
+        cell = {"runs": len(runs[k]),
+                "seconds": statistics.median(r["seconds"] for r in runs[k]),
+                "observer": runs[k][0]["extra"]["observer"]}
         for f in FIELDS:
-            cell[f] = statistics.median(r["extra"][f] for r in runs[v])
-        cells[v] = cell
+            cell[f] = statistics.median(r["extra"][f] for r in runs[k])
+        cells[k] = cell
 
     os.makedirs(a.out, exist_ok=True)
-    cmd = "python3 tools/bench/regcache_tokens.py --build %s --runs %d --scale %g --threads %d" % (
+    cmd = "python3 tools/bench/regcache_tokens.py --build %s --runs %d --scale %g --threads %s" % (
         a.build, a.runs, a.scale, a.threads)
     lines = ["# Registration cache: callbacks, tokens, UCX's ucs_rcache", "",
              "Command: `%s` (all under pinheap's preload shim, interleaved, medians of %d runs; "
              "%s)." % (cmd, a.runs, " ".join(os.uname()[2:3]) + ", %d CPUs" % os.cpu_count()), "",
-             "| variant | observer | time s | hit rate | registrations | deregistrations | "
-             "stale found | hit ns | put ns | release ns: in munmap | release ns: after | "
-             "loop's releasing free ns (n) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for v in VARIANTS:
+             "| variant | observer | threads | time s | hit rate | registrations | "
+             "deregistrations | stale found | hit ns | put ns | release ns: in munmap | "
+             "release ns: after | loop's releasing free ns (n) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for th, v in [(th, v) for th in a.thread_counts for v in VARIANTS]:
         if v in skipped:
-            lines.append("| %s | SKIP | %s | | | | | | | | | |" % (v, skipped[v]))
+            lines.append("| %s | SKIP | %d | %s | | | | | | | | | |" % (v, th, skipped[v]))
             continue
-        c = cells.get(v)
+        c = cells.get((v, th))
         if c is None:
-            lines.append("| %s | FAIL | | | | | | | | | | |" % v)
+            lines.append("| %s | FAIL | %d | | | | | | | | | | |" % (v, th))
             continue
         stale = "n/a" if v == "ucx" else "%d" % c["invalidations"]
-        lines.append("| %s | %s | %.3f | %.4f | %d | %d | %s | %.1f | %s | %d | %s | %.0f (%d) |" % (
-            v, c["observer"], c["seconds"], c["hit_rate"], c["registrations"],
+        lines.append("| %s | %s | %d | %.3f | %.4f | %d | %d | %s | %.1f | %s | %d | %s | %.0f (%d) |" % (
+            v, c["observer"], th, c["seconds"], c["hit_rate"], c["registrations"],
             c["deregistrations"], stale, c["hit_ns"],
             "%.1f" % c["put_ns"] if v == "ucx" else "-", c["probe_release_ns"],
             "in its next get" if v == "ucx" else "%d" % c["probe_deferred_ns"],
             c["release_ns"], c["releases_timed"]))
     lines += ["",
+              "- **threads**: the threads of a run share one cache (one mutex, one set of "
+              "registered ranges, the messages split between them), as a runtime's threads share "
+              "its registration cache; a release on one thread must reach the entries the other "
+              "thread looks up.",
               "- **hit ns**: the cache step on a hit (lock held: callbacks drain the listener's "
               "queue then search; tokens search then `pinheap_watch_valid`; ucx `ucs_rcache_get`), "
               "the clock's own cost taken off.",
@@ -143,8 +158,9 @@ def main(argv):
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(os.path.join(a.out, "runs.json"), "w") as f:
-        json.dump({"command": cmd, "cells": cells, "skipped": skipped, "errors": errors,
-                   "runs": runs}, f, indent=1)
+        json.dump({"command": cmd, "skipped": skipped, "errors": errors,
+                   "cells": {"%s/%d" % k: c for k, c in cells.items()},
+                   "runs": {"%s/%d" % k: r for k, r in runs.items()}}, f, indent=1)
     print("\n".join(lines))
     return 1 if errors else 0
 

@@ -20,7 +20,10 @@
    loaded machine disturbs less than the wall clock.  The target: W = 1e6
    within 1.2x of none.  The same with each release falling at a random
    place between the watches (watch_cost scatter: the index's path out of
-   cache).  Then the instructions per munmap (pinheap's
+   cache), and with the watches themselves at random places (watch_cost
+   sparse: one page watched at a random page of each block of 64 pages,
+   each release another page of a random block).  Then the instructions
+   per munmap (pinheap's
    interposer and everything under it but the kernel) under callgrind, with
    0 and W watches.
 """
@@ -111,6 +114,8 @@ def main():
     check_instructions(exe, a.no_callgrind)
     release_costs(exe, "release", "mmap+munmap pair", a.runs, a.watches, a.releases)
     release_costs(exe, "scatter", "munmap between watches + refill", a.runs, a.watches,
+                  a.releases)
+    release_costs(exe, "sparse", "munmap at a random place + refill", a.runs, a.watches,
                   a.releases)
     if not a.no_callgrind:
         munmap_instructions(exe, a.watches)

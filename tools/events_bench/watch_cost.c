@@ -22,6 +22,12 @@
  *                               MAP_FIXED_NOREPLACE, which releases
  *                               nothing): the index's path differs each
  *                               time, out of cache.
+ *   watch_cost sparse W N [P]   the watches at random places: a reserved
+ *                               region of 64P pages, one watch of a page
+ *                               at a random page of each of the first W
+ *                               blocks of 64 pages, each release a random
+ *                               other page of a random one of those blocks
+ *                               (refilled as in scatter).
  *   watch_cost audited N [raw]  N times: a page mapped and touched, watched
  *                               (with PINHEAP_AUDIT=1 its page registered
  *                               with userfaultfd), unmapped -- through
@@ -138,6 +144,25 @@ static int release(long w, long n, long pages)
   return 0;
 }
 
+static unsigned long xorshift(unsigned long *x)
+{
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+/* The release timed by scatter and sparse: page p of a reserved region
+ * unmapped, then mapped again (MAP_FIXED_NOREPLACE releases nothing). */
+static int hole(char *p, size_t pg)
+{
+  munmap(p, pg);
+  if (mmap(p, pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+           -1, 0) != p)
+    return fail("mmap of the hole", errno);
+  return 0;
+}
+
 static int scatter(long w, long n, long pages)
 {
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
@@ -151,14 +176,42 @@ static int scatter(long w, long n, long pages)
   for (long i = -n / 10; i < n; i++) {
     if (i == 0)
       t0 = now_ns();
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    char *p = r + (2 * (long)(x % (unsigned long)(pages / 2)) + 1) * pg;
-    munmap(p, pg);
-    if (mmap(p, pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
-             -1, 0) != p)
-      return fail("mmap of the hole", errno);
+    char *p = r + (2 * (long)(xorshift(&x) % (unsigned long)(pages / 2)) + 1) * pg;
+    if (hole(p, pg) != 0)
+      return 1;
+  }
+  printf("ns_per_release %.1f\n", (now_ns() - t0) / (double)n);
+  return 0;
+}
+
+static int sparse(long w, long n, long pages)
+{
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  const pinheap_watch_t *t;
+
+  if (arm(w) != 0)
+    return 1;
+  char *r = mmap(NULL, (size_t)pages * 64 * pg, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  unsigned char *at = malloc((size_t)pages);
+  if (r == MAP_FAILED || at == NULL)
+    return fail("mmap of the region", errno);
+  unsigned long x = 88172645463325252UL;
+  for (long i = 0; i < pages; i++) {
+    at[i] = (unsigned char)(xorshift(&x) % 64);
+    if (i < w && PINHEAP_NAME(watch)(r + (64 * i + at[i]) * (long)pg, pg, &t) != 0)
+      return fail("watch", EINVAL);
+  }
+  long blocks = w > 0 ? w : pages;
+  double t0 = 0;
+  for (long i = -n / 10; i < n; i++) {
+    if (i == 0)
+      t0 = now_ns();
+    long b = (long)(xorshift(&x) % (unsigned long)blocks);
+    long k = (long)(xorshift(&x) % 63);
+    char *p = r + (64 * b + (k >= at[b] ? k + 1 : k)) * (long)pg;   /* not the watched page */
+    if (hole(p, pg) != 0)
+      return 1;
   }
   printf("ns_per_release %.1f\n", (now_ns() - t0) / (double)n);
   return 0;
@@ -219,8 +272,10 @@ int main(int argc, char **argv)
       return release(w, atol(argv[3]), pages);
     if (strcmp(argv[1], "scatter") == 0)
       return scatter(w, atol(argv[3]), pages);
+    if (strcmp(argv[1], "sparse") == 0)
+      return sparse(w, atol(argv[3]), pages);
   }
-  fprintf(stderr, "usage: watch_cost check N | watch_cost release|scatter W N [P >= W, 1] | "
+  fprintf(stderr, "usage: watch_cost check N | watch_cost release|scatter|sparse W N [P >= W, 1] | "
                   "watch_cost audited N [raw]\n");
   return 2;
 }
