@@ -119,6 +119,12 @@ int main(int argc, char **argv)
   long n = atol(argv[2]);
   logging = argc > 3 && strcmp(argv[3], "log") == 0;
   pthread_t t;
+  /* 16 blocks of 32 B live throughout, as a program has: with none, a
+   * page emptied by every free sent mimalloc down its retire path (114
+   * instructions per fast pair against 55) */
+  static void *volatile keep[16];
+  for (int i = 0; i < 16; i++)
+    keep[i] = m(32);
   /* a thread made and gone: every allocator is in its multithreaded mode */
   if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
     return 3;
@@ -181,6 +187,11 @@ LOCK_FNS = re.compile(r"^_*pthread_(mutex_(timed)?lock|mutex_trylock|spin_lock|s
 ATOMIC_KINDS = ("cmpxchg", "xchg", "other")
 SHARING_PATHS = ("fast2", "remote", "remote_nocache")
 SHARING_ROUNDS = 4
+# The system calls counted (strace -c): the memory calls, each of which
+# takes the process's mmap lock in the kernel (and unmapping ones shoot
+# down TLB entries on every core running the process), and futex, a lock
+# slept on or woken.
+SYSCALLS = ("mmap", "munmap", "madvise", "mremap", "brk", "mprotect", "futex")
 
 
 class PathsError(Exception):
@@ -354,6 +365,23 @@ def sharing_run(probe, path, env, tmp, rounds=SHARING_ROUNDS):
     return {k: v / ops for k, v in totals.items()}
 
 
+def syscalls_run(probe, path, n, env, tmp):
+    """{syscall: calls} of one run under strace -f -c, memory calls and futex."""
+    out = os.path.join(tmp, "strace.%s.%d" % (path, n))
+    cmd = ["strace", "-f", "-c", "-o", out, "-e", "trace=" + ",".join(SYSCALLS), probe, path, str(n)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise PathsError("exit status %d: %s\n%s" % (proc.returncode, " ".join(cmd), proc.stderr[-300:]))
+    calls = dict.fromkeys(SYSCALLS, 0)
+    with open(out) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 5 and fields[-1] in calls:
+                calls[fields[-1]] = int(fields[3])
+    os.unlink(out)
+    return calls
+
+
 def per_op(r1, r2, n):
     return {"ir": (r2["ir"] - r1["ir"]) / n,
             "atomics": {k: (r2["atomics"][k] - r1["atomics"][k]) / n for k in ATOMIC_KINDS},
@@ -406,6 +434,22 @@ def table_markdown(names, paths, results, notes):
                     fmt_count(sh["reads"] + sh["reads_block"]), fmt_count(sh["reads_block"])))
             lines.append("| %s | %s | %s |" % (path, what, " | ".join(cells)))
         lines.append("")
+    sys_rows = [(path, what) for path, n, what in paths
+                if any("syscalls" in (results.get((name, path)) or {}) for name in names)]
+    if sys_rows:
+        lines += ["**System calls per operation** (strace -f -c, (calls(2N) - calls(N)) / N): "
+                  "memory calls (mmap + munmap + madvise + mremap + brk + mprotect; each takes the "
+                  "process's mmap lock in the kernel, and munmap and madvise(DONTNEED) shoot down TLB "
+                  "entries on every core running the process) / futex", "",
+                  "| path | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+        for path, what in sys_rows:
+            cells = []
+            for name in names:
+                sc = (results.get((name, path)) or {}).get("syscalls")
+                cells.append("-" if sc is None else "%s / %s" % (
+                    fmt_count(sum(v for k, v in sc.items() if k != "futex")), fmt_count(sc["futex"])))
+            lines.append("| %s | %s |" % (path, " | ".join(cells)))
+        lines.append("")
     for n in notes:
         lines.append("Note: " + n)
         lines.append("")
@@ -423,6 +467,7 @@ def main(argv):
                    help="subset of the paths (default all)")
     p.add_argument("--out", default=os.path.join(os.getcwd(), "bench-paths"),
                    help="output directory (default ./bench-paths)")
+    p.add_argument("--no-syscalls", action="store_true", help="skip the strace count")
     p.add_argument("--no-sharing", action="store_true",
                    help="skip the lackey count of the lines moving between threads")
     p.add_argument("--check", action="store_true",
@@ -483,7 +528,15 @@ def main(argv):
                     run.note("paths: %s %s FAILED: %s" % (name, path, e))
                     continue
                 # a fast2 round is both threads' turns: two pairs per n
-                results[(name, path)] = r = per_op(r1, r2, 2 * n if path == "fast2" else n)
+                ops = 2 * n if path == "fast2" else n
+                results[(name, path)] = r = per_op(r1, r2, ops)
+                if shutil.which("strace") is not None and not a.no_syscalls:
+                    try:
+                        s1 = syscalls_run(probe, path, n, env, tmp)
+                        s2 = syscalls_run(probe, path, 2 * n, env, tmp)
+                        r["syscalls"] = {k: (s2[k] - s1[k]) / ops for k in SYSCALLS}
+                    except (PathsError, OSError, subprocess.SubprocessError) as e:
+                        failures.append("%s %s (strace): %s" % (name, path, e))
                 if path in SHARING_PATHS and not a.no_sharing:
                     try:
                         r["sharing"] = sharing_run(probe, path, env, tmp)

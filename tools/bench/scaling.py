@@ -26,8 +26,8 @@ the geometric mean over the workloads of each allocator's time relative
 to glibc's and to the best peer's (threads_geomean.png).
 
 --quick is the unattended run for a bigger machine, one command under
-5 minutes on this 2-core VM (about 4): 3 runs, live heaps up to 256 MiB,
-the six thread workloads at scale 0.5 with 1, 2, 4, ... 64 threads and the
+5 minutes on this 2-core VM (about 4): 3 runs, live heaps up to 64 MiB,
+the six thread workloads at scale 0.4 with 1, 2, 4, ... 64 threads and the
 machine's CPU count.
 
 Writes into --out: scaling.md (tables and slopes), scaling.csv (every
@@ -61,8 +61,8 @@ def args_parse(argv):
                                 description="Time and peak RSS as the live heap and the thread "
                                             "count grow, per allocator (LD_PRELOAD).")
     p.add_argument("--quick", action="store_true",
-                   help="the unattended run (about 4 minutes on 2 cores): --runs 3 --max-live-mib 256 "
-                        "--thread-workloads %s --thread-scale 0.5, threads %s and the CPU count "
+                   help="the unattended run (about 4 minutes on 2 cores): --runs 3 --max-live-mib 64 "
+                        "--thread-workloads %s --thread-scale 0.4, threads %s and the CPU count "
                         "(explicit options still win)" % (QUICK_WORKLOADS, THREADS_DEFAULT))
     p.add_argument("--runs", default="3", help="interleaved runs per point (default 3)")
     p.add_argument("--max-live-mib", default=None,
@@ -88,11 +88,11 @@ def args_parse(argv):
     p.add_argument("--no-chart", action="store_true", help="skip the gnuplot charts")
     a = p.parse_args(argv)
     if a.max_live_mib is None:
-        a.max_live_mib = "256" if a.quick else "1024"
+        a.max_live_mib = "64" if a.quick else "1024"
     if a.thread_workloads is None:
         a.thread_workloads = QUICK_WORKLOADS if a.quick else "larson,tree"
     if a.thread_scale is None:
-        a.thread_scale = "0.5" if a.quick else "0.25"
+        a.thread_scale = "0.4" if a.quick else "0.25"
     if a.threads is None:
         a.threads = THREADS_DEFAULT
         cpus = os.cpu_count() or 1
