@@ -26,7 +26,7 @@ the geometric mean over the workloads of each allocator's time relative
 to glibc's and to the best peer's (threads_geomean.png).
 
 --quick is the unattended run for a bigger machine, one command under
-5 minutes on this 2-core VM (about 4): 3 runs, live heaps up to 64 MiB,
+5 minutes (2m31s on this 2-core VM, shared with other jobs): 3 runs, live heaps up to 64 MiB,
 the six thread workloads at scale 0.4 with 1, 2, 4, ... 64 threads and the
 machine's CPU count.
 
@@ -61,7 +61,7 @@ def args_parse(argv):
                                 description="Time and peak RSS as the live heap and the thread "
                                             "count grow, per allocator (LD_PRELOAD).")
     p.add_argument("--quick", action="store_true",
-                   help="the unattended run (about 4 minutes on 2 cores): --runs 3 --max-live-mib 64 "
+                   help="the unattended run (2m31s on 2 cores): --runs 3 --max-live-mib 64 "
                         "--thread-workloads %s --thread-scale 0.4, threads %s and the CPU count "
                         "(explicit options still win)" % (QUICK_WORKLOADS, THREADS_DEFAULT))
     p.add_argument("--runs", default="3", help="interleaved runs per point (default 3)")
