@@ -21,13 +21,23 @@ work takes the same time however many threads share the cores).  The
 smallest sizes are dominated by start-up constants, so the live-heap slope
 is fitted on the sizes from --fit-from-mib (default 16) up.
 
+With more than one thread workload, a last table gives per thread count
+the geometric mean over the workloads of each allocator's time relative
+to glibc's and to the best peer's (threads_geomean.png).
+
+--quick is the unattended run for a bigger machine, one command under
+5 minutes (2m31s on this 2-core VM, shared with other jobs): 3 runs, live heaps up to 64 MiB,
+the six thread workloads at scale 0.4 with 1, 2, 4, ... 64 threads and the
+machine's CPU count.
+
 Writes into --out: scaling.md (tables and slopes), scaling.csv (every
-run), scaling.json, and live.png / threads.png (gnuplot, log-log).  Python 3
+run), scaling.json, and live_*.png / threads_*.png (gnuplot, log-log).  Python 3
 standard library only; reuses run.py's allocator discovery and run checks.
 """
 
 import argparse
 import csv
+import datetime
 import json
 import math
 import os
@@ -43,22 +53,27 @@ import run  # noqa: E402  (run.py beside this file)
 LIVE_MIB_AT_SCALE_1 = 64          # wl_live.c's LIVE_MIB_AT_SCALE_1
 LIVE_SIZES_MIB = [1, 4, 16, 64, 256, 1024, 4096, 8192]
 THREADS_DEFAULT = "1,2,4,8,16,32,64"
+QUICK_WORKLOADS = "larson,tree,churn,prodcons,smallobj,falseshare_active"
 
 
 def args_parse(argv):
     p = argparse.ArgumentParser(prog="scaling.py",
                                 description="Time and peak RSS as the live heap and the thread "
                                             "count grow, per allocator (LD_PRELOAD).")
+    p.add_argument("--quick", action="store_true",
+                   help="the unattended run (2m31s on 2 cores): --runs 3 --max-live-mib 64 "
+                        "--thread-workloads %s --thread-scale 0.4, threads %s and the CPU count "
+                        "(explicit options still win)" % (QUICK_WORKLOADS, THREADS_DEFAULT))
     p.add_argument("--runs", default="3", help="interleaved runs per point (default 3)")
-    p.add_argument("--max-live-mib", default="1024",
+    p.add_argument("--max-live-mib", default=None,
                    help="largest live heap to run, MiB (default 1024; the sweep goes to 8192)")
     p.add_argument("--fit-from-mib", default="16",
                    help="smallest live heap the slope is fitted on (default 16)")
-    p.add_argument("--threads", default=THREADS_DEFAULT,
+    p.add_argument("--threads", default=None,
                    help="thread counts of the thread sweep (default %s)" % THREADS_DEFAULT)
-    p.add_argument("--thread-workloads", default="larson,tree",
+    p.add_argument("--thread-workloads", default=None,
                    help="workloads of the thread sweep (default larson,tree)")
-    p.add_argument("--thread-scale", default="0.25",
+    p.add_argument("--thread-scale", default=None,
                    help="scale of the thread sweep's runs (default 0.25)")
     p.add_argument("--sweeps", default="live,threads", help="live, threads or both (default)")
     p.add_argument("--allocators", default=None,
@@ -72,11 +87,23 @@ def args_parse(argv):
     p.add_argument("--timeout", default="900", help="seconds allowed per run (default 900)")
     p.add_argument("--no-chart", action="store_true", help="skip the gnuplot charts")
     a = p.parse_args(argv)
+    if a.max_live_mib is None:
+        a.max_live_mib = "64" if a.quick else "1024"
+    if a.thread_workloads is None:
+        a.thread_workloads = QUICK_WORKLOADS if a.quick else "larson,tree"
+    if a.thread_scale is None:
+        a.thread_scale = "0.4" if a.quick else "0.25"
+    if a.threads is None:
+        a.threads = THREADS_DEFAULT
+        cpus = os.cpu_count() or 1
+        if a.quick and str(cpus) not in a.threads.split(",") and cpus <= 256:
+            a.threads = ",".join(str(t) for t in sorted(set(
+                [int(t) for t in a.threads.split(",")] + [cpus])))
     a.runs = run.int_in_range("--runs", a.runs, 1, 100)
     a.max_live_mib = run.int_in_range("--max-live-mib", a.max_live_mib, 1, 1 << 20)
     a.fit_from_mib = run.int_in_range("--fit-from-mib", a.fit_from_mib, 1, 1 << 20)
     a.timeout = run.int_in_range("--timeout", a.timeout, 1, 86400)
-    a.threads = [run.int_in_range("--threads", t, 1, 64) for t in run.list_parse("--threads", a.threads)]
+    a.threads = [run.int_in_range("--threads", t, 1, 256) for t in run.list_parse("--threads", a.threads)]
     a.thread_workloads = run.list_parse("--thread-workloads", a.thread_workloads)
     try:
         a.thread_scale = float(a.thread_scale)
@@ -187,6 +214,40 @@ def chart(a, png, title, xlabel, xs, series, ylabel):
     return None if proc.returncode == 0 else "chart failed: " + proc.stderr.strip()[-300:]
 
 
+def threads_geomean(a, names, per_workload):
+    """The thread sweep summed up: per thread count, each allocator's
+    geometric mean over the workloads of its median time relative to
+    glibc's and to the row's best peer's.  (Markdown lines, JSON, chart
+    error or None.)"""
+    peers = [n for n in run.PEERS if n in names]
+    out = {n: {"vs_glibc": [], "vs_best_peer": []} for n in names}
+    for i, t in enumerate(a.threads):
+        for n in names:
+            g, b = [], []
+            for w, per in per_workload.items():
+                mine = per[n]["seconds"][i]
+                glibc = per.get("glibc", {}).get("seconds", [None] * len(a.threads))[i]
+                best = min((per[p]["seconds"][i] for p in peers if per[p]["seconds"][i]), default=None)
+                g.append(run.ratio(mine, glibc))
+                b.append(run.ratio(mine, best))
+            out[n]["vs_glibc"].append(run.geomean(g))
+            out[n]["vs_best_peer"].append(run.geomean(b))
+    md = ["**Geometric mean over the %d thread workloads** (%s; per thread count: time relative to "
+          "glibc's / to each row's best peer's)" % (len(per_workload), ", ".join(per_workload)), "",
+          "| threads | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
+    for i, t in enumerate(a.threads):
+        md.append("| %d | %s |" % (t, " | ".join("%s / %s" % (
+            run.fmt_ratio(out[n]["vs_glibc"][i]), run.fmt_ratio(out[n]["vs_best_peer"][i]))
+            for n in names)))
+    md.append("")
+    err = chart(a, os.path.join(a.out, "threads_geomean.png"),
+                "geometric mean over %s: time relative to the best peer, on %d cores"
+                % (",".join(per_workload), os.cpu_count() or 0),
+                "threads", a.threads, [(n, out[n]["vs_best_peer"]) for n in names],
+                "time relative to the best peer (geometric mean)")
+    return md, out, err
+
+
 def main(argv):
     try:
         a = args_parse(argv)
@@ -198,6 +259,7 @@ def main(argv):
         return 2
     names = [n for n, _ in allocators]
     os.makedirs(a.out, exist_ok=True)
+    started = time.monotonic()
     md, js, log_all, failed = [], {"allocators": names, "notes": notes}, [], {}
 
     if "live" in a.sweeps:
@@ -295,6 +357,12 @@ def main(argv):
             if err:
                 notes.append(err)
 
+    if "threads" in a.sweeps and len(a.thread_workloads) > 1:
+        geo_md, geo_js, err = threads_geomean(a, names, js["threads"])
+        md += geo_md
+        js["threads_geomean"] = geo_js
+        if err:
+            notes.append(err)
     md.append("Slopes: least squares of log(y) on log(x). Live heap: time slope 1 is linear (the "
               "cost per object does not grow with the heap), RSS slope 1 is proportional. Threads: "
               "time slope 0 means the same total work takes the same time however many threads "
@@ -304,6 +372,12 @@ def main(argv):
     for n in dict.fromkeys(notes):          # each note once, in order
         md.append("")
         md.append("Note: " + n)
+    info = run.machine_info()
+    wall = time.monotonic() - started
+    md.insert(0, "Scaling run of %s on %s (%s, %d CPUs); wall time %dm%02ds; command: "
+              "`scaling.py %s`.\n" % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), info["host"],
+                                      info["cpu"], info["cpus"], wall // 60, wall % 60,
+                                      " ".join(argv)))
     text = "\n".join(md) + "\n"
     with open(os.path.join(a.out, "scaling.md"), "w") as f:
         f.write(text)

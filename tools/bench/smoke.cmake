@@ -167,6 +167,24 @@ function(bench_mode_usage)
                ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD ${PAIR} 10 --expect-malloc no-such-allocator)
 endfunction()
 
+# Runs run.py on glibc with ${common} and ARGN; its table.md must hold each
+# of the wants (a list of plain strings); the table is left in `table`.
+macro(bench_runner_table what wants)
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD ${PYTHON} ${RUNNER} ${common} ${ARGN}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    bench_fail_test("run.py ${what} exited with '${rc}'\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  file(READ ${OUT}/table.md table)
+  foreach(want IN ITEMS ${wants})
+    string(FIND "${table}" "${want}" at)
+    if(at LESS 0)
+      bench_fail_test("${OUT}/table.md lacks '${want}':\n${table}")
+    endif()
+  endforeach()
+endmacro()
+
 function(bench_mode_runner)
   set(common --bench ${BENCH} --pair ${PAIR} --out ${OUT})
   bench_expect(2 "--runs: '0' is out of range" ${PYTHON} ${RUNNER} ${common} --runs 0)
@@ -176,26 +194,15 @@ function(bench_mode_runner)
   bench_expect(2 "--pinheap: '/nonexistent/libpinheap-preload.so' does not exist"
                ${PYTHON} ${RUNNER} ${common} --pinheap /nonexistent/libpinheap-preload.so)
   bench_expect(2 "--scale: 'big' is not a number" ${PYTHON} ${RUNNER} ${common} --scale big)
+  bench_expect(2 "--many-threads: 'x' is not an integer" ${PYTHON} ${RUNNER} ${common} --many-threads 8,x)
 
   file(REMOVE_RECURSE ${OUT})
-  execute_process(
-    COMMAND ${CMAKE_COMMAND} -E env --unset=LD_PRELOAD
-      ${PYTHON} ${RUNNER} ${common} --quick --runs 1 --scale 0.01 --allocators glibc
-      --workloads fixed,frag --threads 1,2 --no-chart --pairs 2000
-    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    bench_fail_test("run.py quick run exited with '${rc}'\nstdout: ${out}\nstderr: ${err}")
-  endif()
+  bench_runner_table("quick run" "| fixed | 1 |;| fixed | 2 |;| frag | 2 |;geometric mean"
+    --quick --runs 1 --scale 0.01 --allocators glibc --workloads fixed,frag --threads 1,2
+    --no-chart --pairs 2000)
   foreach(f table.md summary.csv summary.json runs.csv)
     if(NOT EXISTS ${OUT}/${f})
       bench_fail_test("run.py did not write ${OUT}/${f}")
-    endif()
-  endforeach()
-  file(READ ${OUT}/table.md table)
-  foreach(want "| fixed | 1 |" "| fixed | 2 |" "| frag | 2 |" "geometric mean")
-    string(FIND "${table}" "${want}" at)
-    if(at LESS 0)
-      bench_fail_test("${OUT}/table.md lacks '${want}':\n${table}")
     endif()
   endforeach()
   file(STRINGS ${OUT}/runs.csv rows)
@@ -210,6 +217,15 @@ function(bench_mode_runner)
       bench_fail_test("${OUT}/runs.csv: a glibc run did not run on glibc's malloc: ${row}")
     endif()
   endforeach()
+
+  # The rows at --many-threads: only the --many-workloads ones.
+  bench_runner_table("--many-threads run" "| fixed | 1 |;| larson | 1 |;| larson | 3 |;| geometric mean | 3 |"
+    --runs 1 --scale 0.01 --allocators glibc --workloads fixed,larson --threads 1
+    --many-threads 3 --many-workloads larson --no-chart --no-callgrind)
+  string(FIND "${table}" "| fixed | 3 |" at)
+  if(NOT at LESS 0)
+    bench_fail_test("${OUT}/table.md has a fixed row at 3 threads (not a --many-workloads one):\n${table}")
+  endif()
 
   # The regcache table, with glibc's old leave-pinned fallback beside glibc.
   execute_process(
