@@ -137,6 +137,12 @@ PH_HIDDEN void seg_take_out(mstate_t *ms, seg_t **pp, release_t *rel);
 /** Takes idle segments out (all if force), up to max, into out[]. */
 PH_HIDDEN unsigned ms_idle_collect(mstate_t *ms, release_t *out, unsigned max, bool force);
 PH_HIDDEN bool ms_give_back_idle(mstate_t *ms, size_t pad, release_t *rel);
+/** What ms holds idle (wholly free segments, the top's tail past pad) taken
+ *  out at once, for the caller to use or release: out[i].len writable bytes
+ *  then spare[i] bytes of reserve.  Locked; not the shared heap.  Up to max;
+ *  @return how many. */
+PH_HIDDEN unsigned ms_take_idle(mstate_t *ms, size_t pad, release_t *out, size_t *spare,
+                                unsigned max);
 /** The shared heap: the pages [addr, addr+len) of the free chunk of ms that
  *  this process posted (token: the entry's) go now, if the chunk stayed free
  *  and untouched.  Takes the lock.  @return 1 gone, 0 dropped, -1 not yet. */

@@ -550,13 +550,12 @@ void seg_take_out(mstate_t *ms, seg_t **pp, release_t *rel)
 /* Takes wholly free segments that have stayed unused for the decay (all of
  * them if force) out of the heap, up to max, into out[].  Locked; the
  * caller releases them after unlocking.  @return how many. */
-unsigned ms_idle_collect(mstate_t *ms, release_t *out, unsigned max, bool force)
+static unsigned idle_collect(mstate_t *ms, release_t *out, size_t *spare, unsigned max,
+                             bool force)
 {
   uint64_t now = now_ms();
   unsigned n = 0;
 
-  if (ms->source->shared)
-    return shared_idle_collect(ms, force);
   if (ms->idle_segs == 0 || (!force && now - ms->idle_scan_at < PH_TRIM_DECAY_MS / 2))
     return 0;
   ms->idle_scan_at = now;
@@ -571,11 +570,46 @@ unsigned ms_idle_collect(mstate_t *ms, release_t *out, unsigned max, bool force)
       } else if (force || now - seg->idle_since >= PH_TRIM_DECAY_MS) {
         bin_unlink(ms, c, chunk_size(c));
         ms->idle_segs--;
+        if (spare != NULL)
+          spare[n] = seg->spare;
         seg_take_out(ms, pp, &out[n++]);
         continue;
       }
     }
     pp = &seg->next;
+  }
+  return n;
+}
+
+unsigned ms_idle_collect(mstate_t *ms, release_t *out, unsigned max, bool force)
+{
+  if (ms->source->shared)
+    return shared_idle_collect(ms, force);
+  return idle_collect(ms, out, NULL, max, force);
+}
+
+/* What ms holds idle, taken out at once for the caller to use or release
+ * (the relief, huge.c): up to max ranges in out[], the wholly free segments
+ * and then the top's free tail past pad, each out[i].len writable bytes
+ * (mapped, pages resident where they were touched) followed by spare[i]
+ * bytes of inaccessible reserve.  Locked; not for the shared heap.
+ * @return how many (max: there may be more). */
+unsigned ms_take_idle(mstate_t *ms, size_t pad, release_t *out, size_t *spare, unsigned max)
+{
+  ms_drain_remote(ms);
+  ms_fast_consolidate(ms);
+  unsigned n = idle_collect(ms, out, spare, max, true);
+  for (unsigned i = 0; i < n; i++)
+    out[i].len -= spare[i];
+  if (n < max && ms->top != NULL && ms->top_seg != NULL) {
+    size_t sp = ms->top_seg->spare;
+    release_t rel = { NULL, 0 };
+    ms_trim_top(ms, pad, &rel);
+    if (rel.len != 0) {
+      spare[n] = sp;
+      out[n].addr = rel.addr;
+      out[n++].len = rel.len - sp;
+    }
   }
   return n;
 }

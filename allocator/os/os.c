@@ -388,6 +388,13 @@ int os_move_to(void *addr, size_t oldlen, size_t newlen, void *to)
 
   os_notify(addr, oldlen);
   long m = (long)os_kernel_mremap(addr, oldlen, newlen, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+  /* A range made of several mappings (huge_cache_fill moved pages into it)
+   * cannot be resized by mremap (EFAULT); since Linux 6.17 it can still be
+   * moved whole at its size, and the reservation's rest stays as it was:
+   * untouched, zero pages -- the same result for a grown free mapping, and
+   * the same count (the old range leaves, newlen bytes stay). */
+  if (m == -1 && newlen > oldlen)
+    m = (long)os_kernel_mremap(addr, oldlen, oldlen, MREMAP_MAYMOVE | MREMAP_FIXED, to);
   if (m == -1) {
     errno = saved;
     return -1;
@@ -399,6 +406,30 @@ int os_move_to(void *addr, size_t oldlen, size_t newlen, void *to)
   atomic_fetch_add_explicit(&os_release_calls, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&os_released_bytes, oldlen, memory_order_relaxed);
   os_notify_mapped(to, newlen);
+  errno = saved;
+  return 0;
+}
+
+/* Moves the pages of [addr, addr+len) over [to, to+len), a part of one of
+ * pinheap's mappings that holds no block and was never touched (the grown
+ * part of a freed huge mapping about to be handed out): mremap moves the
+ * page tables, nothing is copied or faulted.  The old range leaves the
+ * process: the release listener hears exactly it, first.  Not told to the
+ * map listener: the destination was mapped and heard of before.  @return
+ * 0, or -1 if the kernel refused (nothing moved). */
+int os_move_into(void *addr, size_t len, void *to)
+{
+  int saved = errno;
+
+  os_notify(addr, len);
+  long m = (long)os_kernel_mremap(addr, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+  if (m == -1) {
+    errno = saved;
+    return -1;
+  }
+  atomic_fetch_sub_explicit(&os_mapped, len, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_release_calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_released_bytes, len, memory_order_relaxed);
   errno = saved;
   return 0;
 }

@@ -75,6 +75,11 @@ PH_HIDDEN void  *os_move_reserve(size_t len, size_t align);
  *  nothing is copied; the listener hears exactly the old range first.
  *  @return 0, or -1 (nothing moved, the reservation kept). */
 PH_HIDDEN int    os_move_to(void *addr, size_t oldlen, size_t newlen, void *to);
+/** Moves the pages of [addr, addr+len) over [to, to+len), an untouched part
+ *  of another of pinheap's mappings that holds no block (listener told of
+ *  the old range first; nothing faulted or copied).  @return 0 or -1
+ *  (nothing moved). */
+PH_HIDDEN int    os_move_into(void *addr, size_t len, void *to);
 /** Grows the mapping at addr, contents not kept, to newlen bytes
  *  aligned to align, keeping its pages: in place, else moved (listener told
  *  of the old range first).  @return the new address or NULL (unchanged). */

@@ -10,7 +10,11 @@
  * back; a block above 16 MiB is cached, not unmapped; a bigger one grows a
  * resident cached mapping, keeping its pages (mremap, moved if need be,
  * the old range announced); a heap's new segment is taken from a resident
- * cached mapping, nothing of it released.
+ * cached mapping, nothing of it released; the part of a new block that has
+ * no page yet is filled with the pages of other resident cached mappings,
+ * moved there (each old range announced first), and such a block, several
+ * kernel mappings, still reads as zero from calloc and is resized by realloc
+ * with its contents.
  *
  * Main entry points: the Test() cases; hear_*() record the listener calls.
  */
@@ -127,65 +131,84 @@ Test(huge, freed_block_decays_to_address_space_then_is_reused)
 
 /* The cache keeps freed pages resident only while the live huge blocks
  * and the cache together stay under the peak of the live blocks alone,
- * and 256 MiB at most (32 MiB always allowed; a resident entry of a
- * quarter of a request or more is grown for it, so the sizes here avoid that): past that, the oldest
+ * and 512 MiB at most (32 MiB always allowed): past that, the oldest
  * entries are decommitted at once, announced, without waiting for the
- * decay.  Here: the 256 MiB cap. */
+ * decay.  Here: the 512 MiB cap.  The blocks are all allocated before any
+ * is freed, so that none is made of another's pages. */
 Test(huge, resident_cache_is_capped_without_waiting)
 {
   PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
   unsigned char *a = PINHEAP_NAME(malloc)(40 * MIB);
-  cr_assert(a != NULL);
+  unsigned char *b = PINHEAP_NAME(malloc)(240 * MIB);
+  unsigned char *c = PINHEAP_NAME(malloc)(250 * MIB);   /* peak 530 */
+  cr_assert(a != NULL && b != NULL && c != NULL);
   touch_all(a, 40 * MIB);
-  PINHEAP_NAME(free)(a);                     /* cached 40 MiB: kept */
-  cr_assert(resident_pages(a, 40 * MIB) > 0, "a freed 40 MiB block lost its pages at once");
-  unsigned char *b = PINHEAP_NAME(malloc)(200 * MIB);   /* no fit in the cache: mapped */
-  unsigned char *c = PINHEAP_NAME(malloc)(170 * MIB);   /* too big to grow a; peak 370 */
-  cr_assert(b != NULL && c != NULL && b != a && c != a, "a new block reused the 40 MiB mapping");
   touch_all(b, 1 * MIB);
   touch_all(c, 1 * MIB);
+  PINHEAP_NAME(free)(a);                     /* cached 40 MiB: kept */
+  PINHEAP_NAME(free)(b);                     /* cached 280 MiB: kept */
   cr_assert(resident_pages(a, 40 * MIB) > 0, "the cached 40 MiB lost its pages too early");
   atomic_store(&hear_count, 0);
-  PINHEAP_NAME(free)(b);
-  PINHEAP_NAME(free)(c);                     /* cached 410 MiB > 256: a and b go */
+  PINHEAP_NAME(free)(c);                     /* cached 530 MiB > 512: a goes */
   long r = resident_pages(a, 40 * MIB);
-  cr_assert(r == 0, "the oldest cached block keeps %ld pages resident over 256 MiB", r);
+  cr_assert(r == 0, "the oldest cached block keeps %ld pages resident over 512 MiB", r);
   cr_assert(hear_covered((uintptr_t)a, (uintptr_t)a + 40 * MIB),
             "the oldest cached block was decommitted but the listener did not hear it");
-  r = resident_pages(b, 1 * MIB);
-  cr_assert(r == 0, "the second oldest keeps %ld pages resident over 256 MiB", r);
-  cr_assert(hear_covered((uintptr_t)b, (uintptr_t)b + 200 * MIB),
-            "the second oldest was decommitted but the listener did not hear it");
+  cr_assert(resident_pages(b, 1 * MIB) > 0, "the second oldest lost its pages under 512 MiB");
+  cr_assert(!hear_touched((uintptr_t)b, (uintptr_t)b + 240 * MIB),
+            "the listener heard of the second oldest, which stays resident");
   cr_assert(resident_pages(c, 1 * MIB) > 0, "the most recently freed block lost its pages");
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
+/* The peak bound.  Ten freed 20 MiB blocks wait resident; a 400 MiB block
+ * takes the pages of eight of them (PH_HUGE_FILL_PIECES), two stay: the
+ * live blocks and the cache (420 + 40) are above the live peak (420).
+ * The next free (a 20 MiB block, live until now) finds no room: the two
+ * older entries are decommitted at once, announced; the block just freed
+ * keeps its pages. */
 Test(huge, resident_cache_is_bounded_by_the_peak_without_waiting)
 {
+  enum { N = 10 };
+  unsigned char *x[N];
+
   PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
-  unsigned char *keep = PINHEAP_NAME(malloc)(150 * MIB);     /* live throughout */
-  cr_assert(keep != NULL);
-  keep[0] = 1;
-  unsigned char *a = PINHEAP_NAME(malloc)(40 * MIB);
-  cr_assert(a != NULL);
-  touch_all(a, 40 * MIB);
-  PINHEAP_NAME(free)(a);                     /* peak 190, live 150: room 40 */
-  unsigned char *b = PINHEAP_NAME(malloc)(200 * MIB);   /* no fit: mapped; peak 350 */
-  cr_assert(b != NULL && b != a);
-  b[0] = 1;
-  unsigned char *c = PINHEAP_NAME(malloc)(170 * MIB);   /* a is under a quarter of it:
-                                                            not grown; mapped, peak 520 */
-  cr_assert(c != NULL);
-  touch_all(c, 1 * MIB);
+  unsigned char *z = PINHEAP_NAME(malloc)(20 * MIB);        /* live until the end */
+  cr_assert(z != NULL);
+  touch_all(z, 20 * MIB);
+  for (int i = 0; i < N; i++) {
+    x[i] = PINHEAP_NAME(malloc)(20 * MIB);
+    cr_assert(x[i] != NULL);
+    touch_all(x[i], 20 * MIB);
+  }
+  for (int i = 0; i < N; i++)
+    PINHEAP_NAME(free)(x[i]);                /* peak 220, live 20: all kept */
   atomic_store(&hear_count, 0);
-  PINHEAP_NAME(free)(c);    /* live 350, room 170: cached a 40 + c 170 = 210 > 170 */
-  long r = resident_pages(a, 40 * MIB);
-  cr_assert(r == 0, "a freed block keeps %ld pages resident beyond the live peak", r);
-  cr_assert(hear_covered((uintptr_t)a, (uintptr_t)a + 40 * MIB),
-            "the oldest cached block was decommitted but the listener did not hear it");
-  cr_assert(resident_pages(c, 1 * MIB) > 0, "the most recently freed block lost its pages");
-  PINHEAP_NAME(free)(b);
-  PINHEAP_NAME(free)(keep);
+  unsigned char *big = PINHEAP_NAME(malloc)(400 * MIB);
+  cr_assert(big != NULL);
+  touch_all(big, 1 * MIB);
+  int left = 0, stay[N];
+  for (int i = 0; i < N; i++) {
+    bool moved = hear_covered((uintptr_t)x[i], (uintptr_t)x[i] + 20 * MIB);
+    if (!moved) {
+      cr_assert(resident_pages(x[i], 20 * MIB) >= (long)(20 * MIB / page_size()) - 2,
+                "cached block %d was neither moved (announced) nor kept resident", i);
+      stay[left++] = i;
+    }
+  }
+  cr_assert(left == N - 8, "%d of %d cached 20 MiB blocks were left, expected %d (8 moved)",
+            left, N, N - 8);
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(z);            /* live 400, peak 420: room 20, 32 allowed */
+  for (int k = 0; k < left; k++) {
+    unsigned char *p = x[stay[k]];
+    long r = resident_pages(p, 20 * MIB);
+    cr_assert(r == 0, "a cached block keeps %ld pages resident beyond the live peak", r);
+    cr_assert(hear_covered((uintptr_t)p, (uintptr_t)p + 20 * MIB),
+              "a cached block was decommitted but the listener did not hear it");
+  }
+  cr_assert(resident_pages(z, 20 * MIB) > 0, "the most recently freed block lost its pages");
+  PINHEAP_NAME(free)(big);
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
@@ -318,4 +341,76 @@ Test(huge, new_heap_segment_comes_from_a_resident_cached_mapping)
   while (n > 0)
     PINHEAP_NAME(free)(blocks[--n]);
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+/* Two blocks of len bytes allocated together, every page written, then
+ * freed (cached, resident): their addresses in *a_p and *b_p. */
+static void two_freed_blocks(size_t len, unsigned char **a_p, unsigned char **b_p)
+{
+  unsigned char *a = PINHEAP_NAME(malloc)(len);
+  unsigned char *b = PINHEAP_NAME(malloc)(len);
+  cr_assert(a != NULL && b != NULL, "two %zu-byte blocks failed", len);
+  touch_all(a, len);
+  touch_all(b, len);
+  PINHEAP_NAME(free)(a);
+  PINHEAP_NAME(free)(b);
+  *a_p = a;
+  *b_p = b;
+}
+
+/* A request no cached mapping holds, with resident ones too small to grow
+ * for it (under a quarter of it): the new block is a fresh mapping, and
+ * their pages are moved into it rather than faulted in beside them -- each
+ * old range announced first.  Its pages are not zero any more: calloc
+ * still returns zeros. */
+Test(huge, new_block_takes_the_pages_of_resident_cached_mappings)
+{
+  size_t small = 20 * MIB, big = 100 * MIB;
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *a, *b;
+  two_freed_blocks(small, &a, &b);
+  atomic_store(&hear_count, 0);
+  unsigned char *q = PINHEAP_NAME(calloc)(1, big);
+  cr_assert(q != NULL);
+  cr_assert(hear_covered((uintptr_t)a, (uintptr_t)a + small) &&
+                hear_covered((uintptr_t)b, (uintptr_t)b + small),
+            "the cached blocks at %p and %p were not both moved (announced) into the new one",
+            (void *)a, (void *)b);
+  long r = resident_pages(q, big);
+  cr_assert(r >= (long)(2 * small / page_size()) - 2,
+            "a 100 MiB block made of two resident 20 MiB ones has %ld pages resident, "
+            "expected theirs (%zu)", r, 2 * small / page_size());
+  for (size_t off = 0; off < big; off += 4096)
+    cr_assert(q[off] == 0, "calloc of a block made of cached pages is not zero at offset %zu",
+              off);
+  PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+/* A block made of moved pages is several kernel mappings, which mremap
+ * cannot resize: realloc still grows and shrinks it, contents kept (moved
+ * whole, or copied where the kernel cannot move such a range). */
+Test(huge, realloc_keeps_a_block_made_of_moved_pages)
+{
+  size_t small = 20 * MIB, big = 100 * MIB;
+
+  unsigned char *a, *b;
+  two_freed_blocks(small, &a, &b);
+  unsigned char *q = PINHEAP_NAME(malloc)(big);
+  cr_assert(q != NULL);
+  for (size_t off = 0; off < big; off += 4096)
+    q[off] = (unsigned char)(off >> 12 | 1);
+  unsigned char *g = PINHEAP_NAME(realloc)(q, 2 * big);
+  cr_assert(g != NULL, "realloc of a block made of moved pages to 200 MiB failed");
+  for (size_t off = 0; off < big; off += 4096)
+    cr_assert(g[off] == (unsigned char)(off >> 12 | 1),
+              "realloc to 200 MiB lost the contents at offset %zu", off);
+  touch_all(g + big, big);
+  unsigned char *s = PINHEAP_NAME(realloc)(g, big / 2);
+  cr_assert(s != NULL, "realloc of a block made of moved pages to 50 MiB failed");
+  for (size_t off = 0; off < big / 2; off += 4096)
+    cr_assert(s[off] == (unsigned char)(off >> 12 | 1),
+              "realloc to 50 MiB lost the contents at offset %zu", off);
+  PINHEAP_NAME(free)(s);
 }

@@ -3,7 +3,10 @@
  * states it, for the calls no other test reaches directly: the shared
  * heap's region mappings (os_region_*) are made and counted, and never
  * heard by the release or the map listener; the region's free pages
- * (os_release_shared) are heard first.  The source check that no other
+ * (os_release_shared) are heard first; pages moved into another mapping
+ * (os_move_into) keep their contents and are heard as a release of their
+ * old range, first, and a range so made of several mappings is still moved
+ * whole, grown (os_move_to).  The source check that no other
  * allocator file maps or unmaps is test/layers_check.py's.
  */
 #include "test_util.h"
@@ -69,4 +72,64 @@ Test(os, release_shared_is_heard_first)
   cr_expect_eq(p[page], 0, "MADV_REMOVE dropped the pages of a shared mapping");
   cr_expect_eq(p[0], 1);
   munmap(p, len);
+}
+
+/* Can this kernel move a range of several mappings whole (Linux 6.17 and
+ * later)?  Probed with plain system calls. */
+static bool kernel_moves_several_mappings(void)
+{
+  size_t page = os_page_size();
+  char *x = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  char *y = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  char *z = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  cr_assert(x != MAP_FAILED && y != MAP_FAILED && z != MAP_FAILED);
+  x[0] = y[0] = 1;
+  cr_assert(mremap(y, page, page, MREMAP_MAYMOVE | MREMAP_FIXED, x + page) != MAP_FAILED);
+  bool ok = mremap(x, 4 * page, 4 * page, MREMAP_MAYMOVE | MREMAP_FIXED, z) != MAP_FAILED;
+  munmap(ok ? z : x, 4 * page);
+  if (!ok)
+    munmap(z, 4 * page);
+  return ok;
+}
+
+Test(os, move_into_is_heard_first_and_keeps_the_pages)
+{
+  size_t page = os_page_size(), len = 4 * page, big = 16 * page;
+  char *a = os_map_aligned(NULL, len, page);
+  char *b = os_map_aligned(NULL, big, page);
+  cr_assert(a != NULL && b != NULL, "os_map_aligned failed");
+  memset(a, 0x5a, len);
+  os_stats_t st0, st1;
+  os_stats_get(&st0);
+  listener_install();
+  cr_assert_eq(os_move_into(a, len, b + 2 * page), 0, "os_move_into refused: errno %d", errno);
+  cr_expect_eq(listener_calls_get(), 1, "heard %zu releases, expected the old range's",
+               listener_calls_get());
+  cr_expect_eq(listener_bytes_get(), len);
+  os_stats_get(&st1);
+  cr_expect_eq(st0.mapped - st1.mapped, len, "mapped bytes went down by %zu, expected %zu",
+               st0.mapped - st1.mapped, len);
+  cr_expect_eq((unsigned char)b[2 * page], 0x5a, "the moved pages lost their contents");
+  cr_expect_eq((unsigned char)b[2 * page + len - 1], 0x5a);
+  cr_expect_eq(b[0], 0, "the rest of the destination is not zero");
+  cr_expect_eq(b[2 * page + len], 0);
+
+  /* b is three kernel mappings now: mremap cannot resize it, but os_move_to
+   * moves it whole into a bigger reservation (Linux 6.17 and later). */
+  char *to = os_move_reserve(2 * big, page);
+  cr_assert(to != NULL, "os_move_reserve failed");
+  if (!kernel_moves_several_mappings()) {
+    printf("SKIP: this kernel cannot move a range of several mappings (before Linux 6.17)\n");
+    cr_expect_eq(os_move_to(b, big, 2 * big, to), -1);
+    os_move_cancel(to, 2 * big);
+    os_release(b, big);
+  } else {
+    cr_assert_eq(os_move_to(b, big, 2 * big, to), 0,
+                 "os_move_to could not grow a range of three mappings (moved whole)");
+    cr_expect_eq((unsigned char)to[2 * page], 0x5a, "the grown range lost its moved pages");
+    cr_expect_eq(to[big + page], 0, "the grown part is not zero");
+    memset(to, 1, 2 * big);
+    os_release(to, 2 * big);
+  }
+  os_set_release_listener(NULL, NULL);
 }
