@@ -149,8 +149,16 @@ PH_STARTUP static int install_may_patch(const char *tool)
 
 PH_STARTUP void *install_resolved(const char *name)
 {
-  for (unsigned i = 0; replace_symbols != NULL && i < replace_symbols_count; i++) {
-    if (strcmp(replace_symbols[i].name, name) != 0)
+  unsigned from = 0;
+  /* the verification passes replace_symbols' own names: found by address,
+   * without a strcmp per entry before it */
+  while (replace_symbols != NULL && from < replace_symbols_count &&
+         replace_symbols[from].name != name)
+    from++;
+  if (replace_symbols == NULL || from == replace_symbols_count)
+    from = 0;
+  for (unsigned i = from; replace_symbols != NULL && i < replace_symbols_count; i++) {
+    if (replace_symbols[i].name != name && strcmp(replace_symbols[i].name, name) != 0)
       continue;
     if (!__atomic_load_n(&install_patched, __ATOMIC_ACQUIRE))
       break;
@@ -253,9 +261,10 @@ PH_STARTUP static void install_sites_find(install_run_t *r)
   int code = r->events && r->patch && r->params->v[PARAM_CODE_PATCH].value != 0;
   for (unsigned i = 0; i < n; i++) {
     install_syms[i].code = PINHEAP_CODE_NONE;
+    /* (empty: zero-initialised, and this runs once per process; not even
+     * read here, so that the texts' pages stay untouched unless a site
+     * is left unpatched and says why) */
     install_code[i].text = install_code_text[i];
-    if (install_code[i].text[0] != '\0')   /* (written only when needed: the */
-      install_code[i].text[0] = '\0';      /* texts' pages stay untouched) */
     if (!code || !install_is_call(i))
       continue;                /* libc's fallocate, ftruncate, syscall: see the top */
     install_code[i].name = replace_symbols[i].name;

@@ -303,15 +303,31 @@ PH_STARTUP static int reloc_def_find_cb(struct dl_phdr_info *info, size_t size, 
 {
   reloc_def_find_t *f = arg;
   reloc_view_t v;
-  int viewed = 0;
+  int viewed = 0, self = -1;
+  uintptr_t span_lo = UINTPTR_MAX, span_hi = 0;
   (void)size;
   if (reloc_is_vdso(info))
     return 0;
+  /* the object's span first: one walk of its program headers, then the
+   * segment test only for the names whose definition lies inside it */
+  for (ElfW(Half) k = 0; k < info->dlpi_phnum; k++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[k];
+    if (ph->p_type != PT_LOAD)
+      continue;
+    uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+    if (a < span_lo)
+      span_lo = a;
+    if (a + ph->p_memsz > span_hi)
+      span_hi = a + ph->p_memsz;
+  }
   for (size_t i = 0; i < f->n; i++) {
-    if (f->def[i].sym != NULL || !reloc_in_segment(info, f->addr[i]))
+    if (f->def[i].sym != NULL || f->addr[i] < span_lo || f->addr[i] >= span_hi ||
+        !reloc_in_segment(info, f->addr[i]))
       continue;
     f->left--;
-    if (reloc_is_self(info)) {
+    if (self < 0)
+      self = reloc_is_self(info);
+    if (self) {
       f->self[i] = 1;           /* pinheap's own definitions stay as they are */
       continue;
     }
