@@ -3,8 +3,9 @@
  * symbol called the way the process calls it.  A memory call is made with
  * the probe's arguments, which no program uses: a first handler
  * recognises them and stops the call, so nothing is mapped or unmapped and
- * the event is seen to fire; malloc must return pinheap's memory and free
- * take it back.  Main entry points: install_verify_calls() and
+ * the event is seen to fire; malloc and free must be pinheap's own
+ * functions, or else malloc must return pinheap's memory and free take it
+ * back.  Main entry points: install_verify_calls() and
  * install_verify_family(), from install_run() (install.c).
  */
 #include "hooks/intercept/install_impl.h"
