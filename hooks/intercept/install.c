@@ -125,7 +125,7 @@ extern void __tsan_init(void) __attribute__((weak));
 extern void __msan_init(void) __attribute__((weak));
 extern void __hwasan_init(void) __attribute__((weak));
 
-PH_STARTUP const char *install_tool(void)
+PH_STARTUP static const char *install_tool_find(void)
 {
   if (__asan_init != NULL || __hwasan_init != NULL)
     return "AddressSanitizer";
@@ -138,6 +138,23 @@ PH_STARTUP const char *install_tool(void)
   if (pre != NULL && startup_contains(pre, "vgpreload"))
     return "valgrind";
   return NULL;
+}
+
+/* The tool is the process's from its exec on: found once (the decision,
+ * the installation and the self-test ask; each finding scans the
+ * environment, hundreds of variables under mpirun).  Racing first callers
+ * find the same answer. */
+PH_STARTUP const char *install_tool(void)
+{
+  PH_HOT_DATA static int known;
+  PH_HOT_DATA static const char *tool;
+
+  if (__atomic_load_n(&known, __ATOMIC_ACQUIRE))
+    return __atomic_load_n(&tool, __ATOMIC_RELAXED);
+  const char *t = install_tool_find();
+  __atomic_store_n(&tool, t, __ATOMIC_RELAXED);
+  __atomic_store_n(&known, 1, __ATOMIC_RELEASE);
+  return t;
 }
 
 /* Patching is allowed: PINHEAP_PATCH is not 0, and no memory checker runs
