@@ -209,9 +209,14 @@ PH_STARTUP static int patch_seg_cb(struct dl_phdr_info *info, size_t size, void 
   return 0;
 }
 
-/* The protection of the segment holding addr; -1 if no object holds it. */
+/* The protection of the segment holding addr; -1 if no object holds it.
+ * s may hold the previous answer (prot set, or -1): when addr lies in the
+ * same segment, it stands, without a walk of the loaded objects (libc's
+ * eight functions share one segment). */
 PH_STARTUP static int patch_seg_find(const void *addr, patch_seg_t *s)
 {
+  if (s->prot >= 0 && (uintptr_t)addr >= s->lo && (uintptr_t)addr < s->hi)
+    return s->prot;
   memset(s, 0, sizeof(*s));
   s->addr = (uintptr_t)addr;
   s->prot = -1;
@@ -537,6 +542,7 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
   int done = 0;
   patch_write_t w[PATCH_BATCH];
   size_t k = 0;
+  patch_seg_t seg = { .prot = -1 };   /* the last segment found */
 
   ph_lock(&patch_lock);
   for (size_t i = 0; i < n; i++) {
@@ -565,7 +571,6 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
       patch_refuse(s);
       continue;
     }
-    patch_seg_t seg;
     int prot = patch_seg_find(s->entry, &seg);
     if (prot < 0 || !(prot & PROT_EXEC)) {
       s->state = PATCH_FAILED;
@@ -629,6 +634,7 @@ void patch_fork_child(void)
 int patch_undo(patch_site_t *sites, size_t n, unsigned flags)
 {
   int undone = 0;
+  patch_seg_t seg = { .prot = -1 };   /* the last segment found */
 
   if (flags & PATCH_THREADS)
     return 0;                   /* the jump stays: see "Threads" above */
@@ -646,7 +652,6 @@ int patch_undo(patch_site_t *sites, size_t n, unsigned flags)
     const void *to = patch_jump_target(s->entry, &kind);
     if (to != (s->via != NULL ? s->via : s->target) || ((unsigned char *)s->entry)[0] != 0xe9)
       continue;                 /* someone rewrote it since: theirs now */
-    patch_seg_t seg;
     int prot = patch_seg_find(s->entry, &seg);
     uint64_t cur = __atomic_load_n((uint64_t *)s->entry, __ATOMIC_ACQUIRE), val;
     unsigned char c[8];
