@@ -13,8 +13,9 @@ Method (drift cancels): the programs (A; B, the core library of --build;
 C, the one of --baseline, e.g. a build of main) run in rounds, one run of
 each per round, the order rotated every round (A B C, B C A, ...):
   * wall time: --pairs rounds (default 400, after 20 to warm up), each run
-    timed from posix_spawn to wait4, its minor page faults from the
-    child's rusage; reported: each program's median and
+    timed from posix_spawn to wait4, its CPU time (user + sys) and minor
+    page faults from the child's rusage (CPU time is less disturbed by
+    other processes on a loaded machine than wall time); reported: each program's median and
     the median of the per-round differences (B - A, C - A, B - C) with
     their interquartile range;
   * instructions: callgrind totals, --cg-pairs rounds, the same way;
@@ -147,14 +148,14 @@ def build_fixtures(tmp, cores, prefix):
 def spawn_time(prog, env):
     """One run: its wall time, posix_spawn to wait4 (the spawner's own cost
     is the same for every program and cancels in the differences), and its
-    minor page faults (the child's rusage)."""
+    minor page faults and CPU time (the child's rusage)."""
     t = time.perf_counter()
     pid = os.posix_spawn(prog, [prog], env)
     _, status, ru = os.wait4(pid, 0)
     dt = time.perf_counter() - t
     if status != 0:
         die("%s exited with status %d" % (prog, status))
-    return dt, ru.ru_minflt
+    return dt, ru.ru_minflt, ru.ru_utime + ru.ru_stime
 
 
 def quartiles(xs):
@@ -299,9 +300,13 @@ def main():
         runs = alternated(spawn_time, progs, env, a.pairs, warm=20)
         wall = {t: [r[0] for r in runs[t]] for t in tags}
         faults = {t: [r[1] for r in runs[t]] for t in tags}
+        cpu = {t: [r[2] for r in runs[t]] for t in tags}
         print("| wall time, %d rounds | %s | %s |" % (
             a.pairs, " | ".join("%.1f us" % (statistics.median(wall[t]) * 1e6) for t in tags),
             " | ".join(diff_cell(wall[y], wall[x], 1e6, " us") for x, y in pairs)))
+        print("| CPU time (user + sys, rusage), the same runs | %s | %s |" % (
+            " | ".join("%.1f us" % (statistics.median(cpu[t]) * 1e6) for t in tags),
+            " | ".join(diff_cell(cpu[y], cpu[x], 1e6, " us") for x, y in pairs)))
         print("| minor page faults (rusage), the same runs | %s | %s |" % (
             " | ".join("%d" % statistics.median(faults[t]) for t in tags),
             " | ".join(diff_cell(faults[y], faults[x], 1, "") for x, y in pairs)))
