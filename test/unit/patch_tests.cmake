@@ -30,7 +30,7 @@ set(_patch_clean "${PINHEAP_PARAM_PREFIX}${PINHEAP_PARAM_DISABLE}=unset:"
   "FAKEROOTKEY=unset:" "FAKED_MODE=unset:" "SANDBOX_ON=unset:" "PINHEAP_PATCH=unset:")
 # (ENVIRONMENT_MODIFICATION applies after ENVIRONMENT: the variables a test
 # sets are not in this list)
-foreach(t events glibc nopatch nopatch_off stress foreign taken quiet)
+foreach(t events glibc nopatch nopatch_off stress foreign taken quiet lazy)
   set(_arg ${t})
   set(_env "${PINHEAP_MODE_VAR}=on")
   if(t STREQUAL "glibc")
