@@ -270,7 +270,7 @@ PH_STARTUP static void *patch_tramp_slot(const void *entry, void *target)
   size_t page = os_page_size();
 
   if (patch_tramp == NULL) {
-    patch_seg_t s;
+    patch_seg_t s = { .prot = -1 };   /* (no previous answer: patch_seg_find) */
     if (patch_seg_find(entry, &s) < 0)
       return NULL;
     patch_tramp = patch_tramp_map(s.lo, s.hi);
