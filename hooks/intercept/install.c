@@ -30,7 +30,10 @@
  *      resolved function, or a patched slot's value).  A memory call must
  *      fire its event: the call is made with arguments no program uses,
  *      which a first handler recognises and stops, so nothing is mapped or
- *      unmapped.  malloc must return pinheap's memory and free take it.
+ *      unmapped.  malloc and free must be pinheap's own functions, else
+ *      malloc must return pinheap's memory and free take it (a block made
+ *      at start-up would set the heap up for a program that may never
+ *      allocate: pinheap_open's self-test makes real blocks).
  * install_run() runs each step as a phase of its own (install_setup,
  * install_interpose, install_sites_find, install_relocate,
  * install_code_patch, then install_verify.c's install_verify_calls and
@@ -96,7 +99,9 @@ PH_HOT_DATA static int install_state;              /* 0 not run, 1 running, 2 do
 static __thread int install_inside __attribute__((tls_model("initial-exec")));  /* 1: this thread runs it */
 PH_HOT_DATA static int install_patched;            /* steps (a) and (b) are done */
 static install_sym_t install_syms[INSTALL_MAX];
-PH_COLD_BSS static reloc_entry_t install_table[INSTALL_MAX];  /* written only for (b) */
+/* written only for (b), from its head; within one page (2 kB-aligned, as
+ * long as it fits 2 kB): a page fault fewer at start-up */
+PH_COLD_BSS static reloc_entry_t install_table[INSTALL_MAX] __attribute__((aligned(2048)));
 PH_HOT_DATA static unsigned install_n;
 PH_HOT_DATA static int install_is_late = -1;       /* -1: unknown */
 /* Code patching, per memory symbol (same index as replace_symbols);
@@ -120,7 +125,7 @@ extern void __tsan_init(void) __attribute__((weak));
 extern void __msan_init(void) __attribute__((weak));
 extern void __hwasan_init(void) __attribute__((weak));
 
-PH_STARTUP const char *install_tool(void)
+PH_STARTUP static const char *install_tool_find(void)
 {
   if (__asan_init != NULL || __hwasan_init != NULL)
     return "AddressSanitizer";
@@ -133,6 +138,23 @@ PH_STARTUP const char *install_tool(void)
   if (pre != NULL && startup_contains(pre, "vgpreload"))
     return "valgrind";
   return NULL;
+}
+
+/* The tool is the process's from its exec on: found once (the decision,
+ * the installation and the self-test ask; each finding scans the
+ * environment, hundreds of variables under mpirun).  Racing first callers
+ * find the same answer. */
+PH_STARTUP const char *install_tool(void)
+{
+  PH_HOT_DATA static int known;
+  PH_HOT_DATA static const char *tool;
+
+  if (__atomic_load_n(&known, __ATOMIC_ACQUIRE))
+    return __atomic_load_n(&tool, __ATOMIC_RELAXED);
+  const char *t = install_tool_find();
+  __atomic_store_n(&tool, t, __ATOMIC_RELAXED);
+  __atomic_store_n(&known, 1, __ATOMIC_RELEASE);
+  return t;
 }
 
 /* Patching is allowed: PINHEAP_PATCH is not 0, and no memory checker runs
@@ -149,8 +171,16 @@ PH_STARTUP static int install_may_patch(const char *tool)
 
 PH_STARTUP void *install_resolved(const char *name)
 {
-  for (unsigned i = 0; replace_symbols != NULL && i < replace_symbols_count; i++) {
-    if (strcmp(replace_symbols[i].name, name) != 0)
+  unsigned from = 0;
+  /* the verification passes replace_symbols' own names: found by address,
+   * without a strcmp per entry before it */
+  while (replace_symbols != NULL && from < replace_symbols_count &&
+         replace_symbols[from].name != name)
+    from++;
+  if (replace_symbols == NULL || from == replace_symbols_count)
+    from = 0;
+  for (unsigned i = from; replace_symbols != NULL && i < replace_symbols_count; i++) {
+    if (replace_symbols[i].name != name && strcmp(replace_symbols[i].name, name) != 0)
       continue;
     if (!__atomic_load_n(&install_patched, __ATOMIC_ACQUIRE))
       break;
@@ -253,9 +283,10 @@ PH_STARTUP static void install_sites_find(install_run_t *r)
   int code = r->events && r->patch && r->params->v[PARAM_CODE_PATCH].value != 0;
   for (unsigned i = 0; i < n; i++) {
     install_syms[i].code = PINHEAP_CODE_NONE;
+    /* (empty: zero-initialised, and this runs once per process; not even
+     * read here, so that the texts' pages stay untouched unless a site
+     * is left unpatched and says why) */
     install_code[i].text = install_code_text[i];
-    if (install_code[i].text[0] != '\0')   /* (written only when needed: the */
-      install_code[i].text[0] = '\0';      /* texts' pages stay untouched) */
     if (!code || !install_is_call(i))
       continue;                /* libc's fallocate, ftruncate, syscall: see the top */
     install_code[i].name = replace_symbols[i].name;

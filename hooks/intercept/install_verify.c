@@ -3,8 +3,9 @@
  * symbol called the way the process calls it.  A memory call is made with
  * the probe's arguments, which no program uses: a first handler
  * recognises them and stops the call, so nothing is mapped or unmapped and
- * the event is seen to fire; malloc must return pinheap's memory and free
- * take it back.  Main entry points: install_verify_calls() and
+ * the event is seen to fire; malloc and free must be pinheap's own
+ * functions, or else malloc must return pinheap's memory and free take it
+ * back.  Main entry points: install_verify_calls() and
  * install_verify_family(), from install_run() (install.c).
  */
 #include "hooks/intercept/install_impl.h"
@@ -164,22 +165,32 @@ PH_STARTUP static int install_verify_derived(unsigned i, int probing)
   return fn == s->self || fn == s->entry;
 }
 
-/* Malloc and free reach pinheap: malloc's block is pinheap's, free takes
- * it back (the same block comes back from the thread cache, or at least
- * pinheap counts it free). */
+/* Malloc and free reach pinheap.  When the process's malloc is pinheap's
+ * own function (interposed, or the patched slots' value), that settles it,
+ * as for the rest of the family: the call would run pinheap's code, and
+ * making a block only to prove it would set the heap up at start-up (its
+ * first segment, the owner map, a thread cache: about 15 pages touched and
+ * 30k instructions) for a program that may never allocate.  The self-test
+ * (pinheap_open) still makes real blocks through these functions.
+ * Otherwise malloc's block must be pinheap's and free take it back (the
+ * same block comes back from the thread cache, or at least pinheap counts
+ * it free). */
 PH_STARTUP static int install_verify_malloc(void)
 {
   void *(*p_malloc)(size_t) = (void *(*)(size_t))install_resolved("malloc");
   void (*p_free)(void *) = (void (*)(void *))install_resolved("free");
-  const replace_symbol_t *m = &replace_symbols[0];
-  void *own_free = NULL;
+  const replace_symbol_t *m = &replace_symbols[0], *f = &replace_symbols[0];
 
-  for (unsigned i = 0; i < replace_symbols_count; i++)
+  for (unsigned i = 0; i < replace_symbols_count; i++) {
     if (strcmp(replace_symbols[i].name, "free") == 0)
+      f = &replace_symbols[i];
+    else if (strcmp(replace_symbols[i].name, "malloc") == 0)
       m = &replace_symbols[i];
-  own_free = m->self;
-  if (p_malloc == NULL || p_free != own_free)
+  }
+  if (p_malloc == NULL || p_free != f->self)
     return 0;                  /* a block of ours must never reach glibc's free */
+  if ((void *)p_malloc == m->self || (void *)p_malloc == m->entry)
+    return 1;
   void *p = p_malloc(48);
   int ok = p != NULL && owner_map_get(p) != 0;
   if (p != NULL)

@@ -209,9 +209,14 @@ PH_STARTUP static int patch_seg_cb(struct dl_phdr_info *info, size_t size, void 
   return 0;
 }
 
-/* The protection of the segment holding addr; -1 if no object holds it. */
+/* The protection of the segment holding addr; -1 if no object holds it.
+ * s may hold the previous answer (prot set, or -1): when addr lies in the
+ * same segment, it stands, without a walk of the loaded objects (libc's
+ * eight functions share one segment). */
 PH_STARTUP static int patch_seg_find(const void *addr, patch_seg_t *s)
 {
+  if (s->prot >= 0 && (uintptr_t)addr >= s->lo && (uintptr_t)addr < s->hi)
+    return s->prot;
   memset(s, 0, sizeof(*s));
   s->addr = (uintptr_t)addr;
   s->prot = -1;
@@ -265,7 +270,7 @@ PH_STARTUP static void *patch_tramp_slot(const void *entry, void *target)
   size_t page = os_page_size();
 
   if (patch_tramp == NULL) {
-    patch_seg_t s;
+    patch_seg_t s = { .prot = -1 };   /* (no previous answer: patch_seg_find) */
     if (patch_seg_find(entry, &s) < 0)
       return NULL;
     patch_tramp = patch_tramp_map(s.lo, s.hi);
@@ -341,6 +346,23 @@ PH_STARTUP static int patch_in_libc(const patch_libc_t *l, const void *addr)
   return 0;
 }
 
+/* A site's text, to be written: marked as said.  patch_unsay empties a
+ * text said before (a site patched on a later try); an unsaid text is
+ * never read nor written, so its page stays untouched. */
+PH_STARTUP static char *patch_said(patch_site_t *s)
+{
+  s->said = 1;
+  return s->text;
+}
+
+PH_STARTUP static void patch_unsay(patch_site_t *s)
+{
+  if (s->said) {
+    s->text[0] = '\0';
+    s->said = 0;
+  }
+}
+
 /* libc's definitions of the sites' names, as dlsym(dlopen("libc.so.6"))
  * returns them: read from libc's symbol table when that answer is sure
  * (reloc.h: reloc_defs_named), which spares start-up dlopen's set-up of a
@@ -377,7 +399,7 @@ PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
     void *e = defs != NULL ? defs[k++] : libc != NULL ? dlsym(libc, s->name) : NULL;
     if (e == NULL) {
       s->state = PATCH_FAILED;
-      snprintf(s->text, PATCH_TEXT_MAX, "libc.so.6 does not define %s", s->name);
+      snprintf(patch_said(s), PATCH_TEXT_MAX, "libc.so.6 does not define %s", s->name);
       continue;
     }
     /* relocation patching (or another pinheap's) may have pointed libc's
@@ -386,7 +408,7 @@ PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
       if (dladdr(e, &info) == 0)
         info.dli_fname = NULL;
       s->state = PATCH_FAILED;
-      snprintf(s->text, PATCH_TEXT_MAX,
+      snprintf(patch_said(s), PATCH_TEXT_MAX,
                "libc's symbol table entry for %s points outside libc, at %p in %s: left alone",
                s->name, e, info.dli_fname != NULL ? info.dli_fname : "no object");
       continue;
@@ -452,7 +474,7 @@ typedef struct patch_write_s {
 PH_STARTUP static void patch_write_fail(patch_site_t *s, int err)
 {
   s->state = PATCH_FAILED;
-  snprintf(s->text, PATCH_TEXT_MAX,
+  snprintf(patch_said(s), PATCH_TEXT_MAX,
            "%s was not patched: mprotect of libc's text refused (errno %d)", s->name, err);
 }
 
@@ -475,8 +497,7 @@ PH_STARTUP static void patch_write_all(patch_write_t *w, size_t k)
     for (size_t i = 0; i < k; i++) {
       __atomic_store_n((uint64_t *)w[i].site->entry, w[i].val, __ATOMIC_SEQ_CST);
       w[i].site->state = PATCH_DONE;
-      if (w[i].site->text[0] != '\0')
-        w[i].site->text[0] = '\0';
+      patch_unsay(w[i].site);
     }
     if (mprotect((void *)lo, hi - lo, w[0].prot) != 0)
       ph_warn("pinheap could not give libc's text its protection back after code patching", NULL);
@@ -489,8 +510,7 @@ PH_STARTUP static void patch_write_all(patch_write_t *w, size_t k)
       continue;
     }
     w[i].site->state = PATCH_DONE;
-    if (w[i].site->text[0] != '\0')
-      w[i].site->text[0] = '\0';
+    patch_unsay(w[i].site);
   }
 }
 
@@ -499,7 +519,7 @@ PH_STARTUP static void patch_write_all(patch_write_t *w, size_t k)
 PH_STARTUP static void patch_refuse(patch_site_t *s)
 {
   s->state = PATCH_FAILED;
-  snprintf(s->text, PATCH_TEXT_MAX,
+  snprintf(patch_said(s), PATCH_TEXT_MAX,
            "%s was not patched: other threads run, and a core fetching the entry while the "
            "jump is written may run old and new bytes mixed (a breakpoint instead would kill a "
            "thread that blocks SIGTRAP); calls through a symbol stay relocation patched",
@@ -522,6 +542,7 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
   int done = 0;
   patch_write_t w[PATCH_BATCH];
   size_t k = 0;
+  patch_seg_t seg = { .prot = -1 };   /* the last segment found */
 
   ph_lock(&patch_lock);
   for (size_t i = 0; i < n; i++) {
@@ -531,7 +552,7 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
     if (s->entry == NULL || ((uintptr_t)s->entry & 7) != 0) {
       if (s->entry != NULL) {
         s->state = PATCH_FAILED;
-        snprintf(s->text, PATCH_TEXT_MAX, "%s at %p is not 8-byte aligned", s->name, s->entry);
+        snprintf(patch_said(s), PATCH_TEXT_MAX, "%s at %p is not 8-byte aligned", s->name, s->entry);
       }
       continue;
     }
@@ -542,7 +563,7 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
     patch_describe(s->entry, seen, sizeof(seen));
     if (seen[0] != '\0') {
       s->state = PATCH_FOREIGN;
-      snprintf(s->text, PATCH_TEXT_MAX, "%s was already patched by someone else: it %s",
+      snprintf(patch_said(s), PATCH_TEXT_MAX, "%s was already patched by someone else: it %s",
                s->name, seen);
       continue;
     }
@@ -550,11 +571,10 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
       patch_refuse(s);
       continue;
     }
-    patch_seg_t seg;
     int prot = patch_seg_find(s->entry, &seg);
     if (prot < 0 || !(prot & PROT_EXEC)) {
       s->state = PATCH_FAILED;
-      snprintf(s->text, PATCH_TEXT_MAX, "%s at %p is not in an executable segment", s->name,
+      snprintf(patch_said(s), PATCH_TEXT_MAX, "%s at %p is not in an executable segment", s->name,
                s->entry);
       continue;
     }
@@ -565,7 +585,7 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
       to = patch_tramp_slot(s->entry, s->target);
       if (to == NULL) {
         s->state = PATCH_FAILED;
-        snprintf(s->text, PATCH_TEXT_MAX,
+        snprintf(patch_said(s), PATCH_TEXT_MAX,
                  "%s was not patched: pinheap is beyond a jump's reach and no trampoline "
                  "page could be mapped within 2 GiB of libc", s->name);
         continue;
@@ -594,8 +614,10 @@ PH_STARTUP int patch_apply(patch_site_t *sites, size_t n, unsigned flags)
       sites[i].state = a->state;
       sites[i].via = a->via;
       memcpy(sites[i].orig, a->orig, sizeof(a->orig));
-      if (a->text[0] != '\0' || sites[i].text[0] != '\0')   /* (an empty text stays unwritten) */
-        memcpy(sites[i].text, a->text, PATCH_TEXT_MAX);
+      if (a->said)              /* (an empty text stays unwritten) */
+        memcpy(patch_said(&sites[i]), a->text, PATCH_TEXT_MAX);
+      else
+        patch_unsay(&sites[i]);
     }
     if (sites[i].state == PATCH_DONE)
       done++;
@@ -612,6 +634,7 @@ void patch_fork_child(void)
 int patch_undo(patch_site_t *sites, size_t n, unsigned flags)
 {
   int undone = 0;
+  patch_seg_t seg = { .prot = -1 };   /* the last segment found */
 
   if (flags & PATCH_THREADS)
     return 0;                   /* the jump stays: see "Threads" above */
@@ -629,7 +652,6 @@ int patch_undo(patch_site_t *sites, size_t n, unsigned flags)
     const void *to = patch_jump_target(s->entry, &kind);
     if (to != (s->via != NULL ? s->via : s->target) || ((unsigned char *)s->entry)[0] != 0xe9)
       continue;                 /* someone rewrote it since: theirs now */
-    patch_seg_t seg;
     int prot = patch_seg_find(s->entry, &seg);
     uint64_t cur = __atomic_load_n((uint64_t *)s->entry, __ATOMIC_ACQUIRE), val;
     unsigned char c[8];
@@ -651,7 +673,7 @@ PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
     sites[i].state = PATCH_FAILED;
-    snprintf(sites[i].text, PATCH_TEXT_MAX,
+    snprintf(patch_said(&sites[i]), PATCH_TEXT_MAX,
              "code patching is implemented for x86-64 only");
   }
   return ENOSYS;

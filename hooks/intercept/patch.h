@@ -42,6 +42,9 @@ typedef struct patch_site_s {
   void *target;              /* [in]  where calls must go (events_munmap) */
   void *entry;               /* [out] libc's function (patch_find) */
   int state;                 /* [out] PATCH_* */
+  int said;                  /* [in/out] 0 for a new site (zeroed with it); set
+                                when text was written: start-up never reads an
+                                unwritten text, so its page stays untouched */
   unsigned char orig[8];     /* [out] the first 8 bytes before patching */
   void *via;                 /* [out] the trampoline slot used, or NULL (direct) */
   char *text;                /* [in]  PATCH_TEXT_MAX bytes, the caller's: [out] what

@@ -369,8 +369,16 @@ PH_STARTUP int reloc_is_self(const struct dl_phdr_info *info)
 
 PH_STARTUP int reloc_is_vdso(const struct dl_phdr_info *info)
 {
-  unsigned long vdso = getauxval(AT_SYSINFO_EHDR);
-  return vdso != 0 && reloc_in_segment(info, vdso);
+  /* the vDSO's address is fixed at exec: asked of getauxval once, not per
+   * object of every walk (40 walks' worth at start-up); 1: none */
+  PH_HOT_DATA static uintptr_t vdso;
+  uintptr_t v = __atomic_load_n(&vdso, __ATOMIC_RELAXED);
+  if (v == 0) {
+    v = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+    v = v != 0 ? v : 1;
+    __atomic_store_n(&vdso, v, __ATOMIC_RELAXED);
+  }
+  return v != 1 && info->dlpi_addr <= v && reloc_in_segment(info, v);
 }
 
 PH_STARTUP static int reloc_pass_cb(struct dl_phdr_info *info, size_t size, void *arg)

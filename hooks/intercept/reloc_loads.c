@@ -226,7 +226,12 @@ PH_STARTUP int reloc_startup_scan(reloc_startup_t *st, const void *addr)
     pre += len;
     pre += startup_span(pre, " :", 1);
   }
-  for (int changed = 1; changed;) {
+  /* the object holding addr, if any: the closure stops once it is marked */
+  size_t holder = st->n;
+  for (size_t i = 0; i < st->n && holder == st->n; i++)
+    if (st->obj[i].holds)
+      holder = i;
+  for (int changed = 1; changed && !(holder < st->n && st->obj[holder].initial);) {
     changed = 0;
     for (size_t i = 0; i < st->n; i++) {
       const reloc_startup_obj_t *o = &st->obj[i];
@@ -240,8 +245,7 @@ PH_STARTUP int reloc_startup_scan(reloc_startup_t *st, const void *addr)
       }
     }
   }
-  for (size_t i = 0; i < st->n; i++)
-    if (st->obj[i].holds)
-      rc = st->obj[i].initial;
+  if (holder < st->n)
+    rc = st->obj[holder].initial;
   return rc;
 }

@@ -36,6 +36,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "allocator/api/api.h"
+#include "allocator/heap/chunk.h"
 #include "hooks/intercept/patch.h"
 #include "pinheap.h"
 
@@ -655,6 +657,68 @@ static void scenario_foreign(void)
         "and the text says what it jumps to: %s", b.text);
 }
 
+/* ---- texts left untouched ----------------------------------------------- */
+
+/* A site's text is written only to say why it was not patched: start-up
+ * neither reads nor writes the text of a site that was patched, so the
+ * pages of a table of texts stay untouched (3 page faults fewer at
+ * start-up).  The text lies in a PROT_NONE page here: a read of it is a
+ * crash. */
+static void scenario_quiet(void)
+{
+  long pg = sysconf(_SC_PAGESIZE);
+  char *none = mmap(NULL, (size_t)pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  patch_site_t a, b;
+  char b_text[PATCH_TEXT_MAX] = "an earlier try's account";
+
+  CHECK(none != MAP_FAILED, "a PROT_NONE page for the text (errno %d)", errno);
+  if (none == MAP_FAILED)
+    return;
+  memset(&a, 0, sizeof(a));
+  a.name = "patchfix_a";
+  a.target = (void *)fortytwo;
+  a.entry = (void *)patchfix_a;
+  a.text = none;
+  CHECK(patchfix_a() == 7 && patch_apply(&a, 1, 0) == 1 && a.state == PATCH_DONE && !a.said &&
+            patchfix_a() == 42,
+        "a site patched at the first try: its text, in a PROT_NONE page, was neither read "
+        "nor written");
+  CHECK(patch_undo(&a, 1, 0) == 1 && patchfix_a() == 7, "undone: it returns 7 again");
+
+  /* a text said before (a refused try) is emptied when the site is patched */
+  memset(&b, 0, sizeof(b));
+  b.name = "patchfix_a";
+  b.target = (void *)fortytwo;
+  b.entry = (void *)patchfix_a;
+  b.text = b_text;
+  b.said = 1;
+  CHECK(patch_apply(&b, 1, 0) == 1 && b.state == PATCH_DONE && !b.said && b_text[0] == '\0' &&
+            patchfix_a() == 42,
+        "a site whose earlier try said why it failed: patched now, and its text emptied");
+  CHECK(patch_undo(&b, 1, 0) == 1 && patchfix_a() == 7, "undone again");
+  munmap(none, (size_t)pg);
+}
+
+/* ---- no heap made by the start-up ----------------------------------------- */
+
+/* The installation verifies malloc by identity when the process's malloc and
+ * free are pinheap's own (here: interposed): start-up makes no block, so
+ * the heap has no segment until the program allocates (13 page faults fewer
+ * for a program that never does).  Asked first thing in main, before this
+ * test's own output allocates. */
+static void scenario_lazy(void)
+{
+  mstate_t *h = heap_main_get();
+  size_t before = h != NULL ? ms_info(h).arena : 0;
+  const pinheap_install_info_t *ii = info_of("malloc");
+  CHECK(ii != NULL && ii->verified && PINHEAP_NAME(enabled)() == 1,
+        "malloc is installed and verified, pinheap enabled");
+  CHECK(before == 0, "no heap segment before the program's first malloc (%zu bytes)", before);
+  void *p = malloc(48);
+  CHECK(p != NULL && PINHEAP_NAME(owns)(p), "the first malloc is pinheap's");
+  free(p);
+}
+
 static void scenario_taken(void)
 {
   const pinheap_install_info_t *ii = info_of("shmdt");
@@ -693,8 +757,12 @@ int main(int argc, char **argv)
     scenario_foreign();
   else if (strcmp(s, "taken") == 0)
     scenario_taken();
+  else if (strcmp(s, "quiet") == 0)
+    scenario_quiet();
+  else if (strcmp(s, "lazy") == 0)
+    scenario_lazy();
   else {
-    fprintf(stderr, "usage: test_patch events|glibc|nopatch|stress [rounds]|cycles [cycles]|foreign|taken\n");
+    fprintf(stderr, "usage: test_patch events|glibc|nopatch|stress [rounds]|cycles [cycles]|foreign|taken|quiet|lazy\n");
     return 2;
   }
   printf("%s: %d failure%s\n", s, failures, failures == 1 ? "" : "s");

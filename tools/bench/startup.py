@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""startup.py -- what pinheap adds to a process's start-up, the transitive case.
+
+Issue 30 item 4 / issue 26's start-up target: a trivial program linked with
+an "MPI library" that links the core library holding the pinheap archive
+(program -> libmpilike.so -> libdemocore.so: pinheap is behind libc in
+symbol lookup, so it installs by relocation patching, code patching
+included), leave-pinned on (PINHEAP_MODE=on), against the same program and
+MPI library with an empty core library of the same name (program A).
+Target: < 100 us added.
+
+Method (drift cancels): the programs (A; B, the core library of --build;
+C, the one of --baseline, e.g. a build of main) run in rounds, one run of
+each per round, the order rotated every round (A B C, B C A, ...):
+  * wall time: --pairs rounds (default 400, after 20 to warm up), each run
+    timed from posix_spawn to wait4, its CPU time (user + sys) and minor
+    page faults from the child's rusage (CPU time is less disturbed by
+    other processes on a loaded machine than wall time); reported: each program's median and
+    the median of the per-round differences (B - A, C - A, B - C) with
+    their interquartile range;
+  * instructions: callgrind totals, --cg-pairs rounds, the same way;
+  * --strace: syscalls per program (strace -c -f) and which ones differ;
+  * --breakdown: inclusive instructions per start-up phase
+    (callgrind_annotate --inclusive=yes; PHASES below names the function
+    that runs each phase).
+
+usage: startup.py [--build DIR] [--baseline DIR] [--pairs N] [--cg-pairs N]
+                  [--mode on|off|...] [--env K=V ...] [--breakdown] [--strace]
+                  [--check] [--prefix P]
+Prints Markdown.  Needs cc; valgrind for instructions (left out without it).
+
+--check (the ctest startup_smoke): A must run on glibc alone and B (and C)
+on pinheap with PINHEAP_MODE=on; exit 1 on a failure, 77 (a skip, said on
+stdout) when cc is missing.
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+APP = r"""
+int mpi_like_init(void);
+int main(void)
+{
+  return mpi_like_init() == 1 ? 0 : 1;
+}
+"""
+
+MPI = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+int democore_version(void);
+int mpi_like_init(void);
+int mpi_like_init(void)
+{
+  const char *who = getenv("STARTUP_WHO");
+  if (who != NULL) {            /* which malloc serves: asked by --check only */
+    int (*en)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, ENABLED_NAME);
+    const char *(*it)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, INSTALL_NAME);
+    printf("pinheap=%s\n", en == NULL ? "none" : en() ? "1" : "0");
+    if (it != NULL)
+      printf("install=%s\n", it());
+  }
+  return democore_version();
+}
+"""
+
+EMPTY_CORE = r"""
+int democore_version(void);
+int democore_version(void)
+{
+  return 1;
+}
+"""
+
+# The start-up phases, by the function that runs each (without the build's
+# name prefix; a phase whose function the compiler inlined shows "-"):
+# (label, [function names; the first one found counts]).
+PHASES = [
+    ("the constructor, whole", ["dispatch_ctor"]),
+    ("decision (dispatch_decide)", ["dispatch_decide"]),
+    ("  parameters: environment and files (params_get)", ["params_get"]),
+    ("    of which Open MPI's parameter files (pfile_scan)", ["pfile_scan"]),
+    ("  OS-bypass probe (not run when PINHEAP_MODE decides)",
+     ["probe_run", "probe_devices", "probe_scan", "probe_found"]),
+    ("fork handlers (forks_init)", ["forks_init"]),
+    ("installation, whole (install_run)", ["install_run"]),
+    ("  loaded at start-up? (reloc_loaded_at_startup)", ["reloc_loaded_at_startup"]),
+    ("  (a) interposition (inlined: its dlsym, one per name, are in the dlsym row)",
+     ["install_interpose"]),
+    ("  libc's entries found (patch_find)", ["patch_find"]),
+    ("  other patchers (peers_find)", ["peers_find"]),
+    ("  (b) relocation patching (reloc_install_flags)", ["reloc_install_flags"]),
+    ("    GOT slots of every object (reloc_pass_run)", ["reloc_pass_run"]),
+    ("    definitions in libc's symbol table (reloc_defs_patch)", ["reloc_defs_patch"]),
+    ("  (b') code patching of libc (patch_apply)", ["patch_apply"]),
+    ("  (c) verification of the memory calls", ["install_verify_calls"]),
+    ("  (c) verification of the malloc family", ["install_verify_family"]),
+    ("  the other caches (feeds_attach)", ["feeds_attach"]),
+    ("self-test said (selftest_say)", ["selftest_say"]),
+    ("first heap / thread cache (front_init)", ["front_init"]),
+    ("all dlsym calls", ["dlsym@@GLIBC_2.34", "dlsym"]),
+    ("all dl_iterate_phdr walks", ["dl_iterate_phdr"]),
+]
+
+
+def die(msg):
+    sys.stderr.write("startup.py: " + msg + "\n")
+    sys.exit(2)
+
+
+def skip(msg):
+    print("SKIP: startup.py: " + msg)
+    sys.exit(77)
+
+
+def build_fixtures(tmp, cores, prefix):
+    """The programs, identical but for the core library behind the MPI one:
+    A with an empty core library, then one per entry of cores (tag, path)."""
+    for name, text in (("app.c", APP), ("mpi.c", MPI), ("core.c", EMPTY_CORE)):
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write(text)
+    empty_dir = os.path.join(tmp, "empty")
+    os.mkdir(empty_dir)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-Wl,-soname,libdemocore.so",
+                    os.path.join(tmp, "core.c"), "-o", os.path.join(empty_dir, "libdemocore.so")],
+                   check=True)
+    progs = {}
+    for tag, cdir in [("A", empty_dir)] + [(t, os.path.dirname(c)) for t, c in cores]:
+        d = os.path.join(tmp, tag)
+        os.mkdir(d)
+        names = ['-DENABLED_NAME="%senabled"' % prefix, '-DINSTALL_NAME="%sinstall_text"' % prefix]
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC"] + names +
+                       [os.path.join(tmp, "mpi.c"), "-o", os.path.join(d, "libmpilike.so"),
+                        "-L" + cdir, "-ldemocore", "-Wl,-rpath," + cdir, "-ldl"], check=True)
+        prog = os.path.join(d, "app")
+        subprocess.run(["cc", "-O2", os.path.join(tmp, "app.c"), "-o", prog, "-L" + d,
+                        "-lmpilike", "-Wl,-rpath," + d], check=True)
+        progs[tag] = prog
+    return progs
+
+
+def spawn_time(prog, env):
+    """One run: its wall time, posix_spawn to wait4 (the spawner's own cost
+    is the same for every program and cancels in the differences), and its
+    minor page faults and CPU time (the child's rusage)."""
+    t = time.perf_counter()
+    pid = os.posix_spawn(prog, [prog], env)
+    _, status, ru = os.wait4(pid, 0)
+    dt = time.perf_counter() - t
+    if status != 0:
+        die("%s exited with status %d" % (prog, status))
+    return dt, ru.ru_minflt, ru.ru_utime + ru.ru_stime
+
+
+def quartiles(xs):
+    if len(xs) < 2:
+        return xs[0], xs[0], xs[0]
+    q = statistics.quantiles(xs, n=4)
+    return q[0], statistics.median(xs), q[2]
+
+
+def alternated(measure, progs, env, rounds, warm=0):
+    """measure(prog, env) for every program, round after round, the order
+    rotated each round (A B C, B C A, ...): {tag: [values]}, index = round."""
+    tags = sorted(progs)
+    for _ in range(warm):         # the page cache and the loader warm
+        for tag in tags:
+            measure(progs[tag], env)
+    out = {tag: [] for tag in tags}
+    for i in range(rounds):
+        k = i % len(tags)
+        for tag in tags[k:] + tags[:k]:
+            out[tag].append(measure(progs[tag], env))
+    return out
+
+
+def callgrind_total(prog, env, out="/dev/null"):
+    p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, prog],
+                       env=env, capture_output=True, text=True)
+    for line in p.stderr.splitlines():
+        if "Collected" in line:
+            return int(line.split()[-1])
+    die("no callgrind total for %s: %s" % (prog, p.stderr[-400:]))
+
+
+def breakdown(prog, env, prefix, tmp):
+    """B's inclusive instruction counts per start-up phase."""
+    out = os.path.join(tmp, "cg.out")
+    total = callgrind_total(prog, env, out)
+    p = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
+                       capture_output=True, text=True)
+    incl = {}
+    for line in p.stdout.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+(\S+?):(\S+?)(?:'\d+)?\s", line + " ")
+        if m is None:
+            m = re.match(r"\s*([\d,]+)\s+(\S+?):(\S+?)(?:'\d+)?\s", line + " ")
+        if m is None:
+            continue
+        n = int(m.group(1).replace(",", ""))
+        fn = m.group(3)
+        for name in (fn, fn[len(prefix):] if fn.startswith(prefix) else None):
+            if name is not None and n > incl.get(name, -1):
+                incl[name] = n
+    rows = []
+    for label, names in PHASES:
+        for n in names:
+            if n in incl:
+                rows.append((label, n, incl[n]))
+                break
+        else:
+            rows.append((label, "-", 0))
+    return total, rows, p.stdout
+
+
+def strace_counts(prog, env, tmp):
+    out = os.path.join(tmp, "strace.txt")
+    subprocess.run(["strace", "-c", "-f", "-o", out, prog], env=env, capture_output=True)
+    calls, per = 0, {}
+    with open(out) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 5 and parts[0][0].isdigit() and parts[-1] != "total":
+                n = int(parts[3])
+                per[parts[-1]] = n
+                calls += n
+    return calls, per
+
+
+def who(prog, env):
+    """What program prog runs on: its first line ("pinheap=..."), and the
+    installation's account when pinheap is there."""
+    p = subprocess.run([prog], env=dict(env, STARTUP_WHO="1"), capture_output=True, text=True)
+    lines = p.stdout.splitlines()
+    return (lines[0] if lines else p.stderr.strip()), (lines[1] if len(lines) > 1 else "")
+
+
+def diff_cell(xs, ys, scale, unit):
+    """The median of the per-round differences ys - xs, with its IQR."""
+    q = quartiles([(y - x) * scale for x, y in zip(xs, ys)])
+    f = "%+.1f" if unit else "%+.0f"
+    return ("**" + f + "%s** (" + f + " .. " + f + ")") % (q[1], unit, q[0], q[2])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="another build (e.g. of main): its core library is program C, measured "
+                         "in the same rotation (C - A, B - C)")
+    ap.add_argument("--pairs", type=int, default=400, help="alternated wall-time rounds (default 400)")
+    ap.add_argument("--cg-pairs", type=int, default=3, help="alternated callgrind rounds (default 3)")
+    ap.add_argument("--mode", default="on", help="PINHEAP_MODE for every program (default on)")
+    ap.add_argument("--env", action="append", default=[], help="K=V added to every program's env")
+    ap.add_argument("--breakdown", action="store_true", help="per-phase inclusive instructions")
+    ap.add_argument("--strace", action="store_true", help="syscall counts (strace -c -f)")
+    ap.add_argument("--check", action="store_true", help="fail unless each program runs on its malloc")
+    ap.add_argument("--prefix", default="pinheap_", help="the build's symbol prefix (default pinheap_)")
+    a = ap.parse_args()
+    if a.pairs < 1 or a.cg_pairs < 0:
+        die("--pairs must be positive and --cg-pairs not negative (got %d, %d)" % (a.pairs, a.cg_pairs))
+    cores = [("B", os.path.join(os.path.abspath(a.build), "test", "libdemocore.so"))]
+    if a.baseline:
+        cores.append(("C", os.path.join(os.path.abspath(a.baseline), "test", "libdemocore.so")))
+    for _, core in cores:
+        if not os.path.exists(core):
+            die("%s not found: build the project with tests first" % core)
+    if shutil.which("cc") is None:
+        (skip if a.check else die)("cc is not installed")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PINHEAP_MODE": a.mode}
+    for kv in a.env:
+        if "=" not in kv:
+            die("--env expects K=V, got %r" % kv)
+        k, v = kv.split("=", 1)
+        env[k] = v
+    names = {"A": "A: empty core", "B": "B: pinheap core (--build)", "C": "C: pinheap core (--baseline)"}
+
+    tmp = tempfile.mkdtemp(prefix="pinheap-startup-")
+    failures = []
+    try:
+        progs = build_fixtures(tmp, cores, a.prefix)
+        tags = sorted(progs)
+        for tag in tags:
+            got, account = who(progs[tag], env)
+            want = "pinheap=none" if tag == "A" else "pinheap=1" if a.mode == "on" else None
+            print("%s: %s%s" % (names[tag], got, ("\n  " + account[:400]) if account else ""))
+            if want is not None and got != want:
+                failures.append("%s ran on the wrong malloc: %r, expected %r" % (tag, got, want))
+        pairs = [("B", "A")] + ([("C", "A"), ("B", "C")] if "C" in progs else [])
+        print()
+        print("| measure (PINHEAP_MODE=%s%s) | %s | %s |" %
+              (a.mode, "".join(", " + kv for kv in a.env), " | ".join(names[t] for t in tags),
+               " | ".join("%s - %s, median of per-round differences (IQR)" % p for p in pairs)))
+        print("|---|" + "---:|" * (len(tags) + len(pairs)))
+        runs = alternated(spawn_time, progs, env, a.pairs, warm=20)
+        wall = {t: [r[0] for r in runs[t]] for t in tags}
+        faults = {t: [r[1] for r in runs[t]] for t in tags}
+        cpu = {t: [r[2] for r in runs[t]] for t in tags}
+        print("| wall time, %d rounds | %s | %s |" % (
+            a.pairs, " | ".join("%.1f us" % (statistics.median(wall[t]) * 1e6) for t in tags),
+            " | ".join(diff_cell(wall[y], wall[x], 1e6, " us") for x, y in pairs)))
+        print("| CPU time (user + sys, rusage), the same runs | %s | %s |" % (
+            " | ".join("%.1f us" % (statistics.median(cpu[t]) * 1e6) for t in tags),
+            " | ".join(diff_cell(cpu[y], cpu[x], 1e6, " us") for x, y in pairs)))
+        print("| minor page faults (rusage), the same runs | %s | %s |" % (
+            " | ".join("%d" % statistics.median(faults[t]) for t in tags),
+            " | ".join(diff_cell(faults[y], faults[x], 1, "") for x, y in pairs)))
+        have_vg = shutil.which("valgrind") is not None
+        if a.cg_pairs > 0 and have_vg:
+            ins = alternated(callgrind_total, progs, env, a.cg_pairs)
+            print("| instructions (callgrind), %d rounds | %s | %s |" % (
+                a.cg_pairs, " | ".join("%d" % statistics.median(ins[t]) for t in tags),
+                " | ".join(diff_cell(ins[y], ins[x], 1, "") for x, y in pairs)))
+        elif a.cg_pairs > 0:
+            print("(valgrind not installed: no instruction counts)")
+        if a.strace and shutil.which("strace") is not None:
+            sc = {t: strace_counts(progs[t], env, tmp) for t in tags}
+            print("| syscalls (strace -c -f) | %s | %s |" % (
+                " | ".join("%d" % sc[t][0] for t in tags),
+                " | ".join("**%+d**" % (sc[x][0] - sc[y][0]) for x, y in pairs)))
+            for x, y in pairs:
+                px, py = sc[x][1], sc[y][1]
+                extra = sorted(((px.get(k, 0) - py.get(k, 0), k) for k in set(px) | set(py)), reverse=True)
+                print("\nSyscalls %s makes beyond %s: %s" %
+                      (x, y, ", ".join("%s %+d" % (k, n) for n, k in extra if n != 0) or "none"))
+        if a.breakdown and have_vg:
+            bd = {t: breakdown(progs[t], env, a.prefix, tmp) for t in tags if t != "A"}
+            print()
+            print("Start-up phases, inclusive instructions (callgrind_annotate --inclusive=yes; "
+                  "totals: %s):" % ", ".join("%s %d" % (t, bd[t][0]) for t in bd))
+            print()
+            print("| phase | function | %s |" % " | ".join(names[t] for t in bd))
+            print("|---|---|" + "---:|" * len(bd))
+            for i, (label, _) in enumerate(PHASES):
+                fns = [bd[t][1][i][1] for t in bd]
+                print("| %s | %s | %s |" % (label, next((f for f in fns if f != "-"), "-"),
+                                            " | ".join("%d" % bd[t][1][i][2] for t in bd)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if a.check:
+        for f in failures:
+            print("FAIL: " + f)
+        sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
