@@ -440,7 +440,7 @@ typedef struct slab_page_s {
                                 has room enough to go back to "avail" */
   uint8_t state;             /* SLAB_* (the arena lock's without owner) */
   uint8_t pad2_[7];
-  char *bump;                /* the part not carved yet (up to first + span) */
+  char *bump;                /* the lowest carved block (carved down from first + span) */
   struct slab_page_s *next;  /* the owner's list, or the arena's cache or orphans */
   struct slab_page_s *prev;
   struct slab_page_s *all_next;   /* the arena's list of pages (its lock) */

@@ -89,17 +89,21 @@ static void front_postfork_child(void)
 /* At exit, in the shared heap's mode: blocks of other processes this
  * thread freed go back to them now (a thread cache gathers them into
  * bundles; the main thread's cache is not emptied at exit otherwise), then
- * the process leaves the region (the last one unlinks it). */
+ * the process leaves the region (the last one unlinks it).  Out of the
+ * mode, nothing: shm_leave() would do nothing either (it tests what
+ * shm_on() tests), and lies outside the hot text -- calling it made one
+ * more 64 KiB window of the shim resident at every process's exit. */
 PH_HOT __attribute__((destructor)) static void front_exit(void)
 {
-  if (shm_on())
-    tcache_flush_mine("exit");
+  if (!shm_on())
+    return;
+  tcache_flush_mine("exit");
   shm_leave();
 }
 
 /* Once per process, outside any heap lock.  pthread_atfork may allocate:
  * while this runs (state 1) allocations go to arena 0 without a cache. */
-PH_HOT bool front_init(void)
+PH_STARTUP bool front_init(void)
 {
   int expected = 0;
 

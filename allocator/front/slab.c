@@ -56,6 +56,7 @@
  * list").
  */
 #include "allocator/front/slab.h"
+#include "allocator/base/startup.h"     /* PH_STARTUP: once per process, thread or arena */
 
 #include <errno.h>
 #include <string.h>
@@ -127,7 +128,7 @@ PH_HOT static void slab_format(slab_page_t *pg, mstate_t *ms, unsigned cls, tcac
   pg->bsize = bsize;
   pg->cls = (uint16_t)cls;
   pg->state = 0;
-  pg->bump = page_first(pg);
+  pg->bump = page_first(pg) + pg->span;  /* nothing carved: slab_carve goes down */
   pg->next = pg->prev = NULL;
   pg->ms = ms;
   pg->magic = pg->secret ^ (uintptr_t)pg;
@@ -158,7 +159,7 @@ PH_HOT static void page_keys_clear(slab_page_t *pg, const char *fn)
 {
   uint32_t bsize = pg->bsize;
   uintptr_t secret = pg->secret;
-  for (char *b = page_first(pg), *end = pg->bump; b < end; b += bsize) {
+  for (char *b = pg->bump, *end = page_first(pg) + pg->span; b < end; b += bsize) {
     uintptr_t next = *(uintptr_t *)b ^ secret;
     if (ph_unlikely(((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0))
       slab_corrupt(pg, b, fn);
@@ -304,25 +305,37 @@ uint32_t slab_collect(slab_page_t *pg, const char *fn)
   return slab_collect_stack(pg, __atomic_exchange_n(&pg->remote, NULL, __ATOMIC_ACQUIRE), fn);
 }
 
-/* Puts up to SLAB_CARVE bytes of fresh blocks of pg on its (empty) list. */
+/* Puts fresh blocks of pg on its (empty) list: those that start in the
+ * SLAB_CARVE bytes (a page) that hold the last block not carved yet, at
+ * least one.  Blocks are carved from the end of the page's area down: the
+ * first ones share the page of the page header, which malloc and free
+ * touch anyway, so that a size class a thread uses a little costs one
+ * page, not two (the first blocks at the granule's start, the header at
+ * its end).  In a small program, one page per size class it uses and
+ * thread; in the fixed workload at 1 thread, 3 of the 44 pages of its
+ * arenas.  Each carve touches one new page, as the carves of 4096 bytes
+ * up from the start did; the blocks of one carve go on the list in
+ * address order. */
 static bool slab_carve(slab_page_t *pg)
 {
   uint32_t bsize = pg->bsize;
-  char *bump = pg->bump, *end = page_first(pg) + pg->span;
-  if (bump >= end)
+  char *first = page_first(pg), *stop = pg->bump;
+  if (stop <= first)
     return false;
-  uint32_t k = SLAB_CARVE / bsize;
-  char *stop = bump + (size_t)(k == 0 ? 1 : k) * bsize;
-  if (stop > end)
-    stop = end;
+  size_t below = (size_t)(stop - first) / bsize;          /* blocks not carved */
+  size_t from = align_down((size_t)(stop - first) - 1, SLAB_CARVE);
+  size_t low = (from + bsize - 1) / bsize;                /* the first block starting there */
+  if (low >= below)
+    low = below - 1;
+  char *start = first + low * bsize;
   void *next = pg->free;
-  for (char *b = stop - bsize; b >= bump; b -= bsize) {
+  for (char *b = stop - bsize; b >= start; b -= bsize) {
     *(uintptr_t *)b = link_enc(pg, next);
     ((uint64_t *)b)[1] = chunk_free_key;
     next = b;
   }
   pg->free = next;
-  pg->bump = stop;
+  pg->bump = start;
   return true;
 }
 
@@ -346,7 +359,7 @@ PH_HOT static bool slab_refill(slab_page_t *pg)
  * from fresh memory (churn at 2 threads: peak RSS grew with the run's
  * length, 8.8 MiB at scale 0.2 to 14.5 at scale 2).  Taking larger chunks
  * that start a granule too raised frag's peak RSS at 2 threads by 1.2 MiB. */
-static chunk_t *slab_chunk_reuse(mstate_t *ms, release_t *rel)
+PH_STARTUP static chunk_t *slab_chunk_reuse(mstate_t *ms, release_t *rel)
 {
   unsigned i = binmap_next(ms, bin_index(PH_GRANULE));
   if (i >= PH_NBINS)
@@ -363,10 +376,100 @@ static chunk_t *slab_chunk_reuse(mstate_t *ms, release_t *rel)
   return ch;
 }
 
+/* A new page from the top, when no free chunk can hold one (no chunk of a
+ * granule or more in the bins or as the designated victim, no bundle waiting to
+ * be drained, no deferred chunk: ms_alloc_aligned_locked would find none
+ * either): the top's first granule, the top cut in place, after growing
+ * the heap if the top is too small (or not made yet: arena 0's first
+ * page).  ms_alloc_aligned_locked takes twice a granule from the top and
+ * gives back what is left over, writing the top's header a granule past
+ * the page's end on the way: one page of memory touched for nothing (the
+ * fixed workload at 1 thread: one in each of its two arenas).  The lead,
+ * from the top's start to the granule, becomes the designated victim, as a
+ * split's rest does, the one before going to its bin (a new arena's lead,
+ * after its mstate_t, then writes no bin at the mstate's far end: one page
+ * more).  Locked (dropped around
+ * a growth, as ms_grow does); NULL when anything else is free (then the
+ * general way), or out of memory.  Run once per page: compiled for size
+ * (PH_STARTUP), in the window of text every process has resident. */
+PH_STARTUP static chunk_t *slab_top_take(mstate_t *ms)
+{
+  for (bool grown = false;; grown = true) {
+    chunk_t *t = ms->top, *dv = dv_get(ms);
+    if ((t != NULL && !chunk_pinuse(t)) || (dv != NULL && chunk_size(dv) >= PH_GRANULE) ||
+        ms->fast_bytes != 0 ||
+        atomic_load_explicit(&ms->remote, memory_order_relaxed) != NULL ||
+        binmap_next(ms, bin_index(PH_GRANULE)) < PH_NBINS)
+      return NULL;
+    size_t ts = t != NULL ? chunk_size(t) : 0, lead = 0;
+    if (t != NULL) {
+      uintptr_t m = (uintptr_t)chunk_mem(t), am = align_up(m, PH_GRANULE);
+      lead = am - m + (am != m && am - m < PH_MIN_CHUNK ? PH_GRANULE : 0);
+    }
+    if (t == NULL || ts < lead + PH_GRANULE + PH_MIN_CHUNK) {
+      if (grown || !ms_grow(ms, 2 * PH_GRANULE + PH_MIN_CHUNK))
+        return NULL;
+      continue;
+    }
+    if (!ms_carve_backed(ms, t, ts, lead + PH_GRANULE))
+      return NULL;
+    chunk_t *c = chunk_at(t, lead), *rest = chunk_at(c, PH_GRANULE);
+    size_t rsize = ts - lead - PH_GRANULE;
+    head_set(ms, rest, rsize | PH_PINUSE | top_rest_decommitted(ms, t));
+    ms->top = rest;
+    if (rsize < ms->trim_low)              /* decay: the top was reused */
+      ms->trim_low = rsize;
+    if (lead == 0) {
+      head_set(ms, c, PH_GRANULE | PH_CINUSE | PH_PINUSE);
+      return c;
+    }
+    head_set(ms, c, PH_GRANULE | PH_CINUSE);   /* previous: the lead, free */
+    c->prev_foot = lead;
+    head_set(ms, t, lead | PH_PINUSE);
+    dv_replace(ms, t);
+    return c;
+  }
+}
+
+/* A granule of ms's memory made a page of class c for tc: a page given back
+ * as a chunk, the top's next granule, or an aligned allocation.  Locked;
+ * NULL when out of memory, or without a kind map (then tc's slabs go off).
+ * Run once per page: compiled for size, in the window of text every
+ * process has resident (PH_STARTUP). */
+PH_STARTUP static slab_page_t *slab_page_new_locked(mstate_t *ms, tcache_t *tc, unsigned c,
+                                                    release_t *rel)
+{
+  slab_page_t *pg = NULL;
+  chunk_t *ch = slab_chunk_reuse(ms, rel);
+  if (ch == NULL)
+    ch = slab_top_take(ms);
+  if (ch == NULL)
+    ch = ms_alloc_aligned_locked(ms, PH_GRANULE, PH_GRANULE, rel);
+  if (ch != NULL) {
+    char *base = chunk_mem(ch);
+    pg = slab_page_at(base);
+    if (owner_map_set(base, PH_GRANULE, owner_map_get(base), PH_KIND_SLAB)) {
+      slab_format(pg, ms, c, tc);
+      pg->all_prev = NULL;
+      pg->all_next = ms->slab_all;
+      if (ms->slab_all != NULL)
+        ms->slab_all->all_prev = pg;
+      ms->slab_all = pg;
+    } else {                             /* no kind map: no slabs */
+      uintptr_t o = owner_map_get(base);
+      ms_free_chunk(ms, owner_seg(o), ch, chunk_size(ch), rel, "malloc");
+      tc->slab_on = false;
+      tc->slab_max = 0;
+      pg = NULL;
+    }
+  }
+  return pg;
+}
+
 /* A page of class c with room for tc, out of every list, or NULL: one
  * with room, a full one freed into (fewer than its mark's blocks by this
  * thread, or any by others), an orphan, a cached page, a new page. */
-static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
+PH_HOT static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
 {
   slab_page_t *pg = tc->slab_avail[c];
   if (pg != NULL) {
@@ -403,34 +506,14 @@ static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
     ms_unlock(ms);
     return pg;
   }
-  chunk_t *ch = slab_chunk_reuse(ms, &rel);
-  if (ch == NULL)
-    ch = ms_alloc_aligned_locked(ms, PH_GRANULE, PH_GRANULE, &rel);
-  if (ch != NULL) {
-    char *base = chunk_mem(ch);
-    pg = slab_page_at(base);
-    if (owner_map_set(base, PH_GRANULE, owner_map_get(base), PH_KIND_SLAB)) {
-      slab_format(pg, ms, c, tc);
-      pg->all_prev = NULL;
-      pg->all_next = ms->slab_all;
-      if (ms->slab_all != NULL)
-        ms->slab_all->all_prev = pg;
-      ms->slab_all = pg;
-    } else {                             /* no kind map: no slabs */
-      uintptr_t o = owner_map_get(base);
-      ms_free_chunk(ms, owner_seg(o), ch, chunk_size(ch), &rel, "malloc");
-      tc->slab_on = false;
-      tc->slab_max = 0;
-      pg = NULL;
-    }
-  }
+  pg = slab_page_new_locked(ms, tc, c, &rel);
   ms_unlock(ms);
   slab_release(&rel, NULL, 0);
   return pg;
 }
 
 /* Slabs off (the shared heap, no kind map): the thread cache's chunks. */
-static void *slab_chunk_path(tcache_t *tc, size_t n)
+PH_HOT static void *slab_chunk_path(tcache_t *tc, size_t n)
 {
   size_t nb = request_to_size(n);
   tc_bin_t *b = &tc->bins[nb >> 4];
@@ -439,7 +522,7 @@ static void *slab_chunk_path(tcache_t *tc, size_t n)
   return front_malloc_slow(n);
 }
 
-PH_HOT void *slab_malloc_slow(size_t n)
+PH_HOT PH_STARTUP_SIZE void *slab_malloc_slow(size_t n)
 {
   if (n == 0)
     n = 1;

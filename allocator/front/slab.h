@@ -19,7 +19,8 @@
 
 #define PH_SLAB_CACHE 4u       /* empty pages an arena keeps */
 #define SLAB_FULL_SCAN 4u      /* full pages looked at for remote frees */
-#define SLAB_CARVE 4096u       /* bytes of fresh blocks put on the list at once */
+#define SLAB_CARVE 4096u       /* fresh blocks put on the list at once: those
+                                  starting in one page (slab_carve) */
 #define SLAB_REMOTE_BATCH 32u  /* blocks of another thread's page pushed at once */
 _Static_assert(SLAB_REMOTE_BATCH <= UINT8_MAX, "a batch's count fits tcache_t's rb_count");
 #define SLAB_ROOM_SHIFT 4u     /* a full page goes back to "avail" when 1/16 of

@@ -16,6 +16,7 @@
  * time it takes its lock.
  */
 #include "allocator/front/front.h"
+#include "allocator/base/startup.h"     /* PH_STARTUP: once per process, thread or arena */
 
 #include <errno.h>
 #include <pthread.h>
@@ -53,7 +54,7 @@ static __thread bool tcache_gone __attribute__((tls_model("initial-exec")));
 static tcache_t *tc_pool_free;            /* linked through ->arena */
 static char *tc_pool_cur, *tc_pool_end;
 
-static tcache_t *tc_pool_get(void)
+PH_STARTUP static tcache_t *tc_pool_get(void)
 {
   tcache_t *tc;
   size_t size = align_up(sizeof(tcache_t), 64);
@@ -85,19 +86,16 @@ static void tc_pool_put(tcache_t *tc)
   ph_unlock(&tc_pool_lock);
 }
 
-/* The calling thread's cache, created on first use; NULL while the front
- * end is starting or the thread is exiting. */
-PH_HOT tcache_t *tcache_get(void)
+/* The calling thread's first cache (tcache_get): once per thread, compiled
+ * for size (PH_STARTUP), in the window of text every process has
+ * resident. */
+PH_STARTUP static tcache_t *tcache_make(void)
 {
-  tcache_t *tc = tcache_tls;
-
-  if (ph_likely(tc != &tcache_none))
-    return tc;
   if (tcache_gone || !front_init())
     return NULL;
   tcache_gone = true;                    /* no cache while this one is being made */
   mstate_t *arena = arena_pick();
-  tc = tc_pool_get();
+  tcache_t *tc = tc_pool_get();
   if (tc == NULL) {
     tcache_gone = false;
     return NULL;
@@ -115,6 +113,17 @@ PH_HOT tcache_t *tcache_get(void)
   tcache_gone = false;
   pthread_setspecific(tcache_exit_key, tc);   /* no allocation: a low key */
   return tc;
+}
+
+/* The calling thread's cache, created on first use; NULL while the front
+ * end is starting or the thread is exiting. */
+PH_HOT tcache_t *tcache_get(void)
+{
+  tcache_t *tc = tcache_tls;
+
+  if (ph_likely(tc != &tcache_none))
+    return tc;
+  return tcache_make();
 }
 
 mstate_t *front_arena(void)
@@ -225,7 +234,7 @@ PH_HOT static void tcache_flush_all(tcache_t *tc)
   tcache_remote_flush(tc);
 }
 
-PH_HOT static void tcache_exit(void *arg)
+PH_STARTUP static void tcache_exit(void *arg)
 {
   tcache_t *tc = arg;
 
@@ -236,7 +245,7 @@ PH_HOT static void tcache_exit(void *arg)
   tc_pool_put(tc);
 }
 
-PH_HOT void tcache_init(void)
+PH_STARTUP void tcache_init(void)
 {
   pthread_key_create(&tcache_exit_key, tcache_exit);
 }

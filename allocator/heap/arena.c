@@ -9,6 +9,7 @@
  * (init.c: heap_default), the others are created on demand.
  */
 #include "allocator/heap/chunk.h"
+#include "allocator/base/startup.h"     /* PH_STARTUP: once per process, thread or arena */
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -24,7 +25,7 @@
 static mstate_t *ms_all;                 /* every heap, newest first */
 static ph_lock_t ms_all_lock;
 
-PH_HOT void ms_register(mstate_t *ms)
+PH_STARTUP void ms_register(mstate_t *ms)
 {
   ph_lock(&ms_all_lock);
   ms->all_next = ms_all;
@@ -86,7 +87,7 @@ void arena_fork_unlock(void) { ph_unlock(&arenas_lock); }
 
 /* CPUs this process may run on: the affinity mask, by a raw system call
  * (sysconf would bring in much of stdio's code for one number). */
-static long cpu_count(void)
+PH_STARTUP static long cpu_count(void)
 {
   unsigned long mask[16];
   long n = ph_syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
@@ -97,7 +98,7 @@ static long cpu_count(void)
 }
 
 /* A thread exits (or takes another arena): its arena loses it. */
-PH_HOT static void arena_leave(void *value)
+PH_STARTUP static void arena_leave(void *value)
 {
   uintptr_t i = (uintptr_t)value - 1;
   if (i < PH_ARENA_SLOTS)
@@ -114,7 +115,7 @@ static void arena_fork_child(void)
     atomic_store_explicit(&arena_threads[mine - 1], 1, memory_order_relaxed);
 }
 
-PH_HOT void arena_init(mstate_t *arena0)
+PH_STARTUP void arena_init(mstate_t *arena0)
 {
   __atomic_store_n(&arenas[0], arena0, __ATOMIC_RELEASE);
   if (__atomic_load_n(&arena_max, __ATOMIC_RELAXED) == 0) {  /* not set by mallopt(M_ARENA_MAX) */
@@ -142,7 +143,7 @@ int arena_max_set(int value)
 
 /* The arena of index i, created if it does not exist yet (NULL if it
  * cannot be). */
-static mstate_t *arena_at(unsigned i)
+PH_STARTUP static mstate_t *arena_at(unsigned i)
 {
   mstate_t *ms = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
 
@@ -180,7 +181,7 @@ static mstate_t *arena_at(unsigned i)
  * saw the same slot free and shared it -- realloc at 2 threads: one arena
  * of 6.6 MB instead of two of 2.5, peak RSS 7.6-9 MB against 5.2 in most
  * runs.) */
-PH_HOT mstate_t *arena_pick(void)
+PH_STARTUP mstate_t *arena_pick(void)
 {
   unsigned max = __atomic_load_n(&arena_max, __ATOMIC_RELAXED);
   unsigned start = atomic_fetch_add_explicit(&arena_next, 1, memory_order_relaxed) % max;

@@ -58,7 +58,7 @@ PH_HOT void dv_replace(mstate_t *ms, chunk_t *c)
 
 /* Takes nb bytes from the designated victim dv (dsize >= nb).  The rest
  * stays the victim, in place. */
-chunk_t *dv_take(mstate_t *ms, chunk_t *dv, size_t dsize, size_t nb)
+PH_HOT chunk_t *dv_take(mstate_t *ms, chunk_t *dv, size_t dsize, size_t nb)
 {
   chunk_t *b = bin_at(ms, PH_DV_BIN);
 

@@ -63,7 +63,7 @@ PH_INLINE owner_units_t owner_kind_units(void)
 
 /* Reserves the kind map on first use.  Until it exists (or if it cannot),
  * owner_kind_limit is 0 and the fast paths ask the owner map. */
-PH_HOT static void owner_kind_init(void)
+PH_STARTUP static void owner_kind_init(void)
 {
   /* (owner_kind is read here without the lock: atomic, as its one store) */
   if (__atomic_load_n(&owner_kind_limit, __ATOMIC_ACQUIRE) != 0 ||
@@ -81,7 +81,7 @@ PH_HOT static void owner_kind_init(void)
 
 /* The leaf of root slot i, mapped (read-only) if it does not exist yet.
  * NULL if the OS refuses. */
-static uintptr_t *owner_leaf_get(size_t i)
+PH_STARTUP static uintptr_t *owner_leaf_get(size_t i)
 {
   uintptr_t *leaf = atomic_load_explicit(&owner_map_root[i], memory_order_acquire);
 
@@ -137,7 +137,7 @@ PH_HOT static bool owner_open(uint8_t *table, size_t tsize, owner_units_t bits, 
 }
 
 /* Makes every leaf entry and kind byte of granules [a, end) writable. */
-static bool owner_range_open(uintptr_t a, uintptr_t end, bool has_kind)
+PH_STARTUP static bool owner_range_open(uintptr_t a, uintptr_t end, bool has_kind)
 {
   const uintptr_t leaf_mask = ((uintptr_t)1 << PH_OWNER_LEAF_BITS) - 1;
 
@@ -169,7 +169,7 @@ void owner_fork_unlock(void)
   ph_unlock(&owner_lock);
 }
 
-PH_HOT bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind)
+PH_HOT PH_STARTUP_SIZE bool owner_map_set(const void *base, size_t len, uintptr_t value, unsigned kind)
 {
   uintptr_t a = (uintptr_t)base;
   uintptr_t end = a + len;

@@ -16,6 +16,10 @@
  *             segment's end, that were written (present and mapped by this
  *             process alone; a page only read is the shared zero page and
  *             costs nothing)
+ * With LAYOUT_PROBE_THREAD=1 in the environment, the loop runs on a thread
+ * of its own, joined before the count (as pinheap-bench runs a workload):
+ * the thread's arena, made on its first malloc, and its exit run code a
+ * program without threads does not (text_layout_thread).
  * layout_probe --startup PREFIX
  *     the bytes pinheap holds in use as main() starts, before main
  *     allocates anything (PREFIXmallinfo2's uordblks): what pinheap's own
@@ -29,6 +33,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +79,20 @@ static int startup_blocks(const char *prefix)
   return 0;
 }
 
+/* The malloc/free loop (as pinheap-bench's fixed). */
+static void *probe_loop(void *arg)
+{
+  void *volatile blocks[16];
+  (void)arg;
+  for (int round = 0; round < 10000; round++) {
+    for (int i = 0; i < 16; i++)
+      blocks[i] = malloc(32);
+    for (int i = 0; i < 16; i++)
+      free(blocks[i]);
+  }
+  return NULL;
+}
+
 int main(int argc, char **argv)
 {
   if (argc == 3 && strcmp(argv[1], "--startup") == 0)
@@ -84,12 +103,15 @@ int main(int argc, char **argv)
   }
   int data_mode = argc == 3;
   unsigned long seg_end = data_mode ? strtoul(argv[2], NULL, 16) : 0;
-  void *volatile blocks[16];
-  for (int round = 0; round < 10000; round++) {
-    for (int i = 0; i < 16; i++)
-      blocks[i] = malloc(32);
-    for (int i = 0; i < 16; i++)
-      free(blocks[i]);
+  const char *thread = getenv("LAYOUT_PROBE_THREAD");
+  if (thread != NULL && strcmp(thread, "1") == 0) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, probe_loop, NULL) != 0 || pthread_join(t, NULL) != 0) {
+      fprintf(stderr, "layout_probe: cannot run the loop on a thread\n");
+      return 2;
+    }
+  } else {
+    probe_loop(NULL);
   }
 
   /* Read the maps whole first: the lines printed below must not change them. */
