@@ -561,7 +561,7 @@ static chunk_t *ms_aligned_fit(mstate_t *ms, size_t nb, size_t align)
   return NULL;
 }
 
-PH_HOT chunk_t *ms_alloc_aligned_locked(mstate_t *ms, size_t nb, size_t align, release_t *rel)
+chunk_t *ms_alloc_aligned_locked(mstate_t *ms, size_t nb, size_t align, release_t *rel)
 {
   chunk_t *c = ms_aligned_fit(ms, nb, align);
   if (c == NULL)

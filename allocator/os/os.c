@@ -26,6 +26,7 @@
  * made; the metadata reservations, never released, are not reported.
  */
 #include "allocator/os/os.h"
+#include "allocator/base/startup.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -188,7 +189,7 @@ PH_HOT void *os_reserve_readonly(size_t size)
 /* Maps size + align bytes and cuts them to the size bytes on an align
  * boundary.  The cut ends were never handed out, but they are releases
  * like any other and are reported.  @return the aligned part, or NULL. */
-static void *os_map_over_aligned(size_t size, size_t align, int prot)
+PH_STARTUP static void *os_map_over_aligned(size_t size, size_t align, int prot)
 {
   char *p = os_sys_mmap_prot(NULL, size + align, prot);
 

@@ -86,7 +86,7 @@ static int watch_hits(selftest_watch_t *w)
   return __atomic_load_n(&w->hits, __ATOMIC_SEQ_CST);
 }
 
-static void text_add(const char *s)
+PH_STARTUP static void text_add(const char *s)
 {
   ph_str_add(selftest_text, sizeof(selftest_texts[0]), s);
 }
