@@ -176,7 +176,7 @@ static const char *const words_no[] = {
 /* The filter key of a name or an entry: its first three bytes, mixed into
  * 8 bits (a name shorter than three bytes ends in '\0', in an entry in '=':
  * both count as 0 and end it). */
-static unsigned env_key(const char *s)
+PH_HOT static unsigned env_key(const char *s)
 {
   unsigned c0 = (unsigned char)s[0], c1 = 0, c2 = 0;
 
@@ -197,7 +197,7 @@ static unsigned env_key(const char *s)
  * three bytes, where the names that share a start differ (every
  * OMPI_MCA_memory_pinheap_<name> shares 24 bytes).  Equal names give equal
  * hashes; a collision only costs one comparison more. */
-static uint32_t env_hash(const char *s, size_t len)
+PH_HOT static uint32_t env_hash(const char *s, size_t len)
 {
   uint32_t tail = (unsigned char)s[len - 1];
 
