@@ -173,10 +173,10 @@ static const char *const words_no[] = {
   NULL
 };
 
-/* The key of a name or an entry: its first three bytes, mixed into 8 bits
- * (a name shorter than three bytes ends in '\0', in an entry in '=': both
- * count as 0 and end it). */
-static unsigned env_key(const char *s)
+/* The filter key of a name or an entry: its first three bytes, mixed into
+ * 8 bits (a name shorter than three bytes ends in '\0', in an entry in '=':
+ * both count as 0 and end it). */
+PH_HOT static unsigned env_key(const char *s)
 {
   unsigned c0 = (unsigned char)s[0], c1 = 0, c2 = 0;
 
@@ -193,38 +193,72 @@ static unsigned env_key(const char *s)
   return ((c0 << 16 | c1 << 8 | c2) * 0x9e3779b1u) >> 24;
 }
 
+/* The hash of a name of len bytes (len >= 1): its length and its last
+ * three bytes, where the names that share a start differ (every
+ * OMPI_MCA_memory_pinheap_<name> shares 24 bytes).  Equal names give equal
+ * hashes; a collision only costs one comparison more. */
+PH_HOT static uint32_t env_hash(const char *s, size_t len)
+{
+  uint32_t tail = (unsigned char)s[len - 1];
+
+  if (len > 1)
+    tail |= (uint32_t)(unsigned char)s[len - 2] << 8;
+  if (len > 2)
+    tail |= (uint32_t)(unsigned char)s[len - 3] << 16;
+  return (tail ^ (uint32_t)len << 24) * 0x9e3779b1u;
+}
+
+#define ENV_SLOTS 256               /* the hash table's: 2 ENV_SCAN_MAX, a power of two */
+
 /* Looks names[0 .. n) up in envp in one pass over it: texts[i] is the text
  * after the first "names[i]=" entry, or NULL (also for a NULL or empty
- * name).  The names are chained by key (above), so that an entry is
- * compared only with the names that start as it does, and nearly every
- * entry with none (start-up looks up some thirty names). */
+ * name).  Two steps per entry: a bitmap keyed by its first three bytes
+ * (env_key) turns away nearly every entry that no name starts as; the rest
+ * (under mpirun some 150 OMPI_MCA_ ones, which all share their start) are
+ * looked up by their name's hash (env_hash) in an open-addressed table of
+ * the names, and compared in full only with a name of the same hash and
+ * length: no entry is compared with every name. */
 PH_HOT void param_env_scan(char *const *envp, const char *const *names, size_t n,
                            const char **texts)
 {
-  unsigned char head[256];             /* by key: the first name's index + 1, or 0 */
-  unsigned char next[ENV_SCAN_MAX];    /* the chain: the next name's index + 1, or 0 */
+  uint32_t start[256 / 32];            /* bit env_key: some name starts so */
+  unsigned char slot[ENV_SLOTS];       /* by hash: a name's index + 1, or 0 */
+  uint32_t hash[ENV_SCAN_MAX];
+  uint32_t len[ENV_SCAN_MAX];
   size_t left = 0;
 
-  memset(head, 0, sizeof(head));
-  for (size_t i = n; i-- > 0;) {       /* chained in order: the lowest index first */
+  memset(start, 0, sizeof(start));
+  memset(slot, 0, sizeof(slot));
+  for (size_t i = 0; i < n; i++) {
     texts[i] = NULL;
     if (names[i] == NULL || names[i][0] == '\0')
       continue;
     unsigned k = env_key(names[i]);
-    next[i] = head[k];
-    head[k] = (unsigned char)(i + 1);
+    start[k / 32] |= 1u << (k % 32);
+    len[i] = (uint32_t)strlen(names[i]);
+    hash[i] = env_hash(names[i], len[i]);
+    unsigned s = hash[i] >> 24;
+    while (slot[s] != 0)
+      s = (s + 1) % ENV_SLOTS;
+    slot[s] = (unsigned char)(i + 1);
     left++;
   }
   if (envp == NULL)
     return;
   for (; left > 0 && *envp != NULL; envp++) {
     const char *e = *envp;
-    for (unsigned j = head[env_key(e)]; j != 0; j = next[j - 1]) {
-      const char *a = e, *b = names[j - 1];
-      while (*b != '\0' && *a == *b)
-        a++, b++;
-      if (*b == '\0' && *a == '=' && texts[j - 1] == NULL) {
-        texts[j - 1] = a + 1;          /* the first entry of a name wins */
+    unsigned k = env_key(e);
+    if ((start[k / 32] & 1u << (k % 32)) == 0)
+      continue;
+    const char *eq = strchr(e, '=');
+    if (eq == NULL || eq == e)
+      continue;
+    size_t l = (size_t)(eq - e);
+    uint32_t h = env_hash(e, l);
+    for (unsigned s = h >> 24; slot[s] != 0; s = (s + 1) % ENV_SLOTS) {
+      unsigned j = slot[s] - 1u;
+      if (hash[j] == h && len[j] == l && texts[j] == NULL && memcmp(names[j], e, l) == 0) {
+        texts[j] = eq + 1;             /* the first entry of a name wins */
         left--;
       }
     }

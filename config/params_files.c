@@ -57,6 +57,7 @@
 #define PFILE_SIZE_MAX  (1 << 20)   /* bytes read of one file */
 #define PFILE_LINE_MAX  1024        /* a longer line is skipped, with a warning */
 #define PFILE_PATH_MAX  1024
+#define PFILE_BUF_SIZE  4096        /* bytes read at once: a whole usual file */
 
 /*
  * Open MPI 4.1 registers opal_leave_pinned and opal_leave_pinned_pipeline
@@ -165,12 +166,11 @@ PH_STARTUP static int pfile_line(pfile_scan_t *s, int file, const char *path, un
     return 0;
   for (b++; b < e && (*b == ' ' || *b == '\t'); b++)
     ;
-  for (const char *c = b; c < e; c++) {
-    if (*c == '\0')
-      return 0;
-  }
+  if (memchr(b, '\0', (size_t)(e - b)) != NULL)
+    return 0;
+  size_t name_len = (size_t)(name_end - name);
   for (int k = 0; k < PFILE_KEYS; k++) {
-    if (s->keys[k] != NULL && span_same(name, name_end, s->keys[k]))
+    if (s->key_lens[k] == name_len && memcmp(name, s->keys[k], name_len) == 0)
       pfile_hit(s, k, file, path, line, b, e);
   }
   return 1;
@@ -189,21 +189,25 @@ PH_STARTUP static void pfile_warn_line(const char *path, unsigned line, int *war
           "(this file's later such lines are not named)", (const char *)NULL);
 }
 
-/* Reads file number file of the list, line by line, at most
- * PFILE_SIZE_MAX bytes.  A file that cannot be opened is skipped. */
+/* Reads file number file of the list, at most PFILE_SIZE_MAX bytes, in
+ * blocks of PFILE_BUF_SIZE into one stack buffer (no allocation: this runs
+ * inside the first malloc), each line found with memchr where it lies, a
+ * line cut by the block's end moved to the buffer's start: a small file is
+ * one openat, a read, the read that sees its end and a close.  A file that
+ * cannot be opened is skipped. */
 PH_STARTUP static void pfile_read(pfile_scan_t *s, int file, const char *path)
 {
-  char buf[2048], ln[PFILE_LINE_MAX];
-  size_t len = 0, total = 0;
+  char buf[PFILE_BUF_SIZE];
+  size_t have = 0, total = 0;       /* buf[0, have): the current line's start, unread */
   unsigned line = 1;
-  int overlong = 0, warned = 0;
+  int overlong = 0, warned = 0, end = 0;
   /* O_NONBLOCK: a FIFO named as a file must not hang the first malloc */
   int fd = (int)ph_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
   if (fd < 0)
     return;
-  for (;;) {
-    ssize_t n = ph_syscall(SYS_read, fd, buf, sizeof(buf));
+  while (!end) {
+    ssize_t n = ph_syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
@@ -213,24 +217,25 @@ PH_STARTUP static void pfile_read(pfile_scan_t *s, int file, const char *path)
       ph_warn(path, ": longer than 1 MiB; only its first 1 MiB is read", (const char *)NULL);
     }
     total += (size_t)n;
-    for (ssize_t i = 0; i < n; i++) {
-      if (buf[i] != '\n') {
-        if (len < sizeof(ln))
-          ln[len++] = buf[i];
-        else
-          overlong = 1;
-        continue;
-      }
-      if (overlong || !pfile_line(s, file, path, line, ln, ln + len))
+    end = total >= PFILE_SIZE_MAX;
+    const char *b = buf, *stop = buf + have + n, *nl;
+    while ((nl = memchr(b, '\n', (size_t)(stop - b))) != NULL) {
+      if (overlong || nl - b > PFILE_LINE_MAX)
         pfile_warn_line(path, line, &warned);
-      len = 0;
+      else if (b < nl && *b != '#' && !pfile_line(s, file, path, line, b, nl))
+        pfile_warn_line(path, line, &warned);   /* (an empty line or a comment at once) */
       overlong = 0;
       line++;
+      b = nl + 1;
     }
-    if (total >= PFILE_SIZE_MAX)
-      break;
+    have = (size_t)(stop - b);      /* a line not ended yet */
+    if (have > PFILE_LINE_MAX) {    /* too long already: only its end is looked for */
+      overlong = 1;
+      have = 0;
+    }
+    memmove(buf, b, have);
   }
-  if ((len > 0 || overlong) && (overlong || !pfile_line(s, file, path, line, ln, ln + len)))
+  if ((have > 0 || overlong) && (overlong || !pfile_line(s, file, path, line, buf, buf + have)))
     pfile_warn_line(path, line, &warned);
   ph_syscall(SYS_close, fd);
 }
@@ -270,8 +275,10 @@ PH_STARTUP void pfile_scan(pfile_scan_t *s, const char *list, const char *home,
     s->keys[id] = param_mca_name(&param_descs[id]);   /* the name a file gives it */
   for (int k = 0; k < PARAM_SYNONYMS; k++)
     s->keys[PARAM_COUNT + k] = param_synonyms[k].key;
-  for (int k = 0; k < PFILE_KEYS; k++)
+  for (int k = 0; k < PFILE_KEYS; k++) {
+    s->key_lens[k] = s->keys[k] != NULL ? strlen(s->keys[k]) : 0;
     s->hits[k].file = -1;
+  }
   if (list != NULL) {
     pfile_read_list(s, list, home);
   } else {

@@ -108,6 +108,7 @@ typedef struct pfile_hit_s {
 
 typedef struct pfile_scan_s {
   const char *keys[PFILE_KEYS];
+  size_t key_lens[PFILE_KEYS];      /* strlen(keys[k]), 0 for NULL */
   pfile_hit_t hits[PFILE_KEYS];
 } pfile_scan_t;
 

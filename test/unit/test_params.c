@@ -626,6 +626,39 @@ Test(params, one_pass_reads_each_name_once_among_odd_entries)
   cr_assert_eq(p.v[PARAM_EVENTS].source, PARAM_SOURCE_DEFAULT);
 }
 
+/* Under mpirun the environment holds some 150 OMPI_MCA_ variables, all
+ * starting as the MCA aliases do: each name still takes its own entry, and
+ * an entry of the same length and the same last bytes as a name (the
+ * scan's hash) is not taken for it. */
+Test(params, many_mca_variables_and_look_alike_names)
+{
+  static char dummies[150][48];
+  char *envp[160];
+  int n = 0;
+  params_t p;
+  capture_t c;
+
+  for (int i = 0; i < 150; i++) {
+    snprintf(dummies[i], sizeof(dummies[i]), "%sx_%d=%d", PINHEAP_PARAM_PREFIX_STRING, i + 1, i);
+    envp[n++] = dummies[i];
+    if (i == 0)                       /* the alias's twin: same length, same end */
+      envp[n++] = PINHEAP_PARAM_PREFIX_STRING "xemory_pinheap_mode=off";
+    if (i == 75)
+      envp[n++] = PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_log_level=error";
+    if (i == 76)
+      envp[n++] = "PINHEAP_LOG_LEVEM=debug";     /* the name's look-alike */
+  }
+  envp[n++] = PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_mode=on";
+  envp[n] = NULL;
+  cr_assert_str_eq(eval_captured(envp, &p, &c), "");
+  cr_assert_eq(p.v[PARAM_MODE].value, PARAM_MODE_ON);
+  cr_assert_str_eq(p.v[PARAM_MODE].from, PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_mode");
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].value, PH_LOG_ERROR);
+  cr_assert_str_eq(p.v[PARAM_LOG_LEVEL].from,
+                   PINHEAP_PARAM_PREFIX_STRING "memory_pinheap_log_level");
+  cr_assert_eq(p.v[PARAM_EVENTS].source, PARAM_SOURCE_DEFAULT);
+}
+
 Test(params, all_variables_together_are_independent)
 {
   char *envp[] = {
@@ -1188,6 +1221,46 @@ Test(params_files, missing_unreadable_and_overlong_are_skipped)
   cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_NO);
   cr_assert_eq(p.v[PARAM_LEAVE_PINNED].source, PARAM_SOURCE_INVALID);
   cr_assert_eq(p.v[PARAM_LEAVE_PINNED].raw_truncated, 1);
+  scratch_remove(&t);
+}
+
+/* The files are read in blocks: a line cut by a block's end, a line of
+ * exactly the longest length, one byte longer, one longer than a block,
+ * and a last line without '\n' each count as one line with its number. */
+Test(params_files, lines_across_read_blocks_keep_their_numbers)
+{
+  scratch_t t;
+  static char text[16384];
+  char where[256];
+  size_t n = 0;
+  params_t p;
+  capture_t c;
+
+  scratch_make(&t);
+  for (int i = 0; i < 40; i++) {      /* lines 1-40: 102 bytes each, 4080 in all */
+    memset(text + n, '#', 101);
+    n += 101;
+    text[n++] = '\n';
+  }
+  n += (size_t)sprintf(text + n, "mpi_leave_pinned_pipeline = 1\n");   /* 41, across 4096 */
+  memset(text + n, '#', 1024);        /* 42: 1024 bytes, the longest line taken */
+  n += 1024;
+  text[n++] = '\n';
+  memset(text + n, '#', 1025);        /* 43: one byte too long */
+  n += 1025;
+  text[n++] = '\n';
+  memset(text + n, 'x', 6000);        /* 44: longer than a block */
+  n += 6000;
+  text[n++] = '\n';
+  sprintf(text + n, "memory_pinheap_log_level = error");   /* 45, no '\n' */
+  const char *err = eval_home_file(&t, text, &p, &c);
+  cr_assert_eq(lines_count(err), 1, "'%s'", err);
+  cr_assert(strstr(err, ":43: not a \"name = value\" line") != NULL, "'%s'", err);
+  cr_assert_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].value, PARAM_TRI_YES);
+  cr_assert_str_eq(p.v[PARAM_LEAVE_PINNED_PIPELINE].from,
+                   at_line(where, sizeof(where), t.home_conf, 41));
+  cr_assert_eq(p.v[PARAM_LOG_LEVEL].value, PH_LOG_ERROR);
+  cr_assert_str_eq(p.v[PARAM_LOG_LEVEL].from, at_line(where, sizeof(where), t.home_conf, 45));
   scratch_remove(&t);
 }
 

@@ -12,7 +12,7 @@ Besides --threads (every workload), the workloads where threads matter
 run at 8 and 32 threads too (--many-threads, --many-workloads), more
 threads than cores here.  It also measures instructions per malloc(32)+free
 pair on the fast path with callgrind (N and 2N pairs; the difference / N,
-so start-up cancels), the start-up row (startup_row.py: a trivial program
+so start-up cancels), the start-up row (startup.py's row(): a trivial program
 linked transitively to pinheap, against an empty core library, alternated
 runs), and judges pinheap against issue 30's targets (targets_check).
 
@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-import startup_row
+import startup as startup_tool  # the start-up row (startup.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -111,7 +111,7 @@ def args_parse(argv):
                         % ",".join(MANY_WORKLOADS))
     p.add_argument("--startup-pairs", default=None,
                    help="alternated pairs of the start-up row (default %d; --quick 100)"
-                        % startup_row.PAIRS_DEFAULT)
+                        % startup_tool.PAIRS_DEFAULT)
     p.add_argument("--no-startup", action="store_true", help="skip the start-up row")
     p.add_argument("--workloads", default="all",
                    help="comma-separated workloads (default all; see pinheap-bench list)")
@@ -160,7 +160,7 @@ def args_parse(argv):
     a.many_workloads = list_parse("--many-workloads", a.many_workloads)
     a.startup_pairs = (int_in_range("--startup-pairs", a.startup_pairs, 1, 100000)
                        if a.startup_pairs is not None
-                       else (100 if a.quick else startup_row.PAIRS_DEFAULT))
+                       else (100 if a.quick else startup_tool.PAIRS_DEFAULT))
     a.workloads = list_parse("--workloads", a.workloads)
     a.fallback_workloads = ([] if a.fallback_workloads == "none"
                             else list_parse("--fallback-workloads", a.fallback_workloads))
@@ -396,15 +396,15 @@ def callgrind_measure(a, allocators, notes):
 
 
 def startup_measure(a, names, notes):
-    """startup_row.measure() for pinheap's row, or None (said in notes)."""
+    """startup_tool.row() for pinheap's row, or None (said in notes)."""
     if a.no_startup:
         notes.append("start-up row skipped (--no-startup)")
         return None
     if "pinheap" not in names:
         return None
     try:
-        return startup_row.measure(a.build, a.startup_pairs, log=note)
-    except (startup_row.StartupError, OSError, subprocess.SubprocessError) as e:
+        return startup_tool.row(a.build, a.startup_pairs, log=note)
+    except (startup_tool.StartupError, OSError, subprocess.SubprocessError) as e:
         notes.append("start-up row not measured: %s" % str(e).splitlines()[0])
         note("start-up row not measured: %s" % e)
         return None
@@ -515,7 +515,7 @@ def targets_check(allocs, rows, callgrind, startup=None, subject="pinheap"):
     "The best peer" of a geometric-mean target is the peer whose geometric
     mean over the group is lowest; the row-by-row reading (each row against
     its own best peer, a stricter bar) is reported beside it as detail.
-    startup: startup_row.measure()'s dict, or None."""
+    startup: startup_tool.row()'s dict, or None."""
     out = []
     if subject not in allocs:
         return out
@@ -677,7 +677,7 @@ def table_markdown(a, allocs, rows, geo, callgrind, startup, meta, notes, failur
                                                     fmt_ratio(ratio(callgrind[name], callgrind.get("glibc")))))
         lines.append("")
     if startup:
-        lines.append(startup_row.markdown(startup))
+        lines.append(startup_tool.row_markdown(startup))
         lines.append("")
     lines.extend(targets_markdown(targets_check(allocs, rows, callgrind, startup)))
     lines.append("Peers: " + ", ".join("%s (%s)" % (n, p or "no preload") for n, p in meta["libraries"])

@@ -27,11 +27,22 @@ each per round, the order rotated every round (A B C, B C A, ...):
 usage: startup.py [--build DIR] [--baseline DIR] [--pairs N] [--cg-pairs N]
                   [--mode on|off|...] [--env K=V ...] [--breakdown] [--strace]
                   [--check] [--prefix P]
+       startup.py --row [--build DIR] [--archive A] [--pairs N] [--check]
 Prints Markdown.  Needs cc; valgrind for instructions (left out without it).
 
 --check (the ctest startup_smoke): A must run on glibc alone and B (and C)
 on pinheap with PINHEAP_MODE=on; exit 1 on a failure, 77 (a skip, said on
 stdout) when cc is missing.
+
+--row: the runner's start-up row instead (run.py imports row() and
+row_markdown()): the core library linked from the build's archive
+(--archive, default BUILD/libpinheap.a, so the tests need not be built),
+leave-pinned on through Open MPI's variable (<prefix>mpi_leave_pinned=1,
+names read from BUILD/include/pinheap_config.h), the program making and
+freeing 64 small blocks (STARTUP_BLOCKS=64), --pairs rounds (default
+PAIRS_DEFAULT) of A and B, one callgrind run of each and the peak RSS
+(VmHWM) of each; with --check (the ctest bench_startup_row) exit 1 unless
+the row is measured.
 """
 import argparse
 import os
@@ -44,10 +55,25 @@ import tempfile
 import time
 
 APP = r"""
+#include <stdlib.h>
 int mpi_like_init(void);
+void mpi_like_who(void);
 int main(void)
 {
-  return mpi_like_init() == 1 ? 0 : 1;
+  const char *blocks = getenv("STARTUP_BLOCKS");   /* the row's: 64 small blocks */
+  if (mpi_like_init() != 1)
+    return 1;
+  if (blocks != NULL) {
+    void *volatile keep[64];
+    int n = atoi(blocks) < 64 ? atoi(blocks) : 64;
+    for (int i = 0; i < n; i++)
+      keep[i] = malloc(16 + (size_t)i * 32);
+    for (int i = 0; i < n; i++)
+      free(keep[i]);
+  }
+  if (getenv("STARTUP_WHO") != NULL)
+    mpi_like_who();
+  return 0;
 }
 """
 
@@ -56,19 +82,31 @@ MPI = r"""
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 int democore_version(void);
 int mpi_like_init(void);
+void mpi_like_who(void);
 int mpi_like_init(void)
 {
-  const char *who = getenv("STARTUP_WHO");
-  if (who != NULL) {            /* which malloc serves: asked by --check only */
-    int (*en)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, ENABLED_NAME);
-    const char *(*it)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, INSTALL_NAME);
-    printf("pinheap=%s\n", en == NULL ? "none" : en() ? "1" : "0");
-    if (it != NULL)
-      printf("install=%s\n", it());
-  }
   return democore_version();
+}
+/* Which malloc serves, the installation's account and the peak RSS: asked
+ * by --check and the row only (STARTUP_WHO). */
+void mpi_like_who(void)
+{
+  int (*en)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, ENABLED_NAME);
+  const char *(*it)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, INSTALL_NAME);
+  char line[256];
+  long kb = -1;
+  FILE *f = fopen("/proc/self/status", "r");
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, "VmHWM:", 6) == 0)
+      kb = atol(line + 6);
+  if (f != NULL)
+    fclose(f);
+  printf("pinheap=%s\n", en == NULL ? "none" : en() ? "1" : "0");
+  printf("install=%s\n", it != NULL ? it() : "");
+  printf("vm_hwm_kb=%ld\n", kb);
 }
 """
 
@@ -111,6 +149,13 @@ PHASES = [
 ]
 
 
+PAIRS_DEFAULT = 200              # the row's rounds (run.py --startup-pairs)
+
+
+class StartupError(Exception):
+    """A measurement failed; the message says why."""
+
+
 def die(msg):
     sys.stderr.write("startup.py: " + msg + "\n")
     sys.exit(2)
@@ -121,28 +166,45 @@ def skip(msg):
     sys.exit(77)
 
 
+def cc(args):
+    p = subprocess.run(["cc"] + args, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise StartupError("cc %s failed:\n%s" % (" ".join(args), p.stderr[-800:]))
+
+
 def build_fixtures(tmp, cores, prefix):
     """The programs, identical but for the core library behind the MPI one:
-    A with an empty core library, then one per entry of cores (tag, path)."""
+    A with an empty core library, then one per entry of cores (tag, path:
+    a built libdemocore.so, or an archive linked whole into one)."""
     for name, text in (("app.c", APP), ("mpi.c", MPI), ("core.c", EMPTY_CORE)):
         with open(os.path.join(tmp, name), "w") as f:
             f.write(text)
     empty_dir = os.path.join(tmp, "empty")
     os.mkdir(empty_dir)
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-Wl,-soname,libdemocore.so",
-                    os.path.join(tmp, "core.c"), "-o", os.path.join(empty_dir, "libdemocore.so")],
-                   check=True)
+    cc(["-O2", "-shared", "-fPIC", "-Wl,-soname,libdemocore.so",
+        os.path.join(tmp, "core.c"), "-o", os.path.join(empty_dir, "libdemocore.so")])
     progs = {}
-    for tag, cdir in [("A", empty_dir)] + [(t, os.path.dirname(c)) for t, c in cores]:
+    dirs = [("A", empty_dir)]
+    for tag, core in cores:
+        if core.endswith(".a"):       # an archive: a core library holding it whole
+            cdir = os.path.join(tmp, "core" + tag)
+            os.mkdir(cdir)
+            cc(["-O2", "-shared", "-fPIC", "-Wl,-soname,libdemocore.so", os.path.join(tmp, "core.c"),
+                "-o", os.path.join(cdir, "libdemocore.so"), "-Wl,--whole-archive", core,
+                "-Wl,--no-whole-archive", "-ldl", "-lpthread"])
+            dirs.append((tag, cdir))
+        else:
+            dirs.append((tag, os.path.dirname(core)))
+    for tag, cdir in dirs:
         d = os.path.join(tmp, tag)
         os.mkdir(d)
         names = ['-DENABLED_NAME="%senabled"' % prefix, '-DINSTALL_NAME="%sinstall_text"' % prefix]
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC"] + names +
-                       [os.path.join(tmp, "mpi.c"), "-o", os.path.join(d, "libmpilike.so"),
-                        "-L" + cdir, "-ldemocore", "-Wl,-rpath," + cdir, "-ldl"], check=True)
+        cc(["-O2", "-shared", "-fPIC"] + names +
+           [os.path.join(tmp, "mpi.c"), "-o", os.path.join(d, "libmpilike.so"),
+            "-L" + cdir, "-ldemocore", "-Wl,-rpath," + cdir, "-ldl"])
         prog = os.path.join(d, "app")
-        subprocess.run(["cc", "-O2", os.path.join(tmp, "app.c"), "-o", prog, "-L" + d,
-                        "-lmpilike", "-Wl,-rpath," + d], check=True)
+        cc(["-O2", os.path.join(tmp, "app.c"), "-o", prog, "-L" + d,
+            "-lmpilike", "-Wl,-rpath," + d])
         progs[tag] = prog
     return progs
 
@@ -156,7 +218,7 @@ def spawn_time(prog, env):
     _, status, ru = os.wait4(pid, 0)
     dt = time.perf_counter() - t
     if status != 0:
-        die("%s exited with status %d" % (prog, status))
+        raise StartupError("%s exited with status %d" % (prog, status))
     return dt, ru.ru_minflt, ru.ru_utime + ru.ru_stime
 
 
@@ -188,7 +250,7 @@ def callgrind_total(prog, env, out="/dev/null"):
     for line in p.stderr.splitlines():
         if "Collected" in line:
             return int(line.split()[-1])
-    die("no callgrind total for %s: %s" % (prog, p.stderr[-400:]))
+    raise StartupError("no callgrind total for %s: %s" % (prog, p.stderr[-400:]))
 
 
 def breakdown(prog, env, prefix, tmp):
@@ -234,12 +296,21 @@ def strace_counts(prog, env, tmp):
     return calls, per
 
 
-def who(prog, env):
-    """What program prog runs on: its first line ("pinheap=..."), and the
-    installation's account when pinheap is there."""
+def who_all(prog, env):
+    """Program prog's account of itself: {"pinheap": "none", "0" or "1",
+    "install": the installation's text, "vm_hwm_kb": its peak RSS}."""
     p = subprocess.run([prog], env=dict(env, STARTUP_WHO="1"), capture_output=True, text=True)
-    lines = p.stdout.splitlines()
-    return (lines[0] if lines else p.stderr.strip()), (lines[1] if len(lines) > 1 else "")
+    out = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+    if "pinheap" not in out:
+        out["pinheap"] = "?: " + (p.stdout + p.stderr).strip()[-300:]
+    return out
+
+
+def who(prog, env):
+    """What program prog runs on: "pinheap=...", and the installation's
+    account when pinheap is there."""
+    w = who_all(prog, env)
+    return "pinheap=" + w["pinheap"], w.get("install", "")
 
 
 def diff_cell(xs, ys, scale, unit):
@@ -249,13 +320,106 @@ def diff_cell(xs, ys, scale, unit):
     return ("**" + f + "%s** (" + f + " .. " + f + ")") % (q[1], unit, q[0], q[2])
 
 
+def config_read(build):
+    """(symbol prefix, leave-pinned variable) of this build's pinheap_config.h."""
+    path = os.path.join(build, "include", "pinheap_config.h")
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise StartupError("%s: %s (configure the build first)" % (path, e.strerror))
+
+    def string(name):
+        m = re.search(r'#define %s "([^"]*)"' % name, text)
+        if m is None:
+            raise StartupError("%s: no %s" % (path, name))
+        return m.group(1)
+    return (string("PINHEAP_PREFIX_STRING"),
+            string("PINHEAP_PARAM_PREFIX_STRING") + string("PINHEAP_PARAM_LEAVE_PINNED_STRING"))
+
+
+def row(build, pairs=PAIRS_DEFAULT, archive=None, log=None):
+    """The runner's start-up row (run.py): the programs of main(), B's core
+    library linked from the archive, leave-pinned on (<prefix>mpi_leave_pinned=1),
+    pairs alternated rounds of A and B.  A dict, named as the runner's table
+    has always named them ("a": the pinheap program, B here; "b": the empty
+    core library's, A here): added_ms (median of the per-round differences),
+    a_ms, b_ms (medians), pairs, instructions_a/_b (one callgrind run each,
+    PINHEAP_MODE=on; None without valgrind), rss_a_kb, rss_b_kb (VmHWM,
+    median of 5), install, leave_pinned.  Raises StartupError."""
+    if shutil.which("cc") is None:
+        raise StartupError("cc is not installed")
+    build = os.path.abspath(build)
+    archive = archive or os.path.join(build, "libpinheap.a")
+    if not os.path.isfile(archive):
+        raise StartupError("%s not found: build the pinheap target first" % archive)
+    prefix, lp_var = config_read(build)
+    # the program makes and frees 64 small blocks, as the row's always did
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), lp_var: "1", "STARTUP_BLOCKS": "64"}
+    tmp = tempfile.mkdtemp(prefix="pinheap-startup-")
+    try:
+        progs = build_fixtures(tmp, [("B", archive)], prefix)
+        wa, wb = who_all(progs["B"], env), who_all(progs["A"], env)
+        if wa["pinheap"] != "1":
+            raise StartupError("the program with pinheap in its core library (%s=1) does not run "
+                               "on pinheap: %s" % (lp_var, wa))
+        if wb["pinheap"] != "none":
+            raise StartupError("the program with an empty core library found a pinheap: %s" % wb)
+        runs = alternated(spawn_time, progs, env, pairs, warm=5)
+        ta, tb = [r[0] for r in runs["B"]], [r[0] for r in runs["A"]]
+        rss = {t: statistics.median(int(who_all(progs[t], env).get("vm_hwm_kb", -1)) for _ in range(5))
+               for t in progs}
+        ins = {t: None for t in progs}
+        if shutil.which("valgrind") is not None:    # under valgrind pinheap stays off unless told
+            ins = {t: v[0] for t, v in alternated(callgrind_total, progs,
+                                                  dict(env, PINHEAP_MODE="on"), 1).items()}
+        out = {"pairs": pairs, "added_ms": statistics.median(a - b for a, b in zip(ta, tb)) * 1e3,
+               "a_ms": statistics.median(ta) * 1e3, "b_ms": statistics.median(tb) * 1e3,
+               "instructions_a": ins["B"], "instructions_b": ins["A"],
+               "rss_a_kb": rss["B"], "rss_b_kb": rss["A"], "install": wa.get("install", ""),
+               "leave_pinned": "%s=1" % lp_var}
+        if log:
+            log("start-up: +%.3f ms (A %.3f, B %.3f ms, %d pairs), install: %s"
+                % (out["added_ms"], out["a_ms"], out["b_ms"], pairs, out["install"]))
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def row_markdown(r):
+    """The row as the runner's table.md shows it."""
+    ins = ""
+    if r.get("instructions_a") is not None and r.get("instructions_b") is not None:
+        ins = "; instructions %d against %d (%+d, callgrind, one run each)" % (
+            r["instructions_a"], r["instructions_b"], r["instructions_a"] - r["instructions_b"])
+    return ("**Start-up** (a trivial program -> MPI-like library -> core library; A: pinheap in the "
+            "core library, %s, installed by: %s; B: an empty core library; %d alternated pairs): "
+            "A %.3f ms, B %.3f ms, **added %+.3f ms** (median of the per-pair differences)%s; "
+            "peak RSS %.2f MiB against %.2f MiB (%+.2f MiB)."
+            % (r["leave_pinned"], r["install"].strip().rstrip("."), r["pairs"], r["a_ms"], r["b_ms"],
+               r["added_ms"], ins, r["rss_a_kb"] / 1024.0, r["rss_b_kb"] / 1024.0,
+               (r["rss_a_kb"] - r["rss_b_kb"]) / 1024.0))
+
+
+def row_main(a):
+    """--row: prints the runner's row; exit 1 when it cannot be measured."""
+    if a.check and shutil.which("cc") is None:
+        skip("cc is not installed")
+    try:
+        print(row_markdown(row(a.build, a.pairs, a.archive)))
+    except StartupError as e:
+        sys.stderr.write("startup.py: " + str(e) + "\n")
+        sys.exit(1)
+    sys.exit(0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "..", "build"))
     ap.add_argument("--baseline", metavar="DIR",
                     help="another build (e.g. of main): its core library is program C, measured "
                          "in the same rotation (C - A, B - C)")
-    ap.add_argument("--pairs", type=int, default=400, help="alternated wall-time rounds (default 400)")
+    ap.add_argument("--pairs", type=int, default=None, help="alternated wall-time rounds (default 400)")
     ap.add_argument("--cg-pairs", type=int, default=3, help="alternated callgrind rounds (default 3)")
     ap.add_argument("--mode", default="on", help="PINHEAP_MODE for every program (default on)")
     ap.add_argument("--env", action="append", default=[], help="K=V added to every program's env")
@@ -263,9 +427,18 @@ def main():
     ap.add_argument("--strace", action="store_true", help="syscall counts (strace -c -f)")
     ap.add_argument("--check", action="store_true", help="fail unless each program runs on its malloc")
     ap.add_argument("--prefix", default="pinheap_", help="the build's symbol prefix (default pinheap_)")
+    ap.add_argument("--row", action="store_true",
+                    help="the runner's start-up row (default %d pairs) instead" % PAIRS_DEFAULT)
+    ap.add_argument("--archive", help="--row: libpinheap.a (default BUILD/libpinheap.a)")
     a = ap.parse_args()
+    if a.row:
+        a.pairs = PAIRS_DEFAULT if a.pairs is None else a.pairs
+    elif a.pairs is None:
+        a.pairs = 400
     if a.pairs < 1 or a.cg_pairs < 0:
         die("--pairs must be positive and --cg-pairs not negative (got %d, %d)" % (a.pairs, a.cg_pairs))
+    if a.row:
+        row_main(a)
     cores = [("B", os.path.join(os.path.abspath(a.build), "test", "libdemocore.so"))]
     if a.baseline:
         cores.append(("C", os.path.join(os.path.abspath(a.baseline), "test", "libdemocore.so")))
@@ -285,69 +458,76 @@ def main():
     tmp = tempfile.mkdtemp(prefix="pinheap-startup-")
     failures = []
     try:
-        progs = build_fixtures(tmp, cores, a.prefix)
-        tags = sorted(progs)
-        for tag in tags:
-            got, account = who(progs[tag], env)
-            want = "pinheap=none" if tag == "A" else "pinheap=1" if a.mode == "on" else None
-            print("%s: %s%s" % (names[tag], got, ("\n  " + account[:400]) if account else ""))
-            if want is not None and got != want:
-                failures.append("%s ran on the wrong malloc: %r, expected %r" % (tag, got, want))
-        pairs = [("B", "A")] + ([("C", "A"), ("B", "C")] if "C" in progs else [])
-        print()
-        print("| measure (PINHEAP_MODE=%s%s) | %s | %s |" %
-              (a.mode, "".join(", " + kv for kv in a.env), " | ".join(names[t] for t in tags),
-               " | ".join("%s - %s, median of per-round differences (IQR)" % p for p in pairs)))
-        print("|---|" + "---:|" * (len(tags) + len(pairs)))
-        runs = alternated(spawn_time, progs, env, a.pairs, warm=20)
-        wall = {t: [r[0] for r in runs[t]] for t in tags}
-        faults = {t: [r[1] for r in runs[t]] for t in tags}
-        cpu = {t: [r[2] for r in runs[t]] for t in tags}
-        print("| wall time, %d rounds | %s | %s |" % (
-            a.pairs, " | ".join("%.1f us" % (statistics.median(wall[t]) * 1e6) for t in tags),
-            " | ".join(diff_cell(wall[y], wall[x], 1e6, " us") for x, y in pairs)))
-        print("| CPU time (user + sys, rusage), the same runs | %s | %s |" % (
-            " | ".join("%.1f us" % (statistics.median(cpu[t]) * 1e6) for t in tags),
-            " | ".join(diff_cell(cpu[y], cpu[x], 1e6, " us") for x, y in pairs)))
-        print("| minor page faults (rusage), the same runs | %s | %s |" % (
-            " | ".join("%d" % statistics.median(faults[t]) for t in tags),
-            " | ".join(diff_cell(faults[y], faults[x], 1, "") for x, y in pairs)))
-        have_vg = shutil.which("valgrind") is not None
-        if a.cg_pairs > 0 and have_vg:
-            ins = alternated(callgrind_total, progs, env, a.cg_pairs)
-            print("| instructions (callgrind), %d rounds | %s | %s |" % (
-                a.cg_pairs, " | ".join("%d" % statistics.median(ins[t]) for t in tags),
-                " | ".join(diff_cell(ins[y], ins[x], 1, "") for x, y in pairs)))
-        elif a.cg_pairs > 0:
-            print("(valgrind not installed: no instruction counts)")
-        if a.strace and shutil.which("strace") is not None:
-            sc = {t: strace_counts(progs[t], env, tmp) for t in tags}
-            print("| syscalls (strace -c -f) | %s | %s |" % (
-                " | ".join("%d" % sc[t][0] for t in tags),
-                " | ".join("**%+d**" % (sc[x][0] - sc[y][0]) for x, y in pairs)))
-            for x, y in pairs:
-                px, py = sc[x][1], sc[y][1]
-                extra = sorted(((px.get(k, 0) - py.get(k, 0), k) for k in set(px) | set(py)), reverse=True)
-                print("\nSyscalls %s makes beyond %s: %s" %
-                      (x, y, ", ".join("%s %+d" % (k, n) for n, k in extra if n != 0) or "none"))
-        if a.breakdown and have_vg:
-            bd = {t: breakdown(progs[t], env, a.prefix, tmp) for t in tags if t != "A"}
-            print()
-            print("Start-up phases, inclusive instructions (callgrind_annotate --inclusive=yes; "
-                  "totals: %s):" % ", ".join("%s %d" % (t, bd[t][0]) for t in bd))
-            print()
-            print("| phase | function | %s |" % " | ".join(names[t] for t in bd))
-            print("|---|---|" + "---:|" * len(bd))
-            for i, (label, _) in enumerate(PHASES):
-                fns = [bd[t][1][i][1] for t in bd]
-                print("| %s | %s | %s |" % (label, next((f for f in fns if f != "-"), "-"),
-                                            " | ".join("%d" % bd[t][1][i][2] for t in bd)))
+        main_measure(a, cores, env, names, tmp, failures)
+    except StartupError as e:
+        die(str(e))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if a.check:
         for f in failures:
             print("FAIL: " + f)
         sys.exit(1 if failures else 0)
+
+
+def main_measure(a, cores, env, names, tmp, failures):
+    """main()'s measurements, printed; failures: --check's."""
+    progs = build_fixtures(tmp, cores, a.prefix)
+    tags = sorted(progs)
+    for tag in tags:
+        got, account = who(progs[tag], env)
+        want = "pinheap=none" if tag == "A" else "pinheap=1" if a.mode == "on" else None
+        print("%s: %s%s" % (names[tag], got, ("\n  " + account[:400]) if account else ""))
+        if want is not None and got != want:
+            failures.append("%s ran on the wrong malloc: %r, expected %r" % (tag, got, want))
+    pairs = [("B", "A")] + ([("C", "A"), ("B", "C")] if "C" in progs else [])
+    print()
+    print("| measure (PINHEAP_MODE=%s%s) | %s | %s |" %
+          (a.mode, "".join(", " + kv for kv in a.env), " | ".join(names[t] for t in tags),
+           " | ".join("%s - %s, median of per-round differences (IQR)" % p for p in pairs)))
+    print("|---|" + "---:|" * (len(tags) + len(pairs)))
+    runs = alternated(spawn_time, progs, env, a.pairs, warm=20)
+    wall = {t: [r[0] for r in runs[t]] for t in tags}
+    faults = {t: [r[1] for r in runs[t]] for t in tags}
+    cpu = {t: [r[2] for r in runs[t]] for t in tags}
+    print("| wall time, %d rounds | %s | %s |" % (
+        a.pairs, " | ".join("%.1f us" % (statistics.median(wall[t]) * 1e6) for t in tags),
+        " | ".join(diff_cell(wall[y], wall[x], 1e6, " us") for x, y in pairs)))
+    print("| CPU time (user + sys, rusage), the same runs | %s | %s |" % (
+        " | ".join("%.1f us" % (statistics.median(cpu[t]) * 1e6) for t in tags),
+        " | ".join(diff_cell(cpu[y], cpu[x], 1e6, " us") for x, y in pairs)))
+    print("| minor page faults (rusage), the same runs | %s | %s |" % (
+        " | ".join("%d" % statistics.median(faults[t]) for t in tags),
+        " | ".join(diff_cell(faults[y], faults[x], 1, "") for x, y in pairs)))
+    have_vg = shutil.which("valgrind") is not None
+    if a.cg_pairs > 0 and have_vg:
+        ins = alternated(callgrind_total, progs, env, a.cg_pairs)
+        print("| instructions (callgrind), %d rounds | %s | %s |" % (
+            a.cg_pairs, " | ".join("%d" % statistics.median(ins[t]) for t in tags),
+            " | ".join(diff_cell(ins[y], ins[x], 1, "") for x, y in pairs)))
+    elif a.cg_pairs > 0:
+        print("(valgrind not installed: no instruction counts)")
+    if a.strace and shutil.which("strace") is not None:
+        sc = {t: strace_counts(progs[t], env, tmp) for t in tags}
+        print("| syscalls (strace -c -f) | %s | %s |" % (
+            " | ".join("%d" % sc[t][0] for t in tags),
+            " | ".join("**%+d**" % (sc[x][0] - sc[y][0]) for x, y in pairs)))
+        for x, y in pairs:
+            px, py = sc[x][1], sc[y][1]
+            extra = sorted(((px.get(k, 0) - py.get(k, 0), k) for k in set(px) | set(py)), reverse=True)
+            print("\nSyscalls %s makes beyond %s: %s" %
+                  (x, y, ", ".join("%s %+d" % (k, n) for n, k in extra if n != 0) or "none"))
+    if a.breakdown and have_vg:
+        bd = {t: breakdown(progs[t], env, a.prefix, tmp) for t in tags if t != "A"}
+        print()
+        print("Start-up phases, inclusive instructions (callgrind_annotate --inclusive=yes; "
+              "totals: %s):" % ", ".join("%s %d" % (t, bd[t][0]) for t in bd))
+        print()
+        print("| phase | function | %s |" % " | ".join(names[t] for t in bd))
+        print("|---|---|" + "---:|" * len(bd))
+        for i, (label, _) in enumerate(PHASES):
+            fns = [bd[t][1][i][1] for t in bd]
+            print("| %s | %s | %s |" % (label, next((f for f in fns if f != "-"), "-"),
+                                        " | ".join("%d" % bd[t][1][i][2] for t in bd)))
 
 
 if __name__ == "__main__":
