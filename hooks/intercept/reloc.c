@@ -729,14 +729,16 @@ void *reloc_lookup_slot(const char *object_substr, const char *sym)
   return slot != NULL ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
 }
 
-void reloc_stats_get(reloc_stats_t *out_p)
+/* Start-up reads both (the install's look-up, its report): in the
+ * start-up text, not a page of their own at the far end of .text. */
+PH_STARTUP void reloc_stats_get(reloc_stats_t *out_p)
 {
   pthread_mutex_lock(&reloc_mutex);
   *out_p = reloc_stats;
   pthread_mutex_unlock(&reloc_mutex);
 }
 
-void *reloc_patched_slot(const char *sym)
+PH_STARTUP void *reloc_patched_slot(const char *sym)
 {
   void *val = NULL;
   if (sym == NULL)
