@@ -45,6 +45,31 @@
 #define PH_EXPORT        __attribute__((visibility("default")))
 #define PH_HIDDEN        __attribute__((visibility("hidden")))
 
+/* Set bits of a word, without the compiler's call to libgcc's
+ * __popcountdi2 (x86-64 has no popcnt before -mpopcnt): that function, like
+ * glibc's pthread_atfork wrapper below, is linked after all of pinheap's
+ * code, so calling it at start-up made a text window of its own resident
+ * (3-15 pages in the transitive case, by load address). */
+PH_INLINE unsigned ph_popcount(uint64_t x)
+{
+  x -= (x >> 1) & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  return (unsigned)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* pthread_atfork is a wrapper of libc_nonshared.a around the exported
+ * __register_atfork (GLIBC_2.3.2), linked into the including library after
+ * pinheap's code; its handlers go with the library's __dso_handle (removed
+ * if it is unloaded), as the wrapper's do. */
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                             void *dso);
+extern void *__dso_handle __attribute__((weak, visibility("hidden")));
+PH_INLINE int ph_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
+{
+  return __register_atfork(prepare, parent, child, &__dso_handle != NULL ? __dso_handle : NULL);
+}
+
 #ifndef PINHEAP_DEBUG
 #define PINHEAP_DEBUG 1
 #endif

@@ -113,7 +113,7 @@ PH_STARTUP bool front_init(void)
     return false;                       /* starting on another thread, or re-entered */
   arena_init(heap_default());
   tcache_init();
-  pthread_atfork(front_prefork, front_postfork_parent, front_postfork_child);
+  ph_atfork(front_prefork, front_postfork_parent, front_postfork_child);
   atomic_store_explicit(&front_state, 2, memory_order_release);
   return true;
 }

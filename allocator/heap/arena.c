@@ -93,7 +93,7 @@ PH_STARTUP static long cpu_count(void)
   long n = ph_syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
   long cpus = 0;
   for (long i = 0; n > 0 && i < n / (long)sizeof(mask[0]); i++)
-    cpus += __builtin_popcountl(mask[i]);
+    cpus += ph_popcount(mask[i]);
   return cpus;
 }
 
@@ -129,7 +129,7 @@ PH_STARTUP void arena_init(mstate_t *arena0)
   /* without the key (none left), threads are never uncounted: new ones
    * spread over the arenas as if every thread still ran */
   arena_key_ok = pthread_key_create(&arena_key, arena_leave) == 0;
-  pthread_atfork(NULL, NULL, arena_fork_child);
+  ph_atfork(NULL, NULL, arena_fork_child);
 }
 
 int arena_max_set(int value)

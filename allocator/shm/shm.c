@@ -138,7 +138,7 @@ static size_t shm_bits_change(shm_hdr_t *h, uint64_t pg, uint64_t end, bool set)
     uint64_t mask = (n == 64 ? ~0ULL : ((1ULL << n) - 1)) << lo;
     uint64_t old = set ? __atomic_fetch_or(&w[pg / 64], mask, __ATOMIC_RELAXED)
                        : __atomic_fetch_and(&w[pg / 64], ~mask, __ATOMIC_RELAXED);
-    changed += (size_t)__builtin_popcountll((set ? ~old : old) & mask);
+    changed += (size_t)ph_popcount((set ? ~old : old) & mask);
     pg += n;
   }
   return changed;

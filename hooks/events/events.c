@@ -443,7 +443,7 @@ PH_HOT int PINHEAP_NAME(set_event_handler)(int events, int priority, pinheap_eve
     return ENOTSUP;                         /* PINHEAP_EVENTS=0 */
   events_init();                            /* connects the OS layer */
   if (atomic_exchange(&atfork_done, 1) == 0)
-    pthread_atfork(events_prefork, events_postfork_parent, events_postfork_child);
+    ph_atfork(events_prefork, events_postfork_parent, events_postfork_child);
   ph_lock(&events_lock);
   if (events_slot_find(cb, arg) >= 0) {
     ph_unlock(&events_lock);

@@ -63,5 +63,5 @@ PH_STARTUP void forks_init(void)
    * own handlers) inside that allocation would wait for that lock. */
   if (__atomic_load_n(&dispatch_state, __ATOMIC_ACQUIRE) == DISPATCH_ENABLED)
     front_init();
-  pthread_atfork(NULL, NULL, forks_child);
+  ph_atfork(NULL, NULL, forks_child);
 }

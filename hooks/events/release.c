@@ -87,7 +87,7 @@ int PINHEAP_NAME(register_release)(pinheap_release_fn *fn, void *ctx)
     return ENOTSUP;                         /* PINHEAP_EVENTS=0 */
   dispatch_decide();
   if (atomic_exchange(&atfork_done, 1) == 0)  /* here, not in the first malloc */
-    pthread_atfork(release_prefork, release_postfork, release_postfork);
+    ph_atfork(release_prefork, release_postfork, release_postfork);
   ph_lock(&release_lock);
   for (int i = 0; i < RELEASE_MAX_LISTENERS; i++) {
     release_rec_t *r = &release_recs[i];

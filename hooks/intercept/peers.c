@@ -451,7 +451,7 @@ static size_t peers_say(char *buf, size_t size, size_t used, unsigned mask, cons
 {
   char names[128] = "";
   size_t n = 0;
-  int count = 0, total = __builtin_popcount(mask);
+  int count = 0, total = (int)ph_popcount(mask);
   for (int i = 0; i < PEERS_N; i++) {
     if (!(mask & (1u << i)))
       continue;

@@ -467,7 +467,7 @@ PH_STARTUP static void reloc_counts_update(void)
   }
   unsigned n = 0;
   for (size_t i = 0; i < RELOC_MAX_OBJECTS / 64; i++)
-    n += (unsigned)__builtin_popcountll(any[i]);
+    n += ph_popcount(any[i]);
   reloc_stats.objects_patched = n;
   reloc_stats.slots = (unsigned)reloc_nslots;
 }
@@ -591,7 +591,7 @@ PH_STARTUP int reloc_install_flags(reloc_entry_t *table, size_t n, unsigned flag
   return ENOSYS;
 #else
   if (__atomic_exchange_n(&atfork_done, 1, __ATOMIC_ACQ_REL) == 0)
-    pthread_atfork(reloc_prefork, reloc_postfork, reloc_postfork);
+    ph_atfork(reloc_prefork, reloc_postfork, reloc_postfork);
   pthread_mutex_lock(&reloc_mutex);
   reloc_overflowed = 0;
   if (reloc_ntables == 0) {

@@ -224,7 +224,7 @@ static int audit_start(void)
     return e;
   }
   if (atomic_exchange(&audit_atfork_done, 1) == 0)
-    pthread_atfork(NULL, NULL, audit_fork_child);
+    ph_atfork(NULL, NULL, audit_fork_child);
   /* the reader runs no signal handler (one could release memory or wait) */
   sigset_t all, old;
   sigfillset(&all);

@@ -664,7 +664,7 @@ static void watch_fork_child(void)
 static PH_NOINLINE int watch_register(void)
 {
   if (atomic_exchange(&watch_atfork_done, 1) == 0)
-    pthread_atfork(NULL, NULL, watch_fork_child);
+    ph_atfork(NULL, NULL, watch_fork_child);
   int rc = PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_VM_UNMAPPED, WATCH_PRIORITY,
                                            watch_on_unmapped, NULL);
   if (rc == EEXIST)
