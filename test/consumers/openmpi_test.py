@@ -110,6 +110,9 @@ def ranks_case(inst, app, name, mca, env_extra=None, home=None, on=True):
               "%s: rank %d: support FREE|CHUNK|MUNMAP, pinheap's and Open MPI's own (%d, %d)"
               % (name, r, d["pinheap_level"], d["ompi_level"]))
         check(d["registered"] == 1, "%s: rank %d: Open MPI accepts a release callback" % (name, r))
+        check(d["component_known"] == 1,
+              "%s: rank %d: pinheap's Open MPI feed knows libopen-pal has no memory/patcher "
+              "(nothing to take, no wrapper installed)" % (name, r))
         missed = [k for k, v in d["heard"].items() if v != 1]
         check(not missed and len(d["heard"]) == 9,
               "%s: rank %d: Open MPI's callback heard every release before it went "

@@ -3,16 +3,26 @@
 real MPI benchmark (NetPIPE 3.7.2's NPmpi, from Debian's archive), with and
 without pinheap, mpi_leave_pinned on in every run.
 
-Start-up: tools/openmpi/startup.c, built by each mpicc, spawns itself 200
-times per round and gives the median time from spawn to main (the loader
-and the core libraries' constructors: pinheap's decision and installation).
+Start-up: tools/openmpi/startup.c, built by each mpicc, spawns itself
+--spawns times per round (default 200) and gives the median time from spawn
+to main (the loader and the core libraries' constructors: pinheap's decision
+and installation), and from spawn to main plus the opening of Open MPI's
+memory framework (where memory/patcher does its patching, in MPI_Init; where
+memory/pinheap runs its self-test): a component that works before main and
+one that works in MPI_Init compare on the second.
 
 Configurations, interleaved round by round (--runs, default 5):
   pinheap     the Open MPI of tools/openmpi/build.sh (OUT_DIR/install), pinheap
               its memory component and serving malloc;
   glibc       the same Open MPI with pinheap forwarding every call to glibc
               (PINHEAP_MODE=off): the allocator's share alone;
-  debian      Debian's own Open MPI 4.1.4 (/usr/bin/mpicc, mpirun: memory/patcher).
+  patcher     with --patcher DIR: the same Open MPI (same source, same configure
+              options) built without the component by `build.sh
+              --without-pinheap DIR`, so Open MPI's own memory/patcher: the
+              rank without pinheap that the component's cost is measured
+              against;
+  debian      Debian's own Open MPI 4.1.4 (/usr/bin/mpicc, mpirun: memory/patcher;
+              other configure options, other components).
 NPmpi runs under each one's mpirun -np 2 (pml ob1, btl self,vader), sizes 1 byte
 to --upper (default 8 MiB), no perturbed sizes (-p 0), with -I (a different
 buffer each repetition, so that a registration cache would see new memory).
@@ -22,7 +32,8 @@ the latency of 8-byte messages and the bandwidth at 64 KiB, 1 MiB and the
 largest size, and the ratios to debian; writes the table and every run's
 raw output under WORK_DIR.
 
-usage: bench.py OUT_DIR WORK_DIR [--runs N] [--upper BYTES] [--no-netpipe]
+usage: bench.py OUT_DIR WORK_DIR [--runs N] [--spawns N] [--upper BYTES] [--no-netpipe]
+                [--patcher DIR]
 """
 import argparse
 import glob
@@ -69,23 +80,38 @@ def build(top, mpicc, name, work):
     return exe
 
 
-def startup(confs, work, env, rounds):
+def startup(confs, work, env, rounds, spawns):
     """Spawn-to-main medians (us), round by round interleaved."""
     here = os.path.dirname(os.path.abspath(__file__))
     exes = {}
     for n, (bindir, _) in confs.items():
         exes[n] = os.path.join(work, "startup-" + n)
-        sh([os.path.join(bindir, "mpicc"), "-O2", "-o", exes[n], os.path.join(here, "startup.c")])
-    vals = {n: [] for n in confs}
+        sh([os.path.join(bindir, "mpicc"), "-O2", "-o", exes[n], os.path.join(here, "startup.c"),
+            "-lopen-pal"])
+    # per configuration, per round: (spawn to main, spawn to main + the
+    # memory framework's open), each the median of the round's spawns
+    vals = {n: ([], []) for n in confs}
     for _ in range(rounds):
         for n, (_, extra) in confs.items():
             e = dict(env)
             e.update(extra)
-            vals[n].append(float(sh([exes[n], "spawn", "200"], env=e).split()[0]))
-    med = {n: statistics.median(v) for n, v in vals.items()}
-    cells = "; ".join("%s %.0f [%.0f-%.0f]" % (n, med[n], min(vals[n]), max(vals[n])) for n in confs)
-    return ["start-up, spawn to main (us; medians of %d rounds of 200 spawns [min-max]): %s; "
-            "pinheap - debian %+.0f us" % (rounds, cells, med["pinheap"] - med["debian"])]
+            out = sh([exes[n], "spawn", str(spawns)], env=e).split("\n")
+            vals[n][0].append(float(out[0].split()[0]))
+            vals[n][1].append(float(out[1].split()[0]))
+    lines = []
+    for k, what in enumerate(("spawn to main", "spawn to main + the memory framework's open")):
+        v = {n: vals[n][k] for n in confs}
+        med = {n: statistics.median(x) for n, x in v.items()}
+        cells = "; ".join("%s %.0f [%.0f-%.0f]" % (n, med[n], min(v[n]), max(v[n])) for n in confs)
+        # the rounds alternate the configurations, so a round's differences
+        # are taken at one moment of the machine's load: their median
+        diffs = ["%s - %s %+.0f us (per-round median %+.0f)" %
+                 (a, b, med[a] - med[b], statistics.median(x - y for x, y in zip(v[a], v[b])))
+                 for a, b in (("pinheap", "patcher"), ("glibc", "patcher"), ("pinheap", "debian"))
+                 if a in confs and b in confs]
+        lines.append("start-up, %s (us; medians of %d rounds of %d spawns [min-max]): %s; %s" %
+                     (what, rounds, spawns, cells, "; ".join(diffs)))
+    return lines
 
 
 def parse(path):
@@ -105,7 +131,10 @@ def main():
     ap.add_argument("work_dir")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--upper", type=int, default=8 << 20)
+    ap.add_argument("--spawns", type=int, default=200, help="spawns per start-up round")
     ap.add_argument("--no-netpipe", action="store_true", help="the start-up only")
+    ap.add_argument("--patcher", metavar="DIR",
+                    help="OUT_DIR of `build.sh --without-pinheap`: the same Open MPI with memory/patcher")
     a = ap.parse_args()
     inst = os.path.join(os.path.abspath(a.out_dir), "install")
     work = os.path.abspath(a.work_dir)
@@ -113,13 +142,19 @@ def main():
     confs = {
         "pinheap": (os.path.join(inst, "bin"), {}),
         "glibc": (os.path.join(inst, "bin"), {"PINHEAP_MODE": "off"}),
-        "debian": ("/usr/bin", {}),
     }
+    if a.patcher:
+        pbin = os.path.join(os.path.abspath(a.patcher), "install", "bin")
+        if not os.path.exists(os.path.join(pbin, "mpicc")):
+            ap.error("--patcher %s: no install/bin/mpicc there (expected the OUT_DIR of "
+                     "tools/openmpi/build.sh --without-pinheap)" % a.patcher)
+        confs["patcher"] = (pbin, {})
+    confs["debian"] = ("/usr/bin", {})
     base_env = {k: v for k, v in os.environ.items()
                 if not k.startswith(("OMPI_", "PINHEAP_", "OPAL_", "PMIX_"))}
     base_env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                      "OMPI_MCA_mpi_leave_pinned": "1"})
-    lines = startup(confs, work, base_env, a.runs)
+    lines = startup(confs, work, base_env, a.runs, a.spawns)
     if a.no_netpipe:
         print("\n".join(lines))
         return 0

@@ -2,9 +2,12 @@
 # build.sh -- Open MPI 4.1.4 (Debian 12's) built with pinheap as its memory
 # component (memory/pinheap), in one command.
 #
-# Usage: tools/openmpi/build.sh [OUT_DIR]
-#   OUT_DIR defaults to build/openmpi in the repository.  Everything goes
-#   under it:
+# Usage: tools/openmpi/build.sh [--without-pinheap] [OUT_DIR]
+#   OUT_DIR defaults to build/openmpi in the repository (build/openmpi-patcher
+#   with --without-pinheap: the same source and options without the
+#   component, so Open MPI's own memory/patcher is built -- the baseline the
+#   component is measured against; no autogen then, the tarball's configure
+#   serves).  Everything goes under it:
 #     pinheap-build/  pinheap built with the opal_memory_pinheap_ prefix
 #     pinheap/        ... and installed (include/pinheap.h, lib/libpinheap.a)
 #     src/            Debian's Open MPI source (apt-get source openmpi), with
@@ -27,7 +30,20 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-out=${1:-$repo/build/openmpi}
+with_pinheap=1
+if [[ ${1:-} == --without-pinheap ]]; then
+  with_pinheap=0
+  shift
+fi
+case ${1:-} in
+  -*) echo "build.sh: unknown option '$1' (expected --without-pinheap or an output folder)" >&2
+      exit 2 ;;
+esac
+if (( with_pinheap )); then
+  out=${1:-$repo/build/openmpi}
+else
+  out=${1:-$repo/build/openmpi-patcher}
+fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 jobs=${JOBS:-2}
@@ -51,12 +67,16 @@ hash_of() { cat "$@" | sha256sum | cut -c1-16; }
 # ---- pinheap with Open MPI's memory component prefix ----------------------
 # (reading this Open MPI's etc/openmpi-mca-params.conf, as it does)
 phase_start pinheap
+if (( with_pinheap )); then
 run pinheap-configure.log cmake -S "$repo" -B "$out/pinheap-build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPINHEAP_PREFIX=opal_memory_pinheap_ -DPINHEAP_BUILD_TESTS=OFF -DPINHEAP_BUILD_TOOLS=OFF \
   -DPINHEAP_OMPI_SYSCONFDIR="$out/install/etc" -DCMAKE_INSTALL_PREFIX="$out/pinheap"
 run pinheap-build.log cmake --build "$out/pinheap-build" -j "$jobs"
 run pinheap-install.log cmake --install "$out/pinheap-build"
 phase_end
+else
+phase_end "skipped: --without-pinheap"
+fi
 
 # ---- Debian's Open MPI source ---------------------------------------------
 phase_start source
@@ -83,14 +103,26 @@ fi
 # ---- the component --------------------------------------------------------
 phase_start component
 comp=$src/opal/mca/memory/pinheap
-mkdir -p "$comp"
-for f in configure.m4 Makefile.am memory_pinheap_component.c; do
-  cmp -s "$here/memory_pinheap/$f" "$comp/$f" || cp "$here/memory_pinheap/$f" "$comp/$f"
-done
-phase_end
+if (( with_pinheap )); then
+  mkdir -p "$comp"
+  for f in configure.m4 Makefile.am memory_pinheap_component.c; do
+    cmp -s "$here/memory_pinheap/$f" "$comp/$f" || cp "$here/memory_pinheap/$f" "$comp/$f"
+  done
+  phase_end
+else
+  if [[ -d $comp ]]; then
+    echo "== openmpi build: component FAILED: $src has memory/pinheap; --without-pinheap" \
+         "needs an OUT_DIR of its own (default build/openmpi-patcher)" >&2
+    exit 1
+  fi
+  phase_end "none: Open MPI's memory/patcher"
+fi
 
 # ---- autogen.pl (a release tarball's tree needs --force) ------------------
 phase_start autogen
+if (( ! with_pinheap )); then
+  phase_end "skipped: the release tarball's configure"
+else
 want=$(hash_of "$here/memory_pinheap/configure.m4" "$here/memory_pinheap/Makefile.am")
 if [[ ! -f $out/stamps/autogen || $(cat "$out/stamps/autogen") != "$want" ]]; then
   (cd "$src" && run autogen.log ./autogen.pl --force)
@@ -100,22 +132,25 @@ if [[ ! -f $out/stamps/autogen || $(cat "$out/stamps/autogen") != "$want" ]]; th
 else
   phase_end "reused"
 fi
+fi
 
 # ---- configure: lean, external hwloc/libevent/PMIx, UCX -------------------
 phase_start configure
 pmix=/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)/pmix2
-conf=(--prefix="$out/install" --with-pinheap="$out/pinheap"
-      --disable-mpi-fortran --disable-oshmem --disable-mpi-cxx
+conf=(--prefix="$out/install")
+(( with_pinheap )) && conf+=(--with-pinheap="$out/pinheap")
+conf+=(--disable-mpi-fortran --disable-oshmem --disable-mpi-cxx
       --with-hwloc=external --with-libevent=external --with-pmix="$pmix"
       --with-ucx --without-verbs --without-libfabric --disable-silent-rules)
+memory=pinheap
+(( with_pinheap )) || memory=patcher
 want=$(echo "${conf[*]}" | sha256sum | cut -c1-16)
 if [[ ! -f $out/stamps/configure || $(cat "$out/stamps/configure") != "$want" ||
       ! -f $out/obj/config.status ]]; then
   mkdir -p "$out/obj"
   (cd "$out/obj" && run configure.log "$src/configure" "${conf[@]}")
-  if ! grep -q "memory:pinheap" "$out/obj/config.log" &&
-     ! grep -q "MCA component memory:pinheap.*yes" "$out/logs/configure.log"; then
-    echo "== openmpi build: configure FAILED: memory:pinheap was not chosen" >&2
+  if ! grep -q "MCA component memory:$memory.*yes" "$out/logs/configure.log"; then
+    echo "== openmpi build: configure FAILED: memory:$memory was not chosen" >&2
     grep -n "memory:" "$out/logs/configure.log" | tail -n 20 >&2
     exit 1
   fi
