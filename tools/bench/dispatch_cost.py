@@ -1,17 +1,14 @@
 #!/usr/bin/env python3
-"""dispatch_cost.py -- what linking pinheap costs a process, measured.
+"""dispatch_cost.py -- what linking pinheap costs each malloc and free.
 
-Issue 3's targets, on the fixture runtime (build/test/libdemocore.so, the
-archive linked whole into a "core library"):
+On the fixture runtime (build/test/libdemocore.so, the archive linked whole
+into a "core library"): callgrind instructions per malloc(32)+free pair of a
+program linked with the core library, pinheap switched off (the disabled
+path: glibc behind pinheap's dispatch) and on, against the same program
+without it (glibc alone).  What linking pinheap costs a process's start-up
+is startup.py's to measure (alternated rounds, the transitive case).
 
-  * the disabled path: callgrind instructions per malloc(32)+free pair of a
-    program linked with the core library while pinheap is switched off,
-    against the same program without it (glibc alone);
-  * start-up: callgrind instructions and median wall time of a trivial
-    program with and without the core library (decision, probe and
-    installation included), pinheap off and on.
-
-usage: dispatch_cost.py [--build DIR] [--runs N] [--pairs N] [--check --prefix P]
+usage: dispatch_cost.py [--build DIR] [--pairs N] [--check --prefix P]
 Prints a Markdown table.  Needs cc and valgrind.
 
 --check (the ctest dispatch_cost_smoke): also verifies that each case ran on
@@ -23,11 +20,9 @@ said on stdout) when cc or valgrind is missing.
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 DISABLED_PATH_MAX = 4.0   # issue 3's target, instructions per pair
 
@@ -85,26 +80,16 @@ def instructions(argv, env):
     die("no callgrind total for %s: %s" % (argv, p.stderr[-300:]))
 
 
-def wall_median(argv, env, runs):
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        subprocess.run(argv, env=env, check=True)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "..", "build"))
-    ap.add_argument("--runs", type=int, default=300, help="wall-time runs per case (default 300)")
     ap.add_argument("--pairs", type=int, default=100000, help="N for the pair count (default 100000)")
     ap.add_argument("--check", action="store_true",
                     help="fail unless every case ran on its malloc and the disabled path is cheap")
     ap.add_argument("--prefix", default="pinheap_", help="the build's symbol prefix (default pinheap_)")
     a = ap.parse_args()
-    if a.runs < 1 or a.pairs < 1:
-        die("--runs and --pairs must be positive (got %d, %d)" % (a.runs, a.pairs))
+    if a.pairs < 1:
+        die("--pairs must be positive (got %d)" % a.pairs)
     core = os.path.join(os.path.abspath(a.build), "test", "libdemocore.so")
     if not os.path.exists(core):
         die("%s not found: build the project with tests first" % core)
@@ -138,22 +123,15 @@ def main():
         for name, prog, env in cases:
             n1 = instructions([prog, str(a.pairs)], env)
             n2 = instructions([prog, str(2 * a.pairs)], env)
-            start = instructions([prog, "0"], env)
-            wall = wall_median([prog, "0"], env, a.runs)
-            rows.append((name, (n2 - n1) / a.pairs, start, wall))
-        print("| case | instructions per malloc(32)+free pair | start-up instructions | start-up wall time (median of %d) |" % a.runs)
-        print("|---|---:|---:|---:|")
-        for name, pair, start, wall in rows:
-            print("| %s | %.1f | %d | %.1f us |" % (name, pair, start, wall * 1e6))
+            rows.append((name, (n2 - n1) / a.pairs))
+        print("| case | instructions per malloc(32)+free pair |")
+        print("|---|---:|")
+        for name, pair in rows:
+            print("| %s | %.1f |" % (name, pair))
         d_pair = rows[1][1] - rows[0][1]
-        d_start = rows[1][2] - rows[0][2]
-        d_wall = (rows[1][3] - rows[0][3]) * 1e6
         print()
         print("Disabled path: %+.1f instructions per pair over glibc alone (target: at most 4)." % d_pair)
-        print("Start-up, pinheap off: %+d instructions, %+.1f us wall (loading one more shared "
-              "library included; target: under 100 us)." % (d_start, d_wall))
-        print("Start-up, pinheap on: %+d instructions, %+.1f us wall." %
-              (rows[2][2] - rows[0][2], (rows[2][3] - rows[0][3]) * 1e6))
+        print("Start-up: python3 tools/bench/startup.py --build %s" % a.build)
         if d_pair > DISABLED_PATH_MAX:
             failures.append("the disabled path costs %+.1f instructions per pair over glibc, "
                             "more than %.0f" % (d_pair, DISABLED_PATH_MAX))
