@@ -365,19 +365,27 @@ typedef struct mparams_s {
 typedef struct tc_bin_s {
   void *head;          /* payloads, linked through their first word */
   uint32_t count;
-  uint32_t limit;      /* 0 in the sentinels: every push goes slow */
+  uint32_t limit;      /* 0 in the sentinels: every push goes slow; 0 in a
+                          cache until its first push or refill sets it
+                          (tcache.c: tc_bin_limit_init) */
 } tc_bin_t;
 _Static_assert(sizeof(tc_bin_t) == 16, "front_free_fast indexes bins by head & 0x7f0");
 
+/* The chunk lists (bins, spare: 4 KiB) come first and everything from
+ * `kind` on after them, so that a thread that never caches a chunk of 1 to
+ * 2 KiB writes only that tail: the pool lays every cache out with `kind`
+ * on a page boundary (tcache.c: tc_pool_get), and a fresh cache is not
+ * zeroed (its pages are).  With the lists between `kind` and the slab
+ * fields, every cache made 2-3 pages resident. */
 typedef struct tcache_s {
   tc_bin_t bins[PH_TC_NBINS];
+  tc_bin_t spare[PH_TC_NBINS];  /* per size, a full list set aside: given
+                                   back as a bundle when the next one fills */
   unsigned kind;       /* the kind map byte of the arena's segments; the
                           sentinels' and untagged arenas' PH_KIND_NOTHING */
   size_t cookie;       /* the arena's cookie: the free fast path checks the
                           check byte of every header it takes */
   mstate_t *arena;     /* the heap this thread allocates from */
-  tc_bin_t spare[PH_TC_NBINS];  /* per size, a full list set aside: given
-                                   back as a bundle when the next one fills */
   mstate_t *rem_ms;    /* the heap of the chunks in rem[] */
   uint64_t rem_used[2];  /* which lists of rem[] hold chunks */
   tc_bin_t rem[PH_TC_NBINS];  /* chunks of another heap freed here, by size,

@@ -93,7 +93,16 @@ PH_STARTUP mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
     errno = ENOMEM;
     return NULL;
   }
-  len = align_up(capacity + PH_MS_CHUNK_OFF + PH_FENCE_SIZE + PH_MIN_CHUNK, PH_GRANULE);
+  /* An arena's first chunk starts where its second granule's header lies,
+   * not right after its mstate_t (15.5 kB): its first slab page (slab.c:
+   * slab_top_take) is then that chunk, with no lead chunk cut before it,
+   * whose header made one more page resident in every arena.  The rest of
+   * the first granule is address space only.  An mspace keeps its chunks
+   * right after its state (no slab pages). */
+  size_t chunk_off = PH_MS_CHUNK_OFF;
+  if (!(flags & PH_MS_USER) && chunk_off < PH_GRANULE - PH_CHUNK_HDR)
+    chunk_off = PH_GRANULE - PH_CHUNK_HDR;
+  len = align_up(capacity + chunk_off + PH_FENCE_SIZE + PH_MIN_CHUNK, PH_GRANULE);
   /* An arena's reserve (as seg_spare_for()) is stretched so that the whole
    * mapping is a multiple of 2 MiB: Linux (6.7 on) puts an anonymous
    * mapping of such a length on a 2 MiB boundary, a granule boundary, and
@@ -118,7 +127,7 @@ PH_STARTUP mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
   }
   ms_init(ms, &mem_source_os, flags, kind);
   ms->seg_grow = align_up(capacity, PH_GRANULE);
-  seg_format(ms, p, len, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
+  seg_format(ms, p, len, chunk_off, PH_SEG_HOLDS_MS);
   ((seg_t *)p)->spare = spare;
   ms->top_seg = (seg_t *)p;
   ms->top = seg_first(ms->top_seg);
