@@ -326,12 +326,16 @@ typedef struct mparams_s {
 /* ---- the owner map (allocator/os/owner.c) ---------------------------------- */
 /*
  * Two levels over the 47-bit user address space: a static root of 2^15
- * leaf pointers (bits 32..46), leaves of 2^16 granule entries (bits 16..31)
- * mapped on first use and never freed.  An entry is a seg_t * (heap
+ * leaf pointers (bits 32..46; each with its slot's open bits in its low
+ * bits), leaves of 2^16 granule entries (bits 16..31) mapped on first use
+ * and never freed.  An entry is a seg_t * (heap
  * segment), or an mstate_t * | 1 (huge chunk owned by that heap), or 0.
  */
 #define PH_OWNER_ROOT_BITS 15
 #define PH_OWNER_LEAF_BITS 16
+/* A root entry: its leaf's address (page aligned) | the open bits of the
+ * slot's units (allocator/os/owner.c), in its low bits. */
+#define PH_OWNER_OPEN_MASK ((uintptr_t)0x1ff)
 #define PH_OWNER_HUGE_TAG  ((uintptr_t)1)  /* mstate_t * | 1: a huge chunk */
 #define PH_OWNER_USER_TAG  ((uintptr_t)2)  /* seg_t * | 2: a segment of a caller's mspace */
 #define PH_OWNER_TAGS      ((uintptr_t)3)  /* seg_t * alone: a segment of an arena */
