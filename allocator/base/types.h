@@ -299,6 +299,9 @@ typedef struct mstate_s {
   void *_Atomic remote;      /* bundles of in-use chunks freed by other threads
                                 (a stack, as fast[]); drained under the lock */
   struct mstate_s *all_next; /* every heap of the process (fork, statistics) */
+  void *_Atomic cache_slot;  /* an arena's room, in its first granule, for the
+                                cache of the first thread it serves (state.c:
+                                ms_create); NULL once taken, or none */
   struct slab_page_s *slab_all;    /* every slab page of this arena (slab.c) */
   struct slab_page_s *slab_cache;  /* empty slab pages kept for reuse */
   unsigned slab_cached;

@@ -116,8 +116,10 @@ PH_STARTUP static tcache_t *tcache_make(void)
     return NULL;
   tcache_gone = true;                    /* no cache while this one is being made */
   mstate_t *arena = arena_pick();
-  bool fresh;
-  tcache_t *tc = tc_pool_get(&fresh);
+  bool fresh = true;
+  tcache_t *tc = atomic_exchange_explicit(&arena->cache_slot, NULL, memory_order_acq_rel);
+  if (tc == NULL)                        /* the arena's room taken: the pool */
+    tc = tc_pool_get(&fresh);
   if (tc == NULL) {
     tcache_gone = false;
     return NULL;
