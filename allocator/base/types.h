@@ -299,6 +299,9 @@ typedef struct mstate_s {
   void *_Atomic remote;      /* bundles of in-use chunks freed by other threads
                                 (a stack, as fast[]); drained under the lock */
   struct mstate_s *all_next; /* every heap of the process (fork, statistics) */
+  void *_Atomic cache_slot;  /* an arena's room, in its first granule, for the
+                                cache of the first thread it serves (state.c:
+                                ms_create); NULL once taken, or none */
   struct slab_page_s *slab_all;    /* every slab page of this arena (slab.c) */
   struct slab_page_s *slab_cache;  /* empty slab pages kept for reuse */
   unsigned slab_cached;
@@ -326,12 +329,16 @@ typedef struct mparams_s {
 /* ---- the owner map (allocator/os/owner.c) ---------------------------------- */
 /*
  * Two levels over the 47-bit user address space: a static root of 2^15
- * leaf pointers (bits 32..46), leaves of 2^16 granule entries (bits 16..31)
- * mapped on first use and never freed.  An entry is a seg_t * (heap
+ * leaf pointers (bits 32..46; each with its slot's open bits in its low
+ * bits), leaves of 2^16 granule entries (bits 16..31) mapped on first use
+ * and never freed.  An entry is a seg_t * (heap
  * segment), or an mstate_t * | 1 (huge chunk owned by that heap), or 0.
  */
 #define PH_OWNER_ROOT_BITS 15
 #define PH_OWNER_LEAF_BITS 16
+/* A root entry: its leaf's address (page aligned) | the open bits of the
+ * slot's units (allocator/os/owner.c), in its low bits. */
+#define PH_OWNER_OPEN_MASK ((uintptr_t)0x1ff)
 #define PH_OWNER_HUGE_TAG  ((uintptr_t)1)  /* mstate_t * | 1: a huge chunk */
 #define PH_OWNER_USER_TAG  ((uintptr_t)2)  /* seg_t * | 2: a segment of a caller's mspace */
 #define PH_OWNER_TAGS      ((uintptr_t)3)  /* seg_t * alone: a segment of an arena */
@@ -365,19 +372,27 @@ typedef struct mparams_s {
 typedef struct tc_bin_s {
   void *head;          /* payloads, linked through their first word */
   uint32_t count;
-  uint32_t limit;      /* 0 in the sentinels: every push goes slow */
+  uint32_t limit;      /* 0 in the sentinels: every push goes slow; 0 in a
+                          cache until its first push or refill sets it
+                          (tcache.c: tc_bin_limit_init) */
 } tc_bin_t;
 _Static_assert(sizeof(tc_bin_t) == 16, "front_free_fast indexes bins by head & 0x7f0");
 
+/* The chunk lists (bins, spare: 4 KiB) come first and everything from
+ * `kind` on after them, so that a thread that never caches a chunk of 1 to
+ * 2 KiB writes only that tail: the pool lays every cache out with `kind`
+ * on a page boundary (tcache.c: tc_pool_get), and a fresh cache is not
+ * zeroed (its pages are).  With the lists between `kind` and the slab
+ * fields, every cache made 2-3 pages resident. */
 typedef struct tcache_s {
   tc_bin_t bins[PH_TC_NBINS];
+  tc_bin_t spare[PH_TC_NBINS];  /* per size, a full list set aside: given
+                                   back as a bundle when the next one fills */
   unsigned kind;       /* the kind map byte of the arena's segments; the
                           sentinels' and untagged arenas' PH_KIND_NOTHING */
   size_t cookie;       /* the arena's cookie: the free fast path checks the
                           check byte of every header it takes */
   mstate_t *arena;     /* the heap this thread allocates from */
-  tc_bin_t spare[PH_TC_NBINS];  /* per size, a full list set aside: given
-                                   back as a bundle when the next one fills */
   mstate_t *rem_ms;    /* the heap of the chunks in rem[] */
   uint64_t rem_used[2];  /* which lists of rem[] hold chunks */
   tc_bin_t rem[PH_TC_NBINS];  /* chunks of another heap freed here, by size,

@@ -50,27 +50,40 @@ static __thread bool tcache_gone __attribute__((tls_model("initial-exec")));
 
 /* Thread caches live outside the heaps (they are the allocator's own
  * bookkeeping, not the program's memory): carved from mappings of their
- * own and recycled when threads exit. */
+ * own and recycled when threads exit.  Each cache has slots of whole
+ * pages, with `kind` on a page boundary: a thread that caches no chunk of
+ * 1 to 2 KiB (the lists before `kind`) writes the pages from `kind` on
+ * only, one page (types.h: tcache_t).  A cache fresh from a mapping is
+ * zeros already; one an exited thread left is zeroed again. */
 static tcache_t *tc_pool_free;            /* linked through ->arena */
 static char *tc_pool_cur, *tc_pool_end;
 
-PH_STARTUP static tcache_t *tc_pool_get(void)
+/* Bytes of a slot before its cache: `kind` falls on a page boundary. */
+PH_INLINE size_t tc_pool_lead(size_t page)
+{
+  return (page - offsetof(tcache_t, kind) % page) % page;
+}
+
+PH_STARTUP static tcache_t *tc_pool_get(bool *fresh)
 {
   tcache_t *tc;
-  size_t size = align_up(sizeof(tcache_t), 64);
+  size_t page = os_page_size();
+  size_t lead = tc_pool_lead(page);
+  size_t size = align_up(lead + sizeof(tcache_t), page);
 
   ph_lock(&tc_pool_lock);
   tc = tc_pool_free;
+  *fresh = tc == NULL;
   if (tc != NULL) {
     tc_pool_free = (tcache_t *)tc->arena;
   } else {
     if (tc_pool_cur == NULL || tc_pool_cur + size > tc_pool_end) {
-      size_t len = align_up(16 * size, os_page_size());
+      size_t len = 16 * size;
       tc_pool_cur = os_reserve_meta(len);   /* metadata: never released */
       tc_pool_end = tc_pool_cur == NULL ? NULL : tc_pool_cur + len;
     }
     if (tc_pool_cur != NULL) {
-      tc = (tcache_t *)tc_pool_cur;
+      tc = (tcache_t *)(tc_pool_cur + lead);
       tc_pool_cur += size;
     }
   }
@@ -86,6 +99,14 @@ static void tc_pool_put(tcache_t *tc)
   ph_unlock(&tc_pool_lock);
 }
 
+/* The first push or refill of list i of tc (a cache's lists start with
+ * limit 0, so that making a cache writes none of them): two bundles. */
+static void tc_bin_limit_init(tcache_t *tc, size_t i)
+{
+  if (tc->bins[i].limit == 0)
+    tc->bins[i].limit = PH_TC_BASE_BUNDLES * bundle_cap(i << 4);
+}
+
 /* The calling thread's first cache (tcache_get): once per thread, compiled
  * for size (PH_STARTUP), in the window of text every process has
  * resident. */
@@ -95,14 +116,16 @@ PH_STARTUP static tcache_t *tcache_make(void)
     return NULL;
   tcache_gone = true;                    /* no cache while this one is being made */
   mstate_t *arena = arena_pick();
-  tcache_t *tc = tc_pool_get();
+  bool fresh = true;
+  tcache_t *tc = atomic_exchange_explicit(&arena->cache_slot, NULL, memory_order_acq_rel);
+  if (tc == NULL)                        /* the arena's room taken: the pool */
+    tc = tc_pool_get(&fresh);
   if (tc == NULL) {
     tcache_gone = false;
     return NULL;
   }
-  memset(tc, 0, sizeof(*tc));
-  for (size_t i = 2; i < PH_TC_NBINS; i++)
-    tc->bins[i].limit = PH_TC_BASE_BUNDLES * bundle_cap(i << 4);
+  if (!fresh)
+    memset(tc, 0, sizeof(*tc));
   tc->arena = arena;
   tc->cookie = arena->cookie;
   tc->kind = arena->kind >= PH_KIND_ARENA_TAG(0) ? arena->kind : PH_KIND_NOTHING;
@@ -176,10 +199,11 @@ static void tc_list_give_back(tcache_t *tc, tc_bin_t *l, size_t i)
   void *head = l->head;
   unsigned n = l->count;
 
+  if (head == NULL)                      /* (an unused list stays unwritten) */
+    return;
   l->head = NULL;
   l->count = 0;
-  if (head != NULL)
-    ms_defer_bundle(tc->arena, head, n, i << 4);
+  ms_defer_bundle(tc->arena, head, n, i << 4);
 }
 
 /* Gives the lists of size i << 4 back to the arena, as bundles. */
@@ -262,6 +286,11 @@ void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem)
 
   if (ph_unlikely(i < 2))                /* no chunk is under 32 bytes */
     ph_fatal("free", "invalid pointer", mem);
+  if (ph_unlikely(b->limit == 0)) {      /* the list's first push */
+    tc_bin_limit_init(tc, i);
+    tc_bin_push(b, mem);
+    return;
+  }
   s->head = b->head;
   s->count = b->count;
   b->head = NULL;
@@ -305,6 +334,7 @@ PH_HOT void *front_malloc_slow(size_t n)
     if (tc == NULL || n > PH_TC_MAX_REQUEST)
       return ms_malloc(tc != NULL ? tc->arena : heap_default(), n);
     b = &tc->bins[nb >> 4];
+    tc_bin_limit_init(tc, nb >> 4);
     void *list;
     unsigned got = ms_alloc_batch(tc->arena, nb, b->limit, &list);
     if (got == 0)                        /* no whole list: one chunk, of whatever size */

@@ -82,6 +82,25 @@ PH_STARTUP mstate_t *heap_main_private(void)
   return &gm;
 }
 
+/* Room for a thread cache (tcache_t) between an arena's mstate_t and its
+ * first chunk (at chunk_off), laid out as the pool lays caches out (`kind`
+ * on a page boundary: tcache.c), on the page of the first chunk's header,
+ * which the arena's first slab page makes resident anyway: the cache of
+ * the thread that made the arena (tcache.c: tcache_make) then costs no page
+ * of its own but for its chunk lists.  NULL if it does not fit (large
+ * pages). */
+PH_STARTUP static void *cache_slot_in(char *base, size_t chunk_off)
+{
+  uintptr_t kind_at = align_down((uintptr_t)base + chunk_off, os_page_size());
+  uintptr_t tc = kind_at - offsetof(tcache_t, kind);
+
+  if (kind_at < (uintptr_t)base + offsetof(tcache_t, kind) ||
+      tc < (uintptr_t)base + PH_MS_OFF + sizeof(mstate_t) ||
+      tc % 64 != 0 || tc + sizeof(tcache_t) > (uintptr_t)base + chunk_off)
+    return NULL;
+  return (void *)tc;
+}
+
 PH_STARTUP mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
 {
   size_t len;
@@ -93,7 +112,16 @@ PH_STARTUP mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
     errno = ENOMEM;
     return NULL;
   }
-  len = align_up(capacity + PH_MS_CHUNK_OFF + PH_FENCE_SIZE + PH_MIN_CHUNK, PH_GRANULE);
+  /* An arena's first chunk starts where its second granule's header lies,
+   * not right after its mstate_t (15.5 kB): its first slab page (slab.c:
+   * slab_top_take) is then that chunk, with no lead chunk cut before it,
+   * whose header made one more page resident in every arena.  The rest of
+   * the first granule is address space only.  An mspace keeps its chunks
+   * right after its state (no slab pages). */
+  size_t chunk_off = PH_MS_CHUNK_OFF;
+  if (!(flags & PH_MS_USER) && chunk_off < PH_GRANULE - PH_CHUNK_HDR)
+    chunk_off = PH_GRANULE - PH_CHUNK_HDR;
+  len = align_up(capacity + chunk_off + PH_FENCE_SIZE + PH_MIN_CHUNK, PH_GRANULE);
   /* An arena's reserve (as seg_spare_for()) is stretched so that the whole
    * mapping is a multiple of 2 MiB: Linux (6.7 on) puts an anonymous
    * mapping of such a length on a 2 MiB boundary, a granule boundary, and
@@ -118,7 +146,9 @@ PH_STARTUP mstate_t *ms_create(size_t capacity, unsigned flags, unsigned kind)
   }
   ms_init(ms, &mem_source_os, flags, kind);
   ms->seg_grow = align_up(capacity, PH_GRANULE);
-  seg_format(ms, p, len, PH_MS_CHUNK_OFF, PH_SEG_HOLDS_MS);
+  seg_format(ms, p, len, chunk_off, PH_SEG_HOLDS_MS);
+  if (chunk_off != PH_MS_CHUNK_OFF)
+    atomic_store_explicit(&ms->cache_slot, cache_slot_in(p, chunk_off), memory_order_relaxed);
   ((seg_t *)p)->spare = spare;
   ms->top_seg = (seg_t *)p;
   ms->top = seg_first(ms->top_seg);

@@ -155,12 +155,13 @@ PH_HIDDEN void os_stats_get(os_stats_t *out_p);
 /* ======================================================================= */
 /*
  * The owner map: two levels over the 47-bit user address space, a static
- * root of 2^15 leaf pointers (bits 32..46), leaves of 2^16 granule entries
+ * root of 2^15 leaf pointers (bits 32..46; the low bits of an entry are
+ * owner.c's open bits), leaves of 2^16 granule entries
  * (bits 16..31) mapped on first use and never freed (types.h: PH_OWNER_*).
  * The kind map: a byte per granule (types.h: PH_KIND_*).  Both are read
  * inline (chunk.h: owner_map_get; front.h reads the kind map).
  */
-extern PH_HIDDEN _Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
+extern PH_HIDDEN _Atomic uintptr_t owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
 extern PH_HIDDEN uint8_t *owner_kind;
 extern PH_HIDDEN uintptr_t owner_kind_limit;
 /** Fork: hold / release the owner map's creation lock. */
@@ -178,6 +179,14 @@ PH_HIDDEN bool owner_map_set(const void *base, size_t len, uintptr_t value, unsi
 PH_HIDDEN bool owner_map_adopt(const void *base, size_t span, uintptr_t *leaves, size_t len,
                                unsigned kind);
 
+/* The leaf of root slot i (NULL: none yet): the entry without its open
+ * bits. */
+PH_INLINE uintptr_t *owner_root_leaf(size_t i)
+{
+  return (uintptr_t *)(atomic_load_explicit(&owner_map_root[i], memory_order_acquire) &
+                       ~PH_OWNER_OPEN_MASK);
+}
+
 /* The owner map's look-up, inline: every free makes it. */
 PH_INLINE uintptr_t owner_map_get(const void *p)
 {
@@ -186,8 +195,7 @@ PH_INLINE uintptr_t owner_map_get(const void *p)
 
   if (ph_unlikely(a >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS + PH_OWNER_ROOT_BITS)))
     return 0;
-  leaf = atomic_load_explicit(&owner_map_root[a >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS)],
-                              memory_order_acquire);
+  leaf = owner_root_leaf(a >> (PH_GRANULE_SHIFT + PH_OWNER_LEAF_BITS));
   if (ph_unlikely(leaf == NULL))
     return 0;
   return __atomic_load_n(&leaf[(a >> PH_GRANULE_SHIFT) & (((uintptr_t)1 << PH_OWNER_LEAF_BITS) - 1)],

@@ -30,35 +30,37 @@ _Static_assert(OWNER_KIND_ENTRIES / OWNER_UNIT == (size_t)1 << PH_OWNER_ROOT_BIT
                "a unit of the kind map describes the granules of one root slot");
 
 /* A lookup table a small program writes one page of (the slots of the
- * addresses the kernel maps at): away from the small statics. */
-PH_COLD_BSS _Atomic(uintptr_t *) owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
+ * addresses the kernel maps at): away from the small statics.  An entry is
+ * its leaf's address | the slot's open bits: the units opened, a bit each,
+ * set (release) once the unit is writable -- bits 0-7 the 8 units of its
+ * leaf, bit 8 the unit of the kind map describing the same granules.  In
+ * the entry, not in a table of their own indexed alike, which made one
+ * more page resident in every process. */
+PH_COLD_BSS _Atomic uintptr_t owner_map_root[(size_t)1 << PH_OWNER_ROOT_BITS];
 uint8_t *owner_kind;
 uintptr_t owner_kind_limit;
 PH_HOT_DATA static ph_lock_t owner_lock;  /* creates the kind map and the leaves, opens their units */
 
-/* The open units, a bit each, set (release) once the unit is writable.
- * Word i serves root slot i: bits 0-7 the 8 units of its leaf, bit 8 the
- * unit of the kind map describing the same granules, so that the bits of
- * nearby addresses share a page (two tables indexed alike made two). */
-PH_COLD_BSS static _Atomic uint16_t owner_open_bits[(size_t)1 << PH_OWNER_ROOT_BITS];
 #define OWNER_KIND_BIT 8
+_Static_assert((((uintptr_t)2 << OWNER_KIND_BIT) - 1) == PH_OWNER_OPEN_MASK,
+               "the open bits are the root entry's low bits");
 
-/* Where a table's unit u has its open bit: bit b0 + u * bstep of word
+/* Where a table's unit u has its open bit: bit b0 + u * bstep of entry
  * w[u * wstep]. */
 typedef struct owner_units_s {
-  _Atomic uint16_t *w;
+  _Atomic uintptr_t *w;
   size_t wstep;
   unsigned b0, bstep;
 } owner_units_t;
 
 PH_INLINE owner_units_t owner_leaf_units(size_t i)
 {
-  return (owner_units_t){ &owner_open_bits[i], 0, 0, 1 };
+  return (owner_units_t){ &owner_map_root[i], 0, 0, 1 };
 }
 
 PH_INLINE owner_units_t owner_kind_units(void)
 {
-  return (owner_units_t){ owner_open_bits, 1, OWNER_KIND_BIT, 0 };
+  return (owner_units_t){ owner_map_root, 1, OWNER_KIND_BIT, 0 };
 }
 
 /* Reserves the kind map on first use.  Until it exists (or if it cannot),
@@ -83,15 +85,15 @@ PH_STARTUP static void owner_kind_init(void)
  * NULL if the OS refuses. */
 PH_STARTUP static uintptr_t *owner_leaf_get(size_t i)
 {
-  uintptr_t *leaf = atomic_load_explicit(&owner_map_root[i], memory_order_acquire);
+  uintptr_t *leaf = owner_root_leaf(i);
 
   if (leaf == NULL) {                     /* created once, under a lock: no loser to free */
     ph_lock(&owner_lock);
-    leaf = atomic_load_explicit(&owner_map_root[i], memory_order_acquire);
+    leaf = owner_root_leaf(i);
     if (leaf == NULL) {
       leaf = os_reserve_readonly(OWNER_LEAF_BYTES);  /* never released */
-      if (leaf != NULL)
-        atomic_store_explicit(&owner_map_root[i], leaf, memory_order_release);
+      if (leaf != NULL)                   /* (a page: its low bits are free) */
+        atomic_fetch_or_explicit(&owner_map_root[i], (uintptr_t)leaf, memory_order_release);
     }
     ph_unlock(&owner_lock);
   }
@@ -129,7 +131,7 @@ PH_HOT static bool owner_open(uint8_t *table, size_t tsize, owner_units_t bits, 
       break;
     }
     for (size_t v = start / OWNER_UNIT; v * OWNER_UNIT < start + len; v++)
-      atomic_fetch_or_explicit(&bits.w[v * bits.wstep], (uint16_t)(1u << (bits.b0 + v * bits.bstep)),
+      atomic_fetch_or_explicit(&bits.w[v * bits.wstep], (uintptr_t)1 << (bits.b0 + v * bits.bstep),
                                memory_order_release);
   }
   ph_unlock(&owner_lock);
@@ -183,8 +185,7 @@ PH_HOT PH_STARTUP_SIZE bool owner_map_set(const void *base, size_t len, uintptr_
     bool has_kind = __atomic_load_n(&owner_kind_limit, __ATOMIC_ACQUIRE) != 0;
     for (; a < end; a += PH_GRANULE) {
       uintptr_t g = a >> PH_GRANULE_SHIFT;
-      uintptr_t *leaf = atomic_load_explicit(&owner_map_root[a >> OWNER_SLOT_SHIFT],
-                                             memory_order_acquire);
+      uintptr_t *leaf = owner_root_leaf(a >> OWNER_SLOT_SHIFT);
       if (has_kind && __atomic_load_n(&owner_kind[g], __ATOMIC_RELAXED) != PH_KIND_NONE)
         __atomic_store_n(&owner_kind[g], (uint8_t)PH_KIND_NONE, __ATOMIC_RELEASE);
       if (leaf != NULL && __atomic_load_n(&leaf[g & leaf_mask], __ATOMIC_RELAXED) != 0)
@@ -198,8 +199,7 @@ PH_HOT PH_STARTUP_SIZE bool owner_map_set(const void *base, size_t len, uintptr_
     return false;                        /* nothing written */
   for (; a < end; a += PH_GRANULE) {
     uintptr_t g = a >> PH_GRANULE_SHIFT;
-    uintptr_t *leaf = atomic_load_explicit(&owner_map_root[a >> OWNER_SLOT_SHIFT],
-                                           memory_order_acquire);
+    uintptr_t *leaf = owner_root_leaf(a >> OWNER_SLOT_SHIFT);
     /* set: the full entry first, then the kind */
     __atomic_store_n(&leaf[g & leaf_mask], value, __ATOMIC_RELEASE);
     if (has_kind)
@@ -215,16 +215,17 @@ bool owner_map_adopt(const void *base, size_t span, uintptr_t *leaves, size_t le
   bool ok = true;
 
   if (((uintptr_t)base | span) & (((uintptr_t)1 << OWNER_SLOT_SHIFT) - 1) || n == 0 ||
-      first + n > ((size_t)1 << PH_OWNER_ROOT_BITS))
+      first + n > ((size_t)1 << PH_OWNER_ROOT_BITS) || ((uintptr_t)leaves & PH_OWNER_OPEN_MASK))
     return false;
   ph_lock(&owner_lock);
   for (size_t i = first; i < first + n; i++)
-    ok = ok && atomic_load_explicit(&owner_map_root[i], memory_order_relaxed) == NULL;
+    ok = ok && owner_root_leaf(i) == NULL;
   for (size_t i = first; ok && i < first + n; i++) {
-    /* the region's leaves are writable shared memory: every unit is open */
-    atomic_fetch_or_explicit(&owner_open_bits[i], (uint16_t)0xff, memory_order_release);
-    atomic_store_explicit(&owner_map_root[i], leaves + ((i - first) << PH_OWNER_LEAF_BITS),
-                          memory_order_release);
+    /* the region's leaves are writable shared memory: every unit is open
+     * (the leaf and its open bits in one store: a reader sees both or none) */
+    atomic_fetch_or_explicit(&owner_map_root[i],
+                             (uintptr_t)(leaves + ((i - first) << PH_OWNER_LEAF_BITS)) | 0xff,
+                             memory_order_release);
   }
   ph_unlock(&owner_lock);
   if (!ok)
