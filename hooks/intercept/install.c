@@ -195,6 +195,11 @@ PH_STARTUP void *install_resolved(const char *name)
       void *v = reloc_patched_slot(name);
       return v != NULL ? v : replace_symbols[i].entry;
     }
+    /* libc's definition rewritten: dlsym would find it, read without
+     * dlsym (the code-patched memory calls that no slot names) */
+    void *def = reloc_def_value(replace_symbols[i].name);
+    if (def != NULL)
+      return def;
     break;
   }
   return dlsym(RTLD_DEFAULT, name);
@@ -253,7 +258,11 @@ PH_STARTUP static void install_setup(install_run_t *r)
   r->n = n;
   install_n = n;
   install_text_buf[0] = '\0';
-  r->at_start = reloc_loaded_at_startup((void *)&install_run);
+  /* with it, step (a)'s answers from the symbol tables (no dlsym) */
+  const char *names[INSTALL_MAX];
+  for (unsigned i = 0; i < n; i++)
+    names[i] = replace_symbols[i].name;
+  r->at_start = reloc_startup_resolve((void *)&install_run, names, r->resolved, n);
   install_is_late = r->at_start == 0;
   r->want_malloc = r->enabled &&
                    (!install_is_late || r->params->v[PARAM_LATE_MALLOC].value != 0);
@@ -268,7 +277,8 @@ PH_STARTUP static void install_interpose(install_run_t *r)
 {
   for (unsigned i = 0; i < r->n; i++) {
     install_syms[i].method = PINHEAP_INSTALL_NONE;
-    r->resolved[i] = dlsym(RTLD_DEFAULT, replace_symbols[i].name);
+    if (r->resolved[i] == NULL)   /* not read from the tables by install_setup */
+      r->resolved[i] = dlsym(RTLD_DEFAULT, replace_symbols[i].name);
     if (r->resolved[i] == replace_symbols[i].self) {
       install_syms[i].method = PINHEAP_INSTALL_INTERPOSE;
       r->interposed++;
@@ -291,6 +301,7 @@ PH_STARTUP static void install_sites_find(install_run_t *r)
       continue;                /* libc's fallocate, ftruncate, syscall: see the top */
     install_code[i].name = replace_symbols[i].name;
     install_code[i].target = replace_symbols[i].entry;
+    install_code[i].known = r->resolved[i];   /* used if in libc's code */
   }
   if (code && patch_find(install_code, n) != 0)
     code = 0;                  /* not x86-64 */
