@@ -146,20 +146,16 @@ typedef struct reloc_def_s {
 
 PH_COLD_BSS static reloc_def_t reloc_defs[RELOC_MAX_NAMES];
 PH_HOT_DATA static size_t reloc_ndefs;
-
-/* A definition already found where the process resolves the name (by
- * reloc_startup_resolve, in an object loaded at start-up, never
- * unloaded): reloc_defs_patch takes it instead of walking the objects. */
-typedef struct reloc_def_hint_s {
-  const char *name;
-  uintptr_t addr;             /* what the name resolves to */
-  reloc_def_t def;            /* sym, old_value, seg_lo, prot, base */
-} reloc_def_hint_t;
+/* Definitions already found where the process resolves their names (by
+ * reloc_startup_resolve, in objects loaded at start-up, never unloaded),
+ * for the next reloc_defs_patch to take instead of walking the objects:
+ * reloc_defs[reloc_ndefs .. reloc_ndefs + reloc_nhints), the entries
+ * that patch fills next (no page of their own).  reloc_mutex held. */
+PH_HOT_DATA static size_t reloc_nhints;
 
 /* The definitions wanted: what the process resolves each name to. */
 typedef struct reloc_def_find_s {
-  size_t n, left, nhint;      /* (before the arrays: with their first entries) */
-  reloc_def_hint_t hint[RELOC_MAX_NAMES];
+  size_t n, left;             /* (before the arrays: with their first entries) */
   const char *name[RELOC_MAX_NAMES];
   uintptr_t addr[RELOC_MAX_NAMES];
   uintptr_t replacement[RELOC_MAX_NAMES];
@@ -476,45 +472,46 @@ PH_STARTUP void reloc_defs_hint(const struct dl_phdr_info *info, const char *con
 {
   if (n == 0 || reloc_is_self(info))
     return;                    /* pinheap's own definitions stay as they are */
-  pthread_mutex_lock(&reloc_defs_lock);
-  for (size_t i = 0; i < n && reloc_find.nhint < RELOC_MAX_NAMES; i++) {
-    reloc_def_hint_t *h = &reloc_find.hint[reloc_find.nhint];
+  for (size_t i = 0; i < n && reloc_ndefs + reloc_nhints < RELOC_MAX_NAMES; i++) {
+    reloc_def_t *h = &reloc_defs[reloc_ndefs + reloc_nhints];
     uintptr_t addr = (uintptr_t)addrs[i];
     /* what reloc_def_find_cb would find: a function, in this object (the
      * first holding addr: objects do not overlap) */
     if (ELF64_ST_TYPE(syms[i]->st_info) != STT_FUNC || !reloc_in_segment(info, addr) ||
-        reloc_def_segment(info, syms[i], &h->def) != 0)
+        reloc_def_segment(info, syms[i], h) != 0)
       continue;
     h->name = names[i];
-    h->addr = addr;
-    h->def.sym = (ElfW(Sym) *)syms[i];
-    h->def.old_value = syms[i]->st_value;
-    h->def.base = addr - syms[i]->st_value;
-    reloc_find.nhint++;
+    h->sym = (ElfW(Sym) *)syms[i];
+    h->old_value = syms[i]->st_value;
+    h->base = addr - syms[i]->st_value;
+    reloc_nhints++;
   }
-  pthread_mutex_unlock(&reloc_defs_lock);
 }
 
-/* The hint for the entry i, taken (each one serves once); *from: where
- * the search starts (the table names them in the order the hints were
- * given, mostly). */
-PH_STARTUP static void reloc_defs_hint_take(size_t i, size_t *from)
+/* The hints taken into the entries they answer (each serves once), then
+ * forgotten; the table names them in the order they were given, mostly.
+ * reloc_mutex held. */
+PH_STARTUP static void reloc_defs_hints_take(void)
 {
-  size_t nh = reloc_find.nhint;
-  for (size_t j = 0; j < nh; j++) {
-    size_t k = (*from + j) % nh;
-    reloc_def_hint_t *h = &reloc_find.hint[k];
-    if (h->name == NULL || h->addr != reloc_find.addr[i] || strcmp(h->name, reloc_find.name[i]) != 0)
-      continue;
-    reloc_def_t *d = &reloc_find.def[i];
-    *d = h->def;
-    d->new_value = (ElfW(Addr))(reloc_find.replacement[i] - d->base);
-    d->name = reloc_find.name[i];
-    h->name = NULL;
-    reloc_find.left--;
-    *from = k + 1;
-    return;
+  size_t nh = reloc_nhints, from = 0;
+  reloc_def_t *hints = &reloc_defs[reloc_ndefs];
+  for (size_t i = 0; i < reloc_find.n && nh > 0; i++) {
+    for (size_t j = 0; j < nh; j++) {
+      reloc_def_t *h = &hints[(from + j) % nh];
+      if (h->name == NULL || h->base + h->old_value != reloc_find.addr[i] ||
+          strcmp(h->name, reloc_find.name[i]) != 0)
+        continue;
+      reloc_def_t *d = &reloc_find.def[i];
+      *d = *h;
+      d->new_value = (ElfW(Addr))(reloc_find.replacement[i] - d->base);
+      d->name = reloc_find.name[i];
+      h->name = NULL;
+      reloc_find.left--;
+      from = (from + j + 1) % nh;
+      break;
+    }
   }
+  reloc_nhints = 0;
 }
 
 PH_STARTUP void reloc_defs_patch(reloc_entry_t *table, size_t n)
@@ -543,9 +540,9 @@ PH_STARTUP void reloc_defs_patch(reloc_entry_t *table, size_t n)
     reloc_find.n++;
   }
   reloc_find.left = reloc_find.n;
-  for (size_t i = 0, from = 0; i < reloc_find.n && reloc_find.nhint > 0; i++)
-    reloc_defs_hint_take(i, &from);
-  reloc_find.nhint = 0;
+  pthread_mutex_lock(&reloc_mutex);
+  reloc_defs_hints_take();
+  pthread_mutex_unlock(&reloc_mutex);
   if (reloc_find.left > 0)
     dl_iterate_phdr(reloc_def_find_cb, &reloc_find);
   /* Slots met later may hold only lazy-binding stubs, and dlsym will then
@@ -611,6 +608,7 @@ void reloc_defs_restore(void)
 {
   reloc_defs_write(reloc_defs, reloc_ndefs, 1);
   reloc_ndefs = 0;
+  reloc_nhints = 0;
   reloc_stats.definitions = 0;
 }
 

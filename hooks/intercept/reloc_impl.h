@@ -110,7 +110,7 @@ PH_HIDDEN void reloc_defs_patch(reloc_entry_t *table, size_t n);
 /** Notes that names[i] resolves to addrs[i], syms[i]'s value in info's
  *  object (loaded at start-up, so never unloaded), i < n: the next
  *  reloc_defs_patch() of that name takes it instead of walking the
- *  objects to find it again. */
+ *  objects to find it again.  reloc_mutex held. */
 PH_HIDDEN void reloc_defs_hint(const struct dl_phdr_info *info, const char *const *names,
                                void *const *addrs, const ElfW(Sym) *const *syms, size_t n);
 /** Puts every rewritten definition back; reloc_mutex held. */
