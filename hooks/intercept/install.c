@@ -446,8 +446,10 @@ PH_STARTUP static void install_account_how(const install_run_t *r)
   }
 }
 
-/* The account, second part: what was left alone, and why. */
-PH_STARTUP static void install_account_left(const install_run_t *r)
+/* The account, second part: what was left alone, and why -- what seldom
+ * happens, out of the start-up text (noinline: a process that has none of
+ * it does not map its page). */
+PH_NOINLINE static void install_account_left_rare(const install_run_t *r, int shm)
 {
   unsigned n = r->n;
   const params_t *params = r->params;
@@ -488,7 +490,7 @@ PH_STARTUP static void install_account_left(const install_run_t *r)
     text_add("malloc stays glibc's: replacing it in a library loaded this late would hand "
              "blocks freed through pointers captured before to the wrong allocator "
              "(PINHEAP_LATE_MALLOC=1 replaces it anyway). ");
-  if (!r->want_malloc && shm_params_any_set(environ)) {
+  if (shm) {
     /* the shared heap's size alone does not replace malloc */
     const char *why = !r->enabled ? "the leave-pinned decision left malloc to glibc"
                                   : "pinheap was loaded after start-up (PINHEAP_LATE_MALLOC=1 "
@@ -501,6 +503,16 @@ PH_STARTUP static void install_account_left(const install_run_t *r)
               "pinheap's in this process (", why, "): only " PINHEAP_PREFIX_STRING "malloc and "
               "its kin allocate in the region; see pinheap-info", NULL);
   }
+}
+
+/* The account, second part: what was left alone, and why. */
+PH_STARTUP static void install_account_left(const install_run_t *r)
+{
+  int shm = !r->want_malloc && shm_params_any_set(environ);
+  if (r->code_foreign > 0 || r->code_failed > 0 || !r->events || shm ||
+      (!r->code && r->patch && r->params->v[PARAM_CODE_PATCH].value == 0) ||
+      (r->enabled && !r->want_malloc && install_is_late))
+    install_account_left_rare(r, shm);
   if (r->missed > 0)
     text_add("Some installed calls did not reach pinheap when called: see pinheap-info. ");
   if (r->uncalled > 0)

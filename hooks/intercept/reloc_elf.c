@@ -178,13 +178,19 @@ PH_STARTUP uint32_t reloc_gnu_hash(const char *name)
   return hash;
 }
 
-/* (hash: reloc_gnu_hash(name), computed once for the objects of a walk) */
-PH_STARTUP PH_NOINLINE static ElfW(Sym) *reloc_sym_each_h(const reloc_view_t *v, const char *name, uint32_t hash,
-                                              reloc_sym_fn_t *fn, void *arg)
+/* (hash: reloc_gnu_hash(name), computed once for the objects of a walk;
+ * all: every entry of that name dlsym might take too, not only the
+ * definitions with a value -- an undefined one with a value (a non-PIE
+ * program's canonical PLT entry), an absolute or a TLS one) */
+PH_STARTUP PH_NOINLINE static ElfW(Sym) *reloc_sym_each_h(const reloc_view_t *v, const char *name,
+                                                         uint32_t hash, int all,
+                                                         reloc_sym_fn_t *fn, void *arg)
 {
   ElfW(Sym) *syms = (ElfW(Sym) *)v->symtab;
-#define RELOC_SYM_IS(i)                                                     \
-  (syms[i].st_shndx != SHN_UNDEF && syms[i].st_value != 0 &&                \
+#define RELOC_SYM_IS(i)                                                              \
+  ((all ? syms[i].st_value != 0 || syms[i].st_shndx == SHN_ABS ||                    \
+              ELF64_ST_TYPE(syms[i].st_info) == STT_TLS                              \
+        : syms[i].st_shndx != SHN_UNDEF && syms[i].st_value != 0) &&                 \
    strcmp(v->strtab + syms[i].st_name, name) == 0 && fn(v, &syms[i], arg))
   if (v->gnu_hash != NULL) {
     const uint32_t *h = v->gnu_hash;
@@ -241,7 +247,7 @@ PH_STARTUP PH_NOINLINE static ElfW(Sym) *reloc_sym_each_h(const reloc_view_t *v,
 PH_STARTUP static ElfW(Sym) *reloc_sym_each(const reloc_view_t *v, const char *name,
                                             reloc_sym_fn_t *fn, void *arg)
 {
-  return reloc_sym_each_h(v, name, v->gnu_hash != NULL ? reloc_gnu_hash(name) : 0, fn, arg);
+  return reloc_sym_each_h(v, name, v->gnu_hash != NULL ? reloc_gnu_hash(name) : 0, 0, fn, arg);
 }
 
 /* Versioned names (memcpy@GLIBC_2.2.5 beside memcpy@@GLIBC_2.14) share a
@@ -273,7 +279,13 @@ PH_STARTUP static int reloc_named_note(const reloc_view_t *v, const ElfW(Sym) *s
   reloc_named_t *nm = arg;
   nm->count++;
   nm->found = sym;
-  nm->plain = ELF64_ST_TYPE(sym->st_info) != STT_GNU_IFUNC &&
+  unsigned type = ELF64_ST_TYPE(sym->st_info), bind = ELF64_ST_BIND(sym->st_info);
+  /* a function or an object defined here, bound globally, of the base or
+   * default version: dlsym returns base + value (not an IFUNC, whose value
+   * is its resolver's; not TLS; not what ld.so skips or treats apart) */
+  nm->plain = sym->st_shndx != SHN_UNDEF && sym->st_shndx != SHN_ABS && sym->st_value != 0 &&
+              (type == STT_FUNC || type == STT_OBJECT || type == STT_NOTYPE) &&
+              (bind == STB_GLOBAL || bind == STB_WEAK) &&
               (v->versym == NULL || !(v->versym[sym - v->symtab] & 0x8000));
   return 0;                    /* every one is counted */
 }
@@ -290,7 +302,7 @@ PH_STARTUP int reloc_sym_default(const reloc_view_t *v, const char *name, uint32
                                  const ElfW(Sym) **sym_p)
 {
   reloc_named_t nm = { NULL, 0, 0 };
-  reloc_sym_each_h(v, name, hash, reloc_named_note, &nm);
+  reloc_sym_each_h(v, name, hash, 1, reloc_named_note, &nm);
   if (nm.count == 0)
     return 0;
   if (nm.count != 1 || !nm.plain)
