@@ -7,9 +7,11 @@
  * later), never from inside an allocation call.
  *
  * The order, each step checked by a call:
- *  (a) interposition: the process resolves the name (dlsym(RTLD_DEFAULT))
- *      to replace.c's own definition -- the core library or the preload
- *      shim comes before libc in symbol lookup;
+ *  (a) interposition: the process resolves the name (dlsym(RTLD_DEFAULT)'s
+ *      answer, read from the start-up objects' symbol tables where they are
+ *      sure of it: reloc_startup_resolve) to replace.c's own definition --
+ *      the core library or the preload shim comes before libc in symbol
+ *      lookup;
  *  (b) otherwise relocation patching (hooks/intercept/reloc.c): the JUMP_SLOT and
  *      GLOB_DAT slots of every loaded object, libc's and pinheap's own
  *      object's included, are pointed at pinheap, and so are the
