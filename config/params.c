@@ -121,9 +121,12 @@ const param_desc_t param_descs[PARAM_ROWS] = {
             EXPECT_MSEC),
 };
 
-/* The process's table: 0 not parsed, 1 being parsed, 2 ready (read-only). */
+/* The process's table: 0 not parsed, 1 being parsed, 2 ready (read-only).
+ * The state is with the hot statics: in .bss it was read before anything
+ * on its page was written, so that page faulted twice (the zero page,
+ * then its copy). */
 static params_t params_process;
-static int params_state;
+PH_HOT_DATA static int params_state;
 
 /* ---- text helpers (ASCII only, no locale) ------------------------------- */
 

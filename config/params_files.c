@@ -176,8 +176,9 @@ PH_STARTUP static int pfile_line(pfile_scan_t *s, int file, const char *path, un
   return 1;
 }
 
-/* Warns once per file: its first line that is not "name = value". */
-PH_STARTUP static void pfile_warn_line(const char *path, unsigned line, int *warned)
+/* Warns once per file: its first line that is not "name = value".
+ * Not in the start-up text: a malformed file only. */
+static void pfile_warn_line(const char *path, unsigned line, int *warned)
 {
   char where[PARAM_WHERE_MAX];
 
@@ -296,8 +297,9 @@ PH_STARTUP void pfile_scan(pfile_scan_t *s, const char *list, const char *home,
   errno = saved;
 }
 
-/* A value's name for a message: "where: key" for a file, else the variable. */
-PH_STARTUP static const char *value_label(const param_value_t *pv, char *buf, size_t len)
+/* A value's name for a message: "where: key" for a file, else the variable.
+ * Not in the start-up text: warnings only. */
+static const char *value_label(const param_value_t *pv, char *buf, size_t len)
 {
   const char *where = param_file_where(pv);
   if (where == NULL)
@@ -312,9 +314,10 @@ PH_STARTUP static const char *value_label(const param_value_t *pv, char *buf, si
 }
 
 /* Synonym k of pv's parameter is set (text; hit: from a file, else NULL):
- * a valid value wins, with one warning when the parameter's own differs. */
-PH_STARTUP void pfile_synonym_take(const param_desc_t *desc, param_value_t *pv, int k,
-                                   const char *text, const pfile_hit_t *hit, char *where_buf)
+ * a valid value wins, with one warning when the parameter's own differs.
+ * Not in the start-up text: a deprecated synonym set, seldom. */
+void pfile_synonym_take(const param_desc_t *desc, param_value_t *pv, int k,
+                        const char *text, const pfile_hit_t *hit, char *where_buf)
 {
   param_value_t syn;
   char syn_where[PARAM_WHERE_MAX];

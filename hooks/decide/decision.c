@@ -42,8 +42,9 @@ PH_STARTUP static const char *mode_var(const decision_input_t *in)
   return in->mode_var != NULL ? in->mode_var : PINHEAP_ENV_MODE;
 }
 
-/* Reason text for a safety switch, noting when it beat PINHEAP_MODE=on. */
-PH_STARTUP static void decide_blocked(const decision_input_t *in, decision_t *out_p,
+/* Reason text for a safety switch, noting when it beat PINHEAP_MODE=on.
+ * Not in the start-up text: a safety switch set, seldom. */
+static void decide_blocked(const decision_input_t *in, decision_t *out_p,
                            decision_reason_t reason, const char *var, const char *why)
 {
   decide(out_p, 0, reason);

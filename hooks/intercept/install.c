@@ -7,9 +7,11 @@
  * later), never from inside an allocation call.
  *
  * The order, each step checked by a call:
- *  (a) interposition: the process resolves the name (dlsym(RTLD_DEFAULT))
- *      to replace.c's own definition -- the core library or the preload
- *      shim comes before libc in symbol lookup;
+ *  (a) interposition: the process resolves the name (dlsym(RTLD_DEFAULT)'s
+ *      answer, read from the start-up objects' symbol tables where they are
+ *      sure of it: reloc_startup_resolve) to replace.c's own definition --
+ *      the core library or the preload shim comes before libc in symbol
+ *      lookup;
  *  (b) otherwise relocation patching (hooks/intercept/reloc.c): the JUMP_SLOT and
  *      GLOB_DAT slots of every loaded object, libc's and pinheap's own
  *      object's included, are pointed at pinheap, and so are the
@@ -195,6 +197,11 @@ PH_STARTUP void *install_resolved(const char *name)
       void *v = reloc_patched_slot(name);
       return v != NULL ? v : replace_symbols[i].entry;
     }
+    /* libc's definition rewritten: dlsym would find it, read without
+     * dlsym (the code-patched memory calls that no slot names) */
+    void *def = reloc_def_value(replace_symbols[i].name);
+    if (def != NULL)
+      return def;
     break;
   }
   return dlsym(RTLD_DEFAULT, name);
@@ -253,7 +260,11 @@ PH_STARTUP static void install_setup(install_run_t *r)
   r->n = n;
   install_n = n;
   install_text_buf[0] = '\0';
-  r->at_start = reloc_loaded_at_startup((void *)&install_run);
+  /* with it, step (a)'s answers from the symbol tables (no dlsym) */
+  const char *names[INSTALL_MAX];
+  for (unsigned i = 0; i < n; i++)
+    names[i] = replace_symbols[i].name;
+  r->at_start = reloc_startup_resolve((void *)&install_run, names, r->resolved, n);
   install_is_late = r->at_start == 0;
   r->want_malloc = r->enabled &&
                    (!install_is_late || r->params->v[PARAM_LATE_MALLOC].value != 0);
@@ -268,7 +279,8 @@ PH_STARTUP static void install_interpose(install_run_t *r)
 {
   for (unsigned i = 0; i < r->n; i++) {
     install_syms[i].method = PINHEAP_INSTALL_NONE;
-    r->resolved[i] = dlsym(RTLD_DEFAULT, replace_symbols[i].name);
+    if (r->resolved[i] == NULL)   /* not read from the tables by install_setup */
+      r->resolved[i] = dlsym(RTLD_DEFAULT, replace_symbols[i].name);
     if (r->resolved[i] == replace_symbols[i].self) {
       install_syms[i].method = PINHEAP_INSTALL_INTERPOSE;
       r->interposed++;
@@ -291,6 +303,7 @@ PH_STARTUP static void install_sites_find(install_run_t *r)
       continue;                /* libc's fallocate, ftruncate, syscall: see the top */
     install_code[i].name = replace_symbols[i].name;
     install_code[i].target = replace_symbols[i].entry;
+    install_code[i].known = r->resolved[i];   /* used if in libc's code */
   }
   if (code && patch_find(install_code, n) != 0)
     code = 0;                  /* not x86-64 */
@@ -435,8 +448,10 @@ PH_STARTUP static void install_account_how(const install_run_t *r)
   }
 }
 
-/* The account, second part: what was left alone, and why. */
-PH_STARTUP static void install_account_left(const install_run_t *r)
+/* The account, second part: what was left alone, and why -- what seldom
+ * happens, out of the start-up text (noinline: a process that has none of
+ * it does not map its page). */
+PH_NOINLINE static void install_account_left_rare(const install_run_t *r, int shm)
 {
   unsigned n = r->n;
   const params_t *params = r->params;
@@ -477,7 +492,7 @@ PH_STARTUP static void install_account_left(const install_run_t *r)
     text_add("malloc stays glibc's: replacing it in a library loaded this late would hand "
              "blocks freed through pointers captured before to the wrong allocator "
              "(PINHEAP_LATE_MALLOC=1 replaces it anyway). ");
-  if (!r->want_malloc && shm_params_any_set(environ)) {
+  if (shm) {
     /* the shared heap's size alone does not replace malloc */
     const char *why = !r->enabled ? "the leave-pinned decision left malloc to glibc"
                                   : "pinheap was loaded after start-up (PINHEAP_LATE_MALLOC=1 "
@@ -490,6 +505,16 @@ PH_STARTUP static void install_account_left(const install_run_t *r)
               "pinheap's in this process (", why, "): only " PINHEAP_PREFIX_STRING "malloc and "
               "its kin allocate in the region; see pinheap-info", NULL);
   }
+}
+
+/* The account, second part: what was left alone, and why. */
+PH_STARTUP static void install_account_left(const install_run_t *r)
+{
+  int shm = !r->want_malloc && shm_params_any_set(environ);
+  if (r->code_foreign > 0 || r->code_failed > 0 || !r->events || shm ||
+      (!r->code && r->patch && r->params->v[PARAM_CODE_PATCH].value == 0) ||
+      (r->enabled && !r->want_malloc && install_is_late))
+    install_account_left_rare(r, shm);
   if (r->missed > 0)
     text_add("Some installed calls did not reach pinheap when called: see pinheap-info. ");
   if (r->uncalled > 0)

@@ -144,7 +144,8 @@ PH_STARTUP const void *patch_jump_target(const unsigned char *c, const char **ki
   return NULL;
 }
 
-PH_STARTUP static const char *patch_object_name(const void *addr)
+/* (not in the start-up text: an entry patched by someone else) */
+static const char *patch_object_name(const void *addr)
 {
   Dl_info info;
   if (dladdr(addr, &info) != 0 && info.dli_fname != NULL && info.dli_fname[0] != '\0')
@@ -225,8 +226,10 @@ PH_STARTUP static int patch_seg_find(const void *addr, patch_seg_t *s)
 }
 
 /* One atomic 8-byte store of val at entry, with the page lifted to RWX for
- * it and given back prot.  @return 0 or an errno. */
-PH_STARTUP static int patch_store(void *entry, uint64_t val, int prot)
+ * it and given back prot.  @return 0 or an errno.
+ * Not in the start-up text: when one mprotect of the entries fails, and
+ * late patches. */
+static int patch_store(void *entry, uint64_t val, int prot)
 {
   size_t page = os_page_size();
   uintptr_t pg = (uintptr_t)entry & ~(uintptr_t)(page - 1);
@@ -367,14 +370,24 @@ PH_STARTUP static void patch_unsay(patch_site_t *s)
  * returns them: read from libc's symbol table when that answer is sure
  * (reloc.h: reloc_defs_named), which spares start-up dlopen's set-up of a
  * handle (code of libc's and ld.so's, and an allocation); else by dlsym. */
-PH_STARTUP static void **patch_libc_defs(patch_site_t *sites, size_t n, void **defs, void **libc_p)
+/* A site whose definition is known already, in libc's code (range):
+ * dlsym of libc's handle would return the same. */
+PH_STARTUP static int patch_known(const patch_libc_t *range, const patch_site_t *s)
+{
+  return s->known != NULL && patch_in_libc(range, s->known);
+}
+
+PH_STARTUP static void **patch_libc_defs(patch_site_t *sites, size_t n, const patch_libc_t *range,
+                                         void **defs, void **libc_p)
 {
   const char *names[PATCH_FIND_MAX] = { NULL };
   size_t k = 0;
   *libc_p = NULL;
   for (size_t i = 0; i < n && k < PATCH_FIND_MAX; i++)
-    if (sites[i].entry == NULL && sites[i].name != NULL)
+    if (sites[i].entry == NULL && sites[i].name != NULL && !patch_known(range, &sites[i]))
       names[k++] = sites[i].name;
+  if (k == 0)
+    return defs;              /* each one known: no walk of the objects */
   if (k < PATCH_FIND_MAX && reloc_defs_named("libc.so", names, defs, k) == 0)
     return defs;
   *libc_p = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);   /* ld.so's, not malloc */
@@ -385,18 +398,21 @@ PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
 {
   void *libc = NULL;
   void *found[PATCH_FIND_MAX];
-  void **defs = patch_libc_defs(sites, n, found, &libc);
   patch_libc_t range = { { 0 }, { 0 }, 0 };
   Dl_info info;
   size_t k = 0;
 
   dl_iterate_phdr(patch_libc_cb, &range);
+  void **defs = patch_libc_defs(sites, n, &range, found, &libc);
 
   for (size_t i = 0; i < n; i++) {
     patch_site_t *s = &sites[i];
     if (s->entry != NULL || s->name == NULL)
       continue;             /* found, or no site */
-    void *e = defs != NULL ? defs[k++] : libc != NULL ? dlsym(libc, s->name) : NULL;
+    void *e = patch_known(&range, s) ? s->known
+              : defs != NULL         ? defs[k++]
+              : libc != NULL         ? dlsym(libc, s->name)
+                                     : NULL;
     if (e == NULL) {
       s->state = PATCH_FAILED;
       snprintf(patch_said(s), PATCH_TEXT_MAX, "libc.so.6 does not define %s", s->name);

@@ -40,6 +40,9 @@ enum {
 typedef struct patch_site_s {
   const char *name;          /* [in]  libc symbol, e.g. "munmap" */
   void *target;              /* [in]  where calls must go (events_munmap) */
+  void *known;               /* [in]  libc's function if the caller knows it (what
+                                the process resolves the name to, when that is in
+                                libc's code), else NULL: patch_find looks it up */
   void *entry;               /* [out] libc's function (patch_find) */
   int state;                 /* [out] PATCH_* */
   int said;                  /* [in/out] 0 for a new site (zeroed with it); set

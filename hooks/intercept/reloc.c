@@ -147,7 +147,8 @@ PH_STARTUP static unsigned reloc_name_find(const char *name, uint32_t h)
   }
 }
 
-PH_STARTUP void reloc_overflow(const char *bound, size_t value)
+/* (not in the start-up text: a bound exceeded) */
+void reloc_overflow(const char *bound, size_t value)
 {
   char buf[24];
   reloc_stats.overflows++;
@@ -757,8 +758,14 @@ PH_STARTUP void *reloc_patched_slot(const char *sym)
 
 PH_STARTUP int reloc_loaded_at_startup(const void *addr)
 {
+  return reloc_startup_resolve(addr, NULL, NULL, 0);
+}
+
+PH_STARTUP int reloc_startup_resolve(const void *addr, const char *const *names, void **out, size_t n)
+{
   pthread_mutex_lock(&reloc_mutex);
-  int rc = reloc_startup_scan(&reloc_scratch.st, addr);   /* under reloc_mutex */
+  /* under reloc_mutex: the scratch table */
+  int rc = reloc_startup_resolve_in(&reloc_scratch.st, addr, names, out, n);
   pthread_mutex_unlock(&reloc_mutex);
   return rc;
 }

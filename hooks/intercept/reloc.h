@@ -148,11 +148,25 @@ PH_HIDDEN int reloc_install_wrappers(void);
  *  or NULL when no slot is patched for it. */
 PH_HIDDEN void *reloc_patched_slot(const char *sym);
 
+/** What dlsym(RTLD_DEFAULT, sym) returns when the definition it finds was
+ *  rewritten (RELOC_PATCH_DEFINITIONS: the first definer's own symbol
+ *  table entry, read as it is now), or NULL when none was. */
+PH_HIDDEN void *reloc_def_value(const char *sym);
+
 /** Whether the object holding addr was loaded at start-up: it is the main
  *  program, preloaded, or in the DT_NEEDED closure of those (direct or
  *  transitive dependency).  0 when it came later (dlopen), -1 when no
  *  loaded object holds addr. */
 PH_HIDDEN int reloc_loaded_at_startup(const void *addr);
+
+/** reloc_loaded_at_startup(addr), and with it what dlsym(RTLD_DEFAULT,
+ *  names[i]) returns, read from the symbol tables of the objects loaded at
+ *  start-up, for i < n (n <= RELOC_MAX_NAMES): out[i], or NULL where that
+ *  is not sure from the tables (the caller asks dlsym), and every out[i]
+ *  NULL unless addr's object was loaded at start-up (objects dlopen'ed
+ *  RTLD_GLOBAL since come after them in the scope: only a name none of
+ *  them defines is theirs, and dlsym is asked for it). */
+PH_HIDDEN int reloc_startup_resolve(const void *addr, const char *const *names, void **out, size_t n);
 
 /** Puts every patched slot back to the value it held before (for a core
  *  library about to be dlclose'd), including the patcher's own dlopen,

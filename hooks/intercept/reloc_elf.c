@@ -140,10 +140,18 @@ typedef struct reloc_def_s {
   ElfW(Addr) new_value;
   uintptr_t seg_lo;           /* the segment's first page */
   int prot;                   /* the segment's protection */
+  const char *name;
+  uintptr_t base;             /* the defining object's load bias */
 } reloc_def_t;
 
 PH_COLD_BSS static reloc_def_t reloc_defs[RELOC_MAX_NAMES];
 PH_HOT_DATA static size_t reloc_ndefs;
+/* Definitions already found where the process resolves their names (by
+ * reloc_startup_resolve, in objects loaded at start-up, never unloaded),
+ * for the next reloc_defs_patch to take instead of walking the objects:
+ * reloc_defs[reloc_ndefs .. reloc_ndefs + reloc_nhints), the entries
+ * that patch fills next (no page of their own).  reloc_mutex held. */
+PH_HOT_DATA static size_t reloc_nhints;
 
 /* The definitions wanted: what the process resolves each name to. */
 typedef struct reloc_def_find_s {
@@ -162,22 +170,41 @@ typedef struct reloc_def_find_s {
  * and returns that symbol. */
 typedef int reloc_sym_fn_t(const reloc_view_t *v, const ElfW(Sym) *sym, void *arg);
 
-PH_STARTUP static ElfW(Sym) *reloc_sym_each(const reloc_view_t *v, const char *name,
-                                            reloc_sym_fn_t *fn, void *arg)
+PH_STARTUP uint32_t reloc_gnu_hash(const char *name)
+{
+  uint32_t hash = 5381;
+  for (const unsigned char *c = (const unsigned char *)name; *c != '\0'; c++)
+    hash = hash * 33 + *c;
+  return hash;
+}
+
+/* (hash: reloc_gnu_hash(name), computed once for the objects of a walk;
+ * all: every entry of that name dlsym might take too, not only the
+ * definitions with a value -- an undefined one with a value (a non-PIE
+ * program's canonical PLT entry), an absolute or a TLS one) */
+PH_STARTUP PH_NOINLINE static ElfW(Sym) *reloc_sym_each_h(const reloc_view_t *v, const char *name,
+                                                         uint32_t hash, int all,
+                                                         reloc_sym_fn_t *fn, void *arg)
 {
   ElfW(Sym) *syms = (ElfW(Sym) *)v->symtab;
-#define RELOC_SYM_IS(i)                                                     \
-  (syms[i].st_shndx != SHN_UNDEF && syms[i].st_value != 0 &&                \
+#define RELOC_SYM_IS(i)                                                              \
+  ((all ? syms[i].st_value != 0 || syms[i].st_shndx == SHN_ABS ||                    \
+              ELF64_ST_TYPE(syms[i].st_info) == STT_TLS                              \
+        : syms[i].st_shndx != SHN_UNDEF && syms[i].st_value != 0) &&                 \
    strcmp(v->strtab + syms[i].st_name, name) == 0 && fn(v, &syms[i], arg))
   if (v->gnu_hash != NULL) {
     const uint32_t *h = v->gnu_hash;
     uint32_t nbuckets = h[0], symoffset = h[1], bloom_words = h[2];
     const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(h + 4) + bloom_words);
     const uint32_t *chain = buckets + nbuckets;
-    uint32_t hash = 5381;
-    for (const unsigned char *c = (const unsigned char *)name; *c != '\0'; c++)
-      hash = hash * 33 + *c;
-    if (nbuckets == 0)
+    if (nbuckets == 0 || bloom_words == 0)
+      return NULL;
+    /* the Bloom filter first, as ld.so does: most objects a walk meets
+     * define none of the names */
+    const unsigned bits = sizeof(ElfW(Addr)) * 8;
+    ElfW(Addr) word = ((const ElfW(Addr) *)(h + 4))[(hash / bits) & (bloom_words - 1)];
+    ElfW(Addr) mask = ((ElfW(Addr))1 << (hash % bits)) | ((ElfW(Addr))1 << ((hash >> h[3]) % bits));
+    if ((word & mask) != mask)
       return NULL;
     uint32_t i = buckets[hash % nbuckets];
     if (i < symoffset)
@@ -191,16 +218,16 @@ PH_STARTUP static ElfW(Sym) *reloc_sym_each(const reloc_view_t *v, const char *n
     }
   }
   if (v->sysv_hash != NULL) {
-    uint32_t nbucket = v->sysv_hash[0], nchain = v->sysv_hash[1], hash = 0;
+    uint32_t nbucket = v->sysv_hash[0], nchain = v->sysv_hash[1], sh = 0;
     const uint32_t *bucket = v->sysv_hash + 2, *chain = bucket + nbucket;
     for (const unsigned char *c = (const unsigned char *)name; *c != '\0'; c++) {
-      hash = (hash << 4) + *c;
-      uint32_t g = hash & 0xf0000000u;
-      hash = (hash ^ (g >> 24)) & ~g;
+      sh = (sh << 4) + *c;
+      uint32_t g = sh & 0xf0000000u;
+      sh = (sh ^ (g >> 24)) & ~g;
     }
     if (nbucket == 0)
       return NULL;
-    for (uint32_t i = bucket[hash % nbucket], k = 0; i != STN_UNDEF && i < nchain && k < nchain;
+    for (uint32_t i = bucket[sh % nbucket], k = 0; i != STN_UNDEF && i < nchain && k < nchain;
          i = chain[i], k++)
       if (RELOC_SYM_IS(i))
         return &syms[i];
@@ -215,6 +242,12 @@ PH_STARTUP static ElfW(Sym) *reloc_sym_each(const reloc_view_t *v, const char *n
       return &syms[i];
   return NULL;
 #undef RELOC_SYM_IS
+}
+
+PH_STARTUP static ElfW(Sym) *reloc_sym_each(const reloc_view_t *v, const char *name,
+                                            reloc_sym_fn_t *fn, void *arg)
+{
+  return reloc_sym_each_h(v, name, v->gnu_hash != NULL ? reloc_gnu_hash(name) : 0, 0, fn, arg);
 }
 
 /* Versioned names (memcpy@GLIBC_2.2.5 beside memcpy@@GLIBC_2.14) share a
@@ -246,7 +279,13 @@ PH_STARTUP static int reloc_named_note(const reloc_view_t *v, const ElfW(Sym) *s
   reloc_named_t *nm = arg;
   nm->count++;
   nm->found = sym;
-  nm->plain = ELF64_ST_TYPE(sym->st_info) != STT_GNU_IFUNC &&
+  unsigned type = ELF64_ST_TYPE(sym->st_info), bind = ELF64_ST_BIND(sym->st_info);
+  /* a function or an object defined here, bound globally, of the base or
+   * default version: dlsym returns base + value (not an IFUNC, whose value
+   * is its resolver's; not TLS; not what ld.so skips or treats apart) */
+  nm->plain = sym->st_shndx != SHN_UNDEF && sym->st_shndx != SHN_ABS && sym->st_value != 0 &&
+              (type == STT_FUNC || type == STT_OBJECT || type == STT_NOTYPE) &&
+              (bind == STB_GLOBAL || bind == STB_WEAK) &&
               (v->versym == NULL || !(v->versym[sym - v->symtab] & 0x8000));
   return 0;                    /* every one is counted */
 }
@@ -258,6 +297,21 @@ typedef struct reloc_named_find_s {
   size_t n;
   int objects, unsure;
 } reloc_named_find_t;
+
+PH_STARTUP int reloc_sym_default(const reloc_view_t *v, const char *name, uint32_t hash, void **out,
+                                 const ElfW(Sym) **sym_p)
+{
+  reloc_named_t nm = { NULL, 0, 0 };
+  reloc_sym_each_h(v, name, hash, 1, reloc_named_note, &nm);
+  if (nm.count == 0)
+    return 0;
+  if (nm.count != 1 || !nm.plain)
+    return -1;
+  *out = (void *)(v->base + nm.found->st_value);
+  if (sym_p != NULL)
+    *sym_p = nm.found;
+  return 1;
+}
 
 PH_STARTUP static int reloc_named_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -279,16 +333,10 @@ PH_STARTUP static int reloc_named_cb(struct dl_phdr_info *info, size_t size, voi
     f->unsure |= f->object != NULL;
     return f->object != NULL;
   }
-  for (size_t i = 0; i < f->n; i++) {
-    reloc_named_t nm = { NULL, 0, 0 };
-    if (f->out[i] != NULL)
-      continue;
-    reloc_sym_each(&v, f->names[i], reloc_named_note, &nm);
-    if (nm.count == 1 && nm.plain)
-      f->out[i] = (void *)(v.base + nm.found->st_value);
-    else if (nm.count > 0)
+  for (size_t i = 0; i < f->n; i++)
+    if (f->out[i] == NULL &&
+        reloc_sym_default(&v, f->names[i], reloc_gnu_hash(f->names[i]), &f->out[i], NULL) < 0)
       f->unsure = 1;
-  }
   return f->object != NULL;    /* the first object of that name only */
 }
 
@@ -306,8 +354,27 @@ PH_STARTUP int reloc_defs_named(const char *object, const char *const *names, vo
   return 0;
 }
 
-/* One walk of the loaded objects finds every wanted definition. */
-PH_STARTUP static int reloc_def_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
+/* d's segment fields for sym, which lies in one of info's PT_LOAD
+ * segments: 0, or -1 when it lies in none. */
+PH_STARTUP static int reloc_def_segment(const struct dl_phdr_info *info, const ElfW(Sym) *sym,
+                                        reloc_def_t *d)
+{
+  for (ElfW(Half) k = 0; k < info->dlpi_phnum; k++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[k];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && (uintptr_t)sym >= lo && (uintptr_t)sym - lo < ph->p_memsz) {
+      d->seg_lo = lo & ~(reloc_page_size() - 1);
+      d->prot = ((ph->p_flags & PF_R) ? PROT_READ : 0) | ((ph->p_flags & PF_W) ? PROT_WRITE : 0) |
+                ((ph->p_flags & PF_X) ? PROT_EXEC : 0);
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* One walk of the loaded objects finds every wanted definition (outside
+ * the start-up text: at start-up reloc_startup_resolve found them). */
+static int reloc_def_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   reloc_def_find_t *f = arg;
   reloc_view_t v;
@@ -348,20 +415,14 @@ PH_STARTUP static int reloc_def_find_cb(struct dl_phdr_info *info, size_t size, 
     ElfW(Sym) *sym = reloc_sym_lookup(&v, f->name[i], f->addr[i]);
     if (sym == NULL || ELF64_ST_TYPE(sym->st_info) != STT_FUNC)
       continue;
-    for (ElfW(Half) k = 0; k < info->dlpi_phnum; k++) {
-      const ElfW(Phdr) *ph = &info->dlpi_phdr[k];
-      uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-      if (ph->p_type == PT_LOAD && (uintptr_t)sym >= lo && (uintptr_t)sym - lo < ph->p_memsz) {
-        reloc_def_t *d = &f->def[i];
-        d->sym = sym;
-        d->old_value = sym->st_value;
-        d->seg_lo = lo & ~(reloc_page_size() - 1);
-        d->prot = ((ph->p_flags & PF_R) ? PROT_READ : 0) | ((ph->p_flags & PF_W) ? PROT_WRITE : 0) |
-                  ((ph->p_flags & PF_X) ? PROT_EXEC : 0);
-        /* relative to the object's base, modulo 2^64 as ld.so adds */
-        d->new_value = (ElfW(Addr))(f->replacement[i] - (f->addr[i] - sym->st_value));
-        break;
-      }
+    reloc_def_t *d = &f->def[i];
+    if (reloc_def_segment(info, sym, d) == 0) {
+      d->sym = sym;
+      d->old_value = sym->st_value;
+      /* relative to the object's base, modulo 2^64 as ld.so adds */
+      d->new_value = (ElfW(Addr))(f->replacement[i] - (f->addr[i] - sym->st_value));
+      d->name = f->name[i];
+      d->base = f->addr[i] - sym->st_value;
     }
   }
   return f->left == 0;
@@ -416,13 +477,59 @@ PH_STARTUP static void reloc_defs_write(reloc_def_t *defs, size_t n, int restore
  * a child forked while another thread held it makes it new
  * (reloc_fork_child). */
 PH_HOT_DATA static pthread_mutex_t reloc_defs_lock = PTHREAD_MUTEX_INITIALIZER;
+PH_COLD_BSS static reloc_def_find_t reloc_find;  /* reloc_defs_lock held: too big for a stack */
+
+PH_STARTUP void reloc_defs_hint(const struct dl_phdr_info *info, const char *const *names,
+                                void *const *addrs, const ElfW(Sym) *const *syms, size_t n)
+{
+  if (n == 0 || reloc_is_self(info))
+    return;                    /* pinheap's own definitions stay as they are */
+  for (size_t i = 0; i < n && reloc_ndefs + reloc_nhints < RELOC_MAX_NAMES; i++) {
+    reloc_def_t *h = &reloc_defs[reloc_ndefs + reloc_nhints];
+    uintptr_t addr = (uintptr_t)addrs[i];
+    /* what reloc_def_find_cb would find: a function, in this object (the
+     * first holding addr: objects do not overlap) */
+    if (ELF64_ST_TYPE(syms[i]->st_info) != STT_FUNC || !reloc_in_segment(info, addr) ||
+        reloc_def_segment(info, syms[i], h) != 0)
+      continue;
+    h->name = names[i];
+    h->sym = (ElfW(Sym) *)syms[i];
+    h->old_value = syms[i]->st_value;
+    h->base = addr - syms[i]->st_value;
+    reloc_nhints++;
+  }
+}
+
+/* The hints taken into the entries they answer (each serves once), then
+ * forgotten; the table names them in the order they were given, mostly.
+ * reloc_mutex held. */
+PH_STARTUP static void reloc_defs_hints_take(void)
+{
+  size_t nh = reloc_nhints, from = 0;
+  reloc_def_t *hints = &reloc_defs[reloc_ndefs];
+  for (size_t i = 0; i < reloc_find.n && nh > 0; i++) {
+    for (size_t j = 0; j < nh; j++) {
+      reloc_def_t *h = &hints[(from + j) % nh];
+      if (h->name == NULL || h->base + h->old_value != reloc_find.addr[i] ||
+          strcmp(h->name, reloc_find.name[i]) != 0)
+        continue;
+      reloc_def_t *d = &reloc_find.def[i];
+      *d = *h;
+      d->new_value = (ElfW(Addr))(reloc_find.replacement[i] - d->base);
+      d->name = reloc_find.name[i];
+      h->name = NULL;
+      reloc_find.left--;
+      from = (from + j + 1) % nh;
+      break;
+    }
+  }
+  reloc_nhints = 0;
+}
 
 PH_STARTUP void reloc_defs_patch(reloc_entry_t *table, size_t n)
 {
-  PH_COLD_BSS static reloc_def_find_t f;  /* reloc_defs_lock held: too big for a stack */
-
   pthread_mutex_lock(&reloc_defs_lock);
-  f.n = 0;
+  reloc_find.n = 0;
   for (size_t j = 0; j < n; j++) {
     reloc_entry_t *e = &table[j];
     void *addr = __atomic_load_n(&e->original, __ATOMIC_ACQUIRE);
@@ -430,37 +537,40 @@ PH_STARTUP void reloc_defs_patch(reloc_entry_t *table, size_t n)
       addr = dlsym(RTLD_DEFAULT, e->name);
     if (addr == NULL || addr == e->replacement || addr == e->definition)
       continue;
-    if (f.n == RELOC_MAX_NAMES) {
+    if (reloc_find.n == RELOC_MAX_NAMES) {
       pthread_mutex_lock(&reloc_mutex);
       reloc_overflow("RELOC_MAX_NAMES (definitions)", RELOC_MAX_NAMES);
       pthread_mutex_unlock(&reloc_mutex);
       break;
     }
-    f.entry[f.n] = e;
-    f.name[f.n] = e->name;
-    f.replacement[f.n] = (uintptr_t)(e->definition != NULL ? e->definition : e->replacement);
-    f.self[f.n] = 0;
-    f.addr[f.n] = (uintptr_t)addr;
-    f.def[f.n].sym = NULL;
-    f.n++;
+    reloc_find.entry[reloc_find.n] = e;
+    reloc_find.name[reloc_find.n] = e->name;
+    reloc_find.replacement[reloc_find.n] = (uintptr_t)(e->definition != NULL ? e->definition : e->replacement);
+    reloc_find.self[reloc_find.n] = 0;
+    reloc_find.addr[reloc_find.n] = (uintptr_t)addr;
+    reloc_find.def[reloc_find.n].sym = NULL;
+    reloc_find.n++;
   }
-  f.left = f.n;
-  if (f.n > 0)
-    dl_iterate_phdr(reloc_def_find_cb, &f);
+  reloc_find.left = reloc_find.n;
+  pthread_mutex_lock(&reloc_mutex);
+  reloc_defs_hints_take();
+  pthread_mutex_unlock(&reloc_mutex);
+  if (reloc_find.left > 0)
+    dl_iterate_phdr(reloc_def_find_cb, &reloc_find);
   /* Slots met later may hold only lazy-binding stubs, and dlsym will then
    * find the replacement: the original is known from here on (unless it is
    * pinheap's own, which is no original). */
-  for (size_t i = 0; i < f.n; i++) {
+  for (size_t i = 0; i < reloc_find.n; i++) {
     void *expected = NULL;
-    if (!f.self[i])
-      __atomic_compare_exchange_n(&f.entry[i]->original, &expected, (void *)f.addr[i], 0,
+    if (!reloc_find.self[i])
+      __atomic_compare_exchange_n(&reloc_find.entry[i]->original, &expected, (void *)reloc_find.addr[i], 0,
                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   }
 
   pthread_mutex_lock(&reloc_mutex);
-  reloc_def_t *found = f.def;
+  reloc_def_t *found = reloc_find.def;
   size_t keep = 0;
-  for (size_t i = 0; i < f.n; i++) {
+  for (size_t i = 0; i < reloc_find.n; i++) {
     if (found[i].sym == NULL)
       continue;
     int seen = 0;
@@ -494,10 +604,23 @@ PH_STARTUP void reloc_defs_patch(reloc_entry_t *table, size_t n)
   pthread_mutex_unlock(&reloc_defs_lock);
 }
 
+PH_STARTUP void *reloc_def_value(const char *name)
+{
+  void *v = NULL;
+  pthread_mutex_lock(&reloc_mutex);
+  for (size_t k = 0; k < reloc_ndefs && v == NULL; k++)
+    if (strcmp(reloc_defs[k].name, name) == 0)
+      v = (void *)(reloc_defs[k].base +
+                   __atomic_load_n(&reloc_defs[k].sym->st_value, __ATOMIC_ACQUIRE));
+  pthread_mutex_unlock(&reloc_mutex);
+  return v;
+}
+
 void reloc_defs_restore(void)
 {
   reloc_defs_write(reloc_defs, reloc_ndefs, 1);
   reloc_ndefs = 0;
+  reloc_nhints = 0;
   reloc_stats.definitions = 0;
 }
 

@@ -45,6 +45,9 @@ typedef struct reloc_startup_obj_s {
   const char *name;           /* dlpi_name ("" for the main program) */
   const char *strtab;
   const ElfW(Dyn) *dyn;
+  uintptr_t addr;             /* dlpi_addr, dlpi_phdr, dlpi_phnum: its view */
+  const ElfW(Phdr) *phdr;
+  ElfW(Half) phnum;
   int initial;                /* in the start-up closure */
   int holds;                  /* holds the address asked about */
 } reloc_startup_obj_t;
@@ -52,6 +55,7 @@ typedef struct reloc_startup_obj_s {
 typedef struct reloc_startup_s {
   size_t n;                   /* (first: with obj[0 .. n) on the same pages) */
   uintptr_t addr;
+  int full;                   /* the whole closure, not only up to addr's object */
   reloc_startup_obj_t obj[RELOC_MAX_OBJECTS];
 } reloc_startup_t;
 
@@ -93,7 +97,22 @@ PH_HIDDEN void reloc_originals_finish(void);
 PH_HIDDEN uintptr_t reloc_dyn_ptr(uintptr_t base, ElfW(Addr) p);
 PH_HIDDEN int reloc_in_segment(const struct dl_phdr_info *info, uintptr_t addr);
 PH_HIDDEN void reloc_view_make(const struct dl_phdr_info *info, reloc_view_t *v);
+/** The GNU hash of name (DT_GNU_HASH's). */
+PH_HIDDEN uint32_t reloc_gnu_hash(const char *name);
+/** What dlsym gives for name (no version) if v comes first in the lookup
+ *  (hash: reloc_gnu_hash(name)):
+ *  1 with *out set (its one plain definition), 0 when v does not define
+ *  it, -1 when dlsym's answer is not sure from the table (two definitions,
+ *  an IFUNC, a hidden version); *sym_p (unless NULL): its symbol. */
+PH_HIDDEN int reloc_sym_default(const reloc_view_t *v, const char *name, uint32_t hash, void **out,
+                                const ElfW(Sym) **sym_p);
 PH_HIDDEN void reloc_defs_patch(reloc_entry_t *table, size_t n);
+/** Notes that names[i] resolves to addrs[i], syms[i]'s value in info's
+ *  object (loaded at start-up, so never unloaded), i < n: the next
+ *  reloc_defs_patch() of that name takes it instead of walking the
+ *  objects to find it again.  reloc_mutex held. */
+PH_HIDDEN void reloc_defs_hint(const struct dl_phdr_info *info, const char *const *names,
+                               void *const *addrs, const ElfW(Sym) *const *syms, size_t n);
 /** Puts every rewritten definition back; reloc_mutex held. */
 PH_HIDDEN void reloc_defs_restore(void);
 /** In a forked child: the definitions' lock made new. */
@@ -107,5 +126,8 @@ PH_HIDDEN int reloc_dlclose(void *handle);
 PH_HIDDEN void reloc_loads_fork_child(void);
 /** reloc_loaded_at_startup() with the scratch table st; reloc_mutex held. */
 PH_HIDDEN int reloc_startup_scan(reloc_startup_t *st, const void *addr);
+/** reloc_startup_resolve() with the scratch table st; reloc_mutex held. */
+PH_HIDDEN int reloc_startup_resolve_in(reloc_startup_t *st, const void *addr,
+                                       const char *const *names, void **out, size_t n);
 
 #endif /* PINHEAP_RELOC_IMPL_H */

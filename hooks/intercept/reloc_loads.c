@@ -172,6 +172,9 @@ PH_STARTUP static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, v
   memset(o, 0, sizeof(*o));
   o->name = info->dlpi_name != NULL ? info->dlpi_name : "";
   o->holds = reloc_in_segment(info, st->addr);
+  o->addr = info->dlpi_addr;
+  o->phdr = info->dlpi_phdr;
+  o->phnum = info->dlpi_phnum;
   /* The main program comes first, with an empty name. */
   o->initial = st->n == 0;
   for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++)
@@ -231,7 +234,7 @@ PH_STARTUP int reloc_startup_scan(reloc_startup_t *st, const void *addr)
   for (size_t i = 0; i < st->n && holder == st->n; i++)
     if (st->obj[i].holds)
       holder = i;
-  for (int changed = 1; changed && !(holder < st->n && st->obj[holder].initial);) {
+  for (int changed = 1; changed && (st->full || !(holder < st->n && st->obj[holder].initial));) {
     changed = 0;
     for (size_t i = 0; i < st->n; i++) {
       const reloc_startup_obj_t *o = &st->obj[i];
@@ -247,5 +250,70 @@ PH_STARTUP int reloc_startup_scan(reloc_startup_t *st, const void *addr)
   }
   if (holder < st->n)
     rc = st->obj[holder].initial;
+  return rc;
+}
+
+/* dlsym(RTLD_DEFAULT, name)'s answers read from the symbol tables of the
+ * objects loaded at start-up, without dlsym (some 1000 instructions each,
+ * 32 of them at every start-up): those objects are the head of the global
+ * lookup scope, in the order dl_iterate_phdr reports them (ld.so loads the
+ * closure breadth-first, as it builds the scope, and moves its own entry
+ * to its place in it), so the first of them that defines name is the
+ * answer, when its table says it surely (reloc_sym_default).  out[i] NULL:
+ * not sure, or defined by none of them (an object dlopen'ed RTLD_GLOBAL
+ * since may define it): the caller asks dlsym.  Only when the object
+ * holding addr was loaded at start-up (else every out[i] is NULL).
+ * Returns what reloc_startup_scan() does. */
+PH_STARTUP int reloc_startup_resolve_in(reloc_startup_t *st, const void *addr,
+                                       const char *const *names, void **out, size_t n)
+{
+  size_t left = n;
+  for (size_t i = 0; i < n; i++)
+    out[i] = NULL;
+  st->full = n > 0;
+  int rc = reloc_startup_scan(st, addr);
+  st->full = 0;
+  if (rc != 1 || st->n == RELOC_MAX_OBJECTS)
+    return rc;                /* a late load, or too many objects to be sure */
+  if (n > RELOC_MAX_NAMES)
+    return rc;
+  unsigned char done[RELOC_MAX_NAMES] = { 0 };
+  uint32_t hash[RELOC_MAX_NAMES];
+  for (size_t i = 0; i < n; i++)
+    hash[i] = reloc_gnu_hash(names[i]);
+  for (size_t k = 0; k < st->n && left > 0; k++) {
+    const reloc_startup_obj_t *o = &st->obj[k];
+    if (!o->initial)
+      continue;
+    struct dl_phdr_info info;
+    reloc_view_t v;
+    memset(&info, 0, sizeof(info));
+    info.dlpi_addr = o->addr;
+    info.dlpi_phdr = o->phdr;
+    info.dlpi_phnum = o->phnum;
+    reloc_view_make(&info, &v);
+    if (!v.has_dynamic)
+      continue;
+    const char *hn[RELOC_MAX_NAMES];
+    void *ha[RELOC_MAX_NAMES];
+    const ElfW(Sym) *hs[RELOC_MAX_NAMES];
+    size_t nh = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (done[i])
+        continue;
+      int r = reloc_sym_default(&v, names[i], hash[i], &out[i], &hs[nh]);
+      if (r == 0)
+        continue;
+      if (r < 0) {
+        out[i] = NULL;         /* not sure: dlsym decides */
+      } else {
+        hn[nh] = names[i];
+        ha[nh++] = out[i];
+      }
+      done[i] = 1;
+      left--;
+    }
+    reloc_defs_hint(&info, hn, ha, hs, nh);   /* the definitions to rewrite, if asked */
+  }
   return rc;
 }

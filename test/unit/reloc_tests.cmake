@@ -35,3 +35,15 @@ add_dependencies(test_reloc relocfix_b)
 add_test(NAME test_reloc COMMAND test_reloc)
 set_tests_properties(test_reloc PROPERTIES TIMEOUT 300 LABELS "noasan"
   FAIL_REGULAR_EXPRESSION "FAIL ")
+
+# test_reloc_nopie: the start-up resolve in a program linked without PIE
+# that takes a libc function's address (a canonical PLT entry: dlsym's
+# answer is the program's, not libc's).
+add_executable(test_reloc_nopie ${CMAKE_CURRENT_LIST_DIR}/test_reloc_nopie.c)
+target_include_directories(test_reloc_nopie PRIVATE ${PROJECT_SOURCE_DIR}/test)
+target_compile_options(test_reloc_nopie PRIVATE -fno-pie -Wall -Wextra)
+target_link_options(test_reloc_nopie PRIVATE -no-pie)
+target_link_libraries(test_reloc_nopie PRIVATE relocfix_pin ${CMAKE_DL_LIBS})
+add_test(NAME test_reloc_nopie COMMAND test_reloc_nopie)
+set_tests_properties(test_reloc_nopie PROPERTIES TIMEOUT 60 LABELS "noasan"
+  FAIL_REGULAR_EXPRESSION "FAIL " SKIP_REGULAR_EXPRESSION "^SKIP")

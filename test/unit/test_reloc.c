@@ -304,6 +304,38 @@ static int wrap_defined(void)
   return 2;
 }
 
+/* reloc_startup_resolve (what the installation's step (a) asks instead
+ * of dlsym, one name after another): each answer it gives is dlsym's;
+ * the names that the objects loaded at start-up define -- libc's (GNU
+ * hash), A's (SysV hash only), the patcher's own object's -- are answered
+ * from the tables; a name only B defines (dlopen'ed RTLD_LOCAL: not in the
+ * global scope, though dl_iterate_phdr reports it) and one nobody defines
+ * are left to dlsym (NULL), and so is realpath (two versions in libc). */
+static void check_startup_resolve(const char *when)
+{
+  static const char *const names[] = { "munmap", "malloc", "relocfix_a_defined", "relocfix_pin_install",
+                                       "realpath", "relocfix_b_getppid", "relocfix_nobody_defines_this" };
+  enum { N = sizeof(names) / sizeof(names[0]), FROM_TABLES = 4, ONLY_B = 5 };
+  void *out[N];
+  char what[160];
+  int rc = relocfix_pin_startup_resolve(names, out, N);
+  snprintf(what, sizeof(what), "start-up resolve (%s): the patcher's object was loaded at start-up", when);
+  check(rc == 1, what, "returned %d", rc);
+  for (int i = 0; i < N; i++) {
+    void *d = dlsym(RTLD_DEFAULT, names[i]);
+    snprintf(what, sizeof(what), "start-up resolve (%s): %s is %s", when, names[i],
+             i < FROM_TABLES ? "read from the tables, as dlsym finds it"
+             : i == ONLY_B   ? "left to dlsym (B is not in the global scope)"
+                             : "dlsym's or left to it");
+    int ok = out[i] == NULL || out[i] == d;
+    if (i < FROM_TABLES)
+      ok = ok && out[i] != NULL;
+    if (i == ONLY_B)
+      ok = ok && out[i] == NULL && d == NULL;
+    check(ok, what, "read %p, dlsym %p", out[i], d);
+  }
+}
+
 /* RELOC_PATCH_DEFINITIONS: symbol lookups made after install (dlsym, an
  * object loaded later) find the replacement; the other version of a
  * versioned name keeps its value; uninstall puts the values back. */
@@ -313,6 +345,11 @@ static void check_definitions(void)
   void *rp_old = dlvsym(RTLD_DEFAULT, "realpath", "GLIBC_2.2.5");
   void *def = dlsym(RTLD_DEFAULT, "relocfix_a_defined");
   relocfix_stats_t st;
+  /* A's definition noted by the start-up resolve (a hint), realpath's not
+   * (two versions): install takes the first, finds the second by a walk */
+  const char *const hinted[] = { "relocfix_a_defined", "realpath" };
+  void *found[2];
+  relocfix_pin_startup_resolve(hinted, found, 2);
 
   int rc = relocfix_pin_install_flags(deftable, DEFTABLE_N, RELOCFIX_PATCH_DEFINITIONS);
   relocfix_pin_stats(&st);
@@ -439,6 +476,7 @@ int main(int argc, char **argv)
     check(0, "dlopen of fixture B", "could not open %s", RELOCFIX_B_PATH);
   } else {
     check_fix_b_counted("dlopen after install", &b);
+    check_startup_resolve("B loaded");
     relocfix_pin_query("getppid", &objs, &slots);
     check(objs == 1 && table[T_GETPPID].original == dlsym(RTLD_DEFAULT, "getppid"),
           "getppid: patched in B alone, original found by dlsym", "%u objects, original %p, dlsym %p", objs,
@@ -514,6 +552,7 @@ int main(int argc, char **argv)
   check(st.overflows == 0 && st.mprotect_failures == 0, "no bound exceeded, no mprotect failure",
         "overflows %lu, mprotect failures %lu", st.overflows, st.mprotect_failures);
 
+  check_startup_resolve("B unloaded");
   check_definitions();
   relocfix_pin_stats(&st);
   check(st.overflows == 0 && st.mprotect_failures == 0, "definitions: no bound exceeded, no mprotect failure",
