@@ -130,13 +130,13 @@ PH_HOT_DATA static int params_state;
 
 /* ---- text helpers (ASCII only, no locale) ------------------------------- */
 
-static char char_lower(char c)
+PH_STARTUP static char char_lower(char c)
 {
   return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
 }
 
 /* Does [b, e) equal the lowercase word w, ignoring case? */
-static int span_equals(const char *b, const char *e, const char *w)
+PH_STARTUP static int span_equals(const char *b, const char *e, const char *w)
 {
   for (; b < e; b++, w++) {
     if (*w == '\0' || char_lower(*b) != *w)
@@ -146,7 +146,7 @@ static int span_equals(const char *b, const char *e, const char *w)
 }
 
 /* Does [b, e) equal one of the lowercase words (NULL-terminated), ignoring case? */
-static int span_in(const char *b, const char *e, const char *const *words)
+PH_STARTUP static int span_in(const char *b, const char *e, const char *const *words)
 {
   for (; *words != NULL; words++) {
     if (span_equals(b, e, *words))
@@ -334,8 +334,8 @@ PH_NOINLINE static int value_parse_shm(param_kind_t kind, const char *b, const c
 
 /* The value parser, for every kind of every row: parses text.  @return 1,
  * *value_p and, for a size, *bytes_p; or 0. */
-PH_HOT static int value_parse(param_kind_t kind, const char *text, int *value_p,
-                              size_t *bytes_p)
+PH_STARTUP static int value_parse(param_kind_t kind, const char *text, int *value_p,
+                                  size_t *bytes_p)
 {
   const char *b = text;
   const char *e = text + strlen(text);
@@ -640,8 +640,8 @@ void params_eval_rows(int first, int n, const char *const *texts, param_value_t 
 PH_COLD_BSS static char params_where_process[PARAM_COUNT][PARAM_WHERE_MAX];
 PH_COLD_BSS static char params_where_eval[PARAM_COUNT][PARAM_WHERE_MAX];
 
-PH_HOT static void params_eval_into(char *const *envp, params_t *out_p,
-                                    char (*where)[PARAM_WHERE_MAX])
+PH_STARTUP static void params_eval_into(char *const *envp, params_t *out_p,
+                                        char (*where)[PARAM_WHERE_MAX])
 {
   const char *names[ENV_COUNT];
   const char *texts[ENV_COUNT];
