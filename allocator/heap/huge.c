@@ -263,6 +263,38 @@ bool huge_cache_decay(bool all)
   return n + nd != 0;
 }
 
+/* Among the usable entries (not busy) that are resident, or decommitted
+ * when !resident, of at least min bytes: the smallest of at least len
+ * bytes, and in *big_p (when given) the biggest; PH_HUGE_CACHE_SLOTS for
+ * none.  huge_cache_lock held. */
+PH_INLINE unsigned huge_cache_find(bool resident, size_t len, size_t min, unsigned *big_p)
+{
+  unsigned fit = PH_HUGE_CACHE_SLOTS, big = PH_HUGE_CACHE_SLOTS;
+  for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
+    const huge_cached_t *e = &huge_cache[i];
+    if (e->base == NULL || e->busy || e->resident != resident || e->len < min)
+      continue;
+    if (e->len >= len && (fit == PH_HUGE_CACHE_SLOTS || e->len < huge_cache[fit].len))
+      fit = i;
+    if (big == PH_HUGE_CACHE_SLOTS || e->len > huge_cache[big].len)
+      big = i;
+  }
+  if (big_p != NULL)
+    *big_p = big;
+  return fit;
+}
+
+/* Takes entry i out of the cache: its mapping, *len_p its length.
+ * huge_cache_lock held. */
+PH_INLINE char *huge_cache_remove(unsigned i, size_t *len_p)
+{
+  char *p = huge_cache[i].base;
+  *len_p = huge_cache[i].len;
+  huge_cache_drop(i);
+  huge_cache_due_set();
+  return p;
+}
+
 /* A cached mapping for a request of *len_p bytes, or NULL; *len_p becomes
  * its length, *resident_p whether its pages are still there.  In order of
  * preference: the smallest resident one that holds it; the biggest
@@ -272,34 +304,20 @@ static char *huge_cache_take(size_t *len_p, bool *resident_p)
 {
   size_t len = *len_p;
   char *p = NULL;
-  unsigned fit = PH_HUGE_CACHE_SLOTS, grow = PH_HUGE_CACHE_SLOTS, space = PH_HUGE_CACHE_SLOTS;
 
   if (__atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED) == 0)
     return NULL;
   ph_lock(&huge_cache_lock);
-  for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
-    const huge_cached_t *e = &huge_cache[i];
-    if (e->base == NULL || e->busy)
-      continue;
-    if (e->resident && e->len >= len) {
-      if (fit == PH_HUGE_CACHE_SLOTS || e->len < huge_cache[fit].len)
-        fit = i;
-    } else if (e->resident) {
-      if (e->len >= len / 4 &&
-          (grow == PH_HUGE_CACHE_SLOTS || e->len > huge_cache[grow].len))
-        grow = i;
-    } else if (e->len >= len) {
-      if (space == PH_HUGE_CACHE_SLOTS || e->len < huge_cache[space].len)
-        space = i;
-    }
-  }
-  unsigned best = fit != PH_HUGE_CACHE_SLOTS ? fit : grow != PH_HUGE_CACHE_SLOTS ? grow : space;
+  /* a resident one that holds it, else the biggest resident one of at
+   * least a quarter, else a decommitted one that holds it */
+  unsigned grow, best = huge_cache_find(true, len, len / 4, &grow);
+  if (best == PH_HUGE_CACHE_SLOTS)
+    best = grow;
+  if (best == PH_HUGE_CACHE_SLOTS)
+    best = huge_cache_find(false, len, len, NULL);
   if (best != PH_HUGE_CACHE_SLOTS) {
-    p = huge_cache[best].base;
-    *len_p = huge_cache[best].len;
     *resident_p = huge_cache[best].resident;
-    huge_cache_drop(best);
-    huge_cache_due_set();
+    p = huge_cache_remove(best, len_p);
   }
   ph_unlock(&huge_cache_lock);
   return p;
@@ -384,27 +402,17 @@ static bool huge_cache_fill(char *to, size_t off, size_t len)
   bool moved = false;
 
   for (unsigned n = 0; off < len && n < PH_HUGE_FILL_PIECES; n++) {
-    size_t need = len - off;
-    unsigned fit = PH_HUGE_CACHE_SLOTS, big = PH_HUGE_CACHE_SLOTS;
+    size_t need = len - off, slen;
+    unsigned big;
     ph_lock(&huge_cache_lock);
-    for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
-      const huge_cached_t *e = &huge_cache[i];
-      if (e->base == NULL || e->busy || !e->resident || e->len < PH_HUGE_FILL_MIN)
-        continue;
-      if (e->len >= need && (fit == PH_HUGE_CACHE_SLOTS || e->len < huge_cache[fit].len))
-        fit = i;
-      if (big == PH_HUGE_CACHE_SLOTS || e->len > huge_cache[big].len)
-        big = i;
-    }
-    unsigned pick = fit != PH_HUGE_CACHE_SLOTS ? fit : big;
+    unsigned pick = huge_cache_find(true, need, PH_HUGE_FILL_MIN, &big);
+    if (pick == PH_HUGE_CACHE_SLOTS)
+      pick = big;
     if (pick == PH_HUGE_CACHE_SLOTS) {
       ph_unlock(&huge_cache_lock);
       break;
     }
-    char *src = huge_cache[pick].base;
-    size_t slen = huge_cache[pick].len;
-    huge_cache_drop(pick);
-    huge_cache_due_set();
+    char *src = huge_cache_remove(pick, &slen);
     ph_unlock(&huge_cache_lock);
     size_t mv = slen < need ? slen : need;
     if (os_move_into(src, mv, to + off) != 0) {
@@ -432,25 +440,15 @@ static bool huge_cache_fill(char *to, size_t off, size_t len)
  * block. */
 PH_HOT char *huge_cache_take_resident(size_t len)
 {
-  unsigned fit = PH_HUGE_CACHE_SLOTS;
   char *p = NULL;
   size_t got = 0;
 
   if (__atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED) == 0)
     return NULL;
   ph_lock(&huge_cache_lock);
-  for (unsigned i = 0; i < PH_HUGE_CACHE_SLOTS; i++) {
-    const huge_cached_t *e = &huge_cache[i];
-    if (e->base != NULL && !e->busy && e->resident && e->len >= len &&
-        (fit == PH_HUGE_CACHE_SLOTS || e->len < huge_cache[fit].len))
-      fit = i;
-  }
-  if (fit != PH_HUGE_CACHE_SLOTS) {
-    p = huge_cache[fit].base;
-    got = huge_cache[fit].len;
-    huge_cache_drop(fit);
-    huge_cache_due_set();
-  }
+  unsigned fit = huge_cache_find(true, len, len, NULL);
+  if (fit != PH_HUGE_CACHE_SLOTS)
+    p = huge_cache_remove(fit, &got);
   ph_unlock(&huge_cache_lock);
   if (p != NULL && got > len)
     huge_cache_put_tail(p + len, got - len, true);
