@@ -442,10 +442,22 @@ static bool huge_cache_fill(char *to, size_t off, size_t len)
       ph_unlock(&huge_cache_lock);
       break;
     }
-    char *src = huge_cache_remove(pick, &slen);
+    /* sparse: left as it was (its age too), busy while mincore looks */
+    char *src = huge_cache[pick].base;
+    size_t mv = huge_cache[pick].len < need ? huge_cache[pick].len : need;
+    huge_cache[pick].busy = true;
     ph_unlock(&huge_cache_lock);
-    size_t mv = slen < need ? slen : need;
-    if (!huge_fill_pays(src, mv) || os_move_into(src, mv, to + off) != 0) {
+    bool pays = huge_fill_pays(src, mv);
+    ph_lock(&huge_cache_lock);
+    huge_cache[pick].busy = false;
+    if (!pays) {
+      huge_cache_due_set();
+      ph_unlock(&huge_cache_lock);
+      break;
+    }
+    huge_cache_remove(pick, &slen);
+    ph_unlock(&huge_cache_lock);
+    if (os_move_into(src, mv, to + off) != 0) {
       huge_cache_put_tail(src, slen, true);     /* as it was */
       break;
     }

@@ -429,6 +429,38 @@ Test(huge, new_block_leaves_sparse_cached_mappings_in_place)
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
+/* A sparse cached mapping that a new block looked at and left keeps its
+ * age: the decay still gives its pages back on time (were it put back as
+ * newly freed at each look, a program that keeps allocating huge blocks
+ * would keep it resident for ever). */
+Test(huge, sparse_cached_mapping_left_in_place_keeps_its_age)
+{
+  size_t small = 20 * MIB, big = 100 * MIB, page = page_size();
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *a = PINHEAP_NAME(malloc)(small);
+  cr_assert(a != NULL);
+  for (size_t off = 0; off < small; off += 16 * page)
+    a[off] = 1;
+  PINHEAP_NAME(free)(a);
+  sleep_ms(60);
+  unsigned char *q = PINHEAP_NAME(malloc)(big);      /* looks at a, leaves it */
+  cr_assert(q != NULL);
+  cr_assert(resident_pages(a, small) > 0, "the sparse cached block lost its pages too early");
+  atomic_store(&hear_count, 0);
+  sleep_ms(60);                      /* a freed 120 ms ago: past the decay (100 ms) */
+  unsigned char *q2 = PINHEAP_NAME(malloc)(big);     /* runs the decay first */
+  cr_assert(q2 != NULL);
+  long r = resident_pages(a, small);
+  cr_assert(r == 0, "%ld pages of a sparse cached block freed 120 ms ago still resident: "
+            "its age was reset when a new block looked at it", r);
+  cr_assert(hear_covered((uintptr_t)a, (uintptr_t)a + small),
+            "the decayed block's pages were given back but the listener did not hear them");
+  PINHEAP_NAME(free)(q2);
+  PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
 /* A block made of moved pages is several kernel mappings, which mremap
  * cannot resize: realloc still grows and shrinks it, contents kept (moved
  * whole, or copied where the kernel cannot move such a range). */
