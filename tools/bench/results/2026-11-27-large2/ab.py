@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Interleaved A/B: python3 ab.py WORKLOADS THREADS RUNS NAME=SO,... [--strace]
+"""Interleaved A/B: [RT=prio] [BENCH=prog] python3 ab.py WORKLOADS THREADS RUNS NAME=SO,...
 
 Each run: every workload x threads x allocator in turn (the order rotated
 run by run), under /usr/bin/time; prints medians of the bench's time, user
@@ -8,7 +8,10 @@ tlb:tlb_flush: remote IPIs sent, remote shootdowns received, local mm-wide
 flushes) and the regcache hit rate.  Raw
 lines go to stdout too (prefixed RAW) for the record.  The command line is
 run.py's: pinheap-bench WORKLOAD 1 THREADS --expect-malloc <basename>,
-LD_PRELOAD=<so>, no PINHEAP_MODE.  BENCH env picks the bench binary."""
+LD_PRELOAD=<so>, no PINHEAP_MODE.  BENCH env picks the bench binary
+(default /tmp/large3/pinheap-bench, a copy of build/tools/bench's); RT=N
+runs each one under chrt -f N (SCHED_FIFO: the threads get the CPUs).  The
+name tc is the reference of the x-ratios.  perf writes /tmp/large3/perf.out."""
 import json, os, statistics, subprocess, sys
 
 bench = os.environ.get("BENCH", "/tmp/large3/pinheap-bench")
