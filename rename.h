@@ -86,6 +86,7 @@
 #define os_move_reserve         PINHEAP_NAME(os_move_reserve)
 #define os_move_to              PINHEAP_NAME(os_move_to)
 #define os_move_into            PINHEAP_NAME(os_move_into)
+#define os_resident_at_least    PINHEAP_NAME(os_resident_at_least)
 #define os_move_cancel          PINHEAP_NAME(os_move_cancel)
 #define os_set_release_listener PINHEAP_NAME(os_set_release_listener)
 #define os_set_map_listener     PINHEAP_NAME(os_set_map_listener)

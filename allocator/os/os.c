@@ -435,6 +435,32 @@ int os_move_into(void *addr, size_t len, void *to)
   return 0;
 }
 
+/* mincore, up to OS_MINCORE_PIECE pages a call (one byte a page on the
+ * stack): a read of the page tables, no flush, no fault; stops once the
+ * answer is known. */
+#define OS_MINCORE_PIECE 1024u
+bool os_resident_at_least(const void *addr, size_t len, size_t want)
+{
+  unsigned char vec[OS_MINCORE_PIECE];
+  size_t page = os_page_size(), have = 0;
+  int saved = errno;
+
+  for (size_t off = 0; off + page <= len && have < want && have + (len - off) >= want;) {
+    size_t pages = (len - off) / page;
+    if (pages > OS_MINCORE_PIECE)
+      pages = OS_MINCORE_PIECE;
+    if (ph_syscall(SYS_mincore, (const char *)addr + off, pages * page, vec) != 0) {
+      errno = saved;
+      return true;                         /* not known: taken as resident */
+    }
+    for (size_t i = 0; i < pages; i++)
+      have += (vec[i] & 1) * page;
+    off += pages * page;
+  }
+  errno = saved;
+  return have >= want;
+}
+
 /* Grows the mapping [addr, addr+oldlen), whose contents do not matter (a
  * freed huge mapping), to newlen bytes aligned to align, keeping its
  * resident pages: in place if the kernel can, else moved (os_move_to) into

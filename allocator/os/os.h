@@ -80,6 +80,10 @@ PH_HIDDEN int    os_move_to(void *addr, size_t oldlen, size_t newlen, void *to);
  *  the old range first; nothing faulted or copied).  @return 0 or -1
  *  (nothing moved). */
 PH_HIDDEN int    os_move_into(void *addr, size_t len, void *to);
+/** Whether at least want bytes of the pages of [addr, addr+len) (page
+ *  aligned) are resident (mincore; stops counting once it knows).  True if
+ *  the kernel will not say. */
+PH_HIDDEN bool   os_resident_at_least(const void *addr, size_t len, size_t want);
 /** Grows the mapping at addr, contents not kept, to newlen bytes
  *  aligned to align, keeping its pages: in place, else moved (listener told
  *  of the old range first).  @return the new address or NULL (unchanged). */

@@ -12,9 +12,10 @@
  * the old range announced); a heap's new segment is taken from a resident
  * cached mapping, nothing of it released; the part of a new block that has
  * no page yet is filled with the pages of other resident cached mappings,
- * moved there (each old range announced first), and such a block, several
- * kernel mappings, still reads as zero from calloc and is resized by realloc
- * with its contents.
+ * moved there (each old range announced first) when a quarter of their
+ * pages are resident (sparse ones stay cached in place), and such a block,
+ * several kernel mappings, still reads as zero from calloc and is resized
+ * by realloc with its contents.
  *
  * Main entry points: the Test() cases; hear_*() record the listener calls.
  */
@@ -384,6 +385,78 @@ Test(huge, new_block_takes_the_pages_of_resident_cached_mappings)
   for (size_t off = 0; off < big; off += 4096)
     cr_assert(q[off] == 0, "calloc of a block made of cached pages is not zero at offset %zu",
               off);
+  PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+/* The same with cached mappings that hold few resident pages (one in 16
+ * written, as a program that touches its buffers sparsely leaves them):
+ * they stay in the cache where they are, pages and all, not moved into the
+ * new block -- a move costs a TLB flush for every 2 MiB (an interrupt to
+ * each CPU another thread runs on) and would save only the few faults of
+ * the pages it holds. */
+Test(huge, new_block_leaves_sparse_cached_mappings_in_place)
+{
+  size_t small = 20 * MIB, big = 100 * MIB, page = page_size();
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *a = PINHEAP_NAME(malloc)(small);
+  unsigned char *b = PINHEAP_NAME(malloc)(small);
+  cr_assert(a != NULL && b != NULL, "two %zu-byte blocks failed", small);
+  for (size_t off = 0; off < small; off += 16 * page) {
+    a[off] = 1;
+    b[off] = 1;
+  }
+  long ra = resident_pages(a, small), rb = resident_pages(b, small);
+  PINHEAP_NAME(free)(a);
+  PINHEAP_NAME(free)(b);
+  atomic_store(&hear_count, 0);
+  unsigned char *q = PINHEAP_NAME(calloc)(1, big);
+  cr_assert(q != NULL);
+  cr_assert(!hear_covered((uintptr_t)a, (uintptr_t)a + small) &&
+                !hear_covered((uintptr_t)b, (uintptr_t)b + small),
+            "a cached block with one page in 16 resident (%p or %p) was moved (announced) "
+            "into a new one", (void *)a, (void *)b);
+  cr_assert(resident_pages(a, small) == ra && resident_pages(b, small) == rb,
+            "the sparse cached blocks lost their pages: %ld and %ld resident, were %ld and %ld",
+            resident_pages(a, small), resident_pages(b, small), ra, rb);
+  long r = resident_pages(q, big);
+  cr_assert(r >= 0 && r < (long)(small / page / 16),
+            "a fresh 100 MiB block has %ld pages resident, expected about none", r);
+  for (size_t off = 0; off < big; off += 4096)
+    cr_assert(q[off] == 0, "calloc of a fresh huge block is not zero at offset %zu", off);
+  PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+/* A sparse cached mapping that a new block looked at and left keeps its
+ * age: the decay still gives its pages back on time (were it put back as
+ * newly freed at each look, a program that keeps allocating huge blocks
+ * would keep it resident for ever). */
+Test(huge, sparse_cached_mapping_left_in_place_keeps_its_age)
+{
+  size_t small = 20 * MIB, big = 100 * MIB, page = page_size();
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *a = PINHEAP_NAME(malloc)(small);
+  cr_assert(a != NULL);
+  for (size_t off = 0; off < small; off += 16 * page)
+    a[off] = 1;
+  PINHEAP_NAME(free)(a);
+  sleep_ms(60);
+  unsigned char *q = PINHEAP_NAME(malloc)(big);      /* looks at a, leaves it */
+  cr_assert(q != NULL);
+  cr_assert(resident_pages(a, small) > 0, "the sparse cached block lost its pages too early");
+  atomic_store(&hear_count, 0);
+  sleep_ms(60);                      /* a freed 120 ms ago: past the decay (100 ms) */
+  unsigned char *q2 = PINHEAP_NAME(malloc)(big);     /* runs the decay first */
+  cr_assert(q2 != NULL);
+  long r = resident_pages(a, small);
+  cr_assert(r == 0, "%ld pages of a sparse cached block freed 120 ms ago still resident: "
+            "its age was reset when a new block looked at it", r);
+  cr_assert(hear_covered((uintptr_t)a, (uintptr_t)a + small),
+            "the decayed block's pages were given back but the listener did not hear them");
+  PINHEAP_NAME(free)(q2);
   PINHEAP_NAME(free)(q);
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
