@@ -599,13 +599,13 @@ PH_HOT static void param_eval_one(int id, const char *const *texts, const void *
 #if PINHEAP_PARAM_FILES
   const param_desc_t *desc = &param_descs[id];
   const pfile_scan_t *s = scan;
-  if (!set && s != NULL && s->hits[id].file >= 0)   /* the files, after the environment */
+  if (!set && s != NULL && s->file[id] >= 0)   /* the files, after the environment */
     param_value_take(desc, pv, s->hits[id].text, s->keys[id], s->hits[id].where,
                      s->hits[id].truncated, where_buf, NULL);
   for (int k = 0; k < PARAM_SYNONYMS && s != NULL; k++) {
     if (param_synonyms[k].id != (param_id_t)id)
       continue;
-    const pfile_hit_t *hit = s->hits[PARAM_COUNT + k].file >= 0 ? &s->hits[PARAM_COUNT + k] : NULL;
+    const pfile_hit_t *hit = s->file[PARAM_COUNT + k] >= 0 ? &s->hits[PARAM_COUNT + k] : NULL;
     if (texts[ENV_SYNONYM + k] != NULL)
       pfile_synonym_take(desc, pv, k, texts[ENV_SYNONYM + k], NULL, where_buf);
     else if (hit != NULL)
