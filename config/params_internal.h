@@ -109,10 +109,12 @@ typedef struct pfile_scan_s {
   const char *keys[PFILE_KEYS];
   size_t key_lens[PFILE_KEYS];      /* strlen(keys[k]), 0 for NULL */
   /* the index in the list of the file that set key k; -1: not set.  Apart
-   * from hits (11 kB on the caller's stack): a hit is written only when a
-   * file sets its key, so a scan that finds none touches no page of them */
+   * from the hits: hits[k] is written only when a file sets key k, so a
+   * scan that finds none touches no page of them (PFILE_KEYS of them, the
+   * caller's: 11 kB, in cold .bss rather than on the stack, where they
+   * would leave the frames below them pages further down) */
   int file[PFILE_KEYS];
-  pfile_hit_t hits[PFILE_KEYS];
+  pfile_hit_t *hits;
 } pfile_scan_t;
 
 /** Reads the files Open MPI would into s: the list (the value of
