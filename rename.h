@@ -250,6 +250,8 @@
 #define files_truncate          PINHEAP_NAME(files_truncate)
 #define files_syscall           PINHEAP_NAME(files_syscall)
 #define copies_record           PINHEAP_NAME(copies_record)
+/* (and hooks/decide/dispatch.h's COPIES_SELF(name): <prefix><name>_self, the hidden
+ * aliases of the public API functions hooks/ defines, for the copies' record) */
 #define copies_serving          PINHEAP_NAME(copies_serving)
 #define copies_table            PINHEAP_NAME(copies_table)
 #define copies_stand_by         PINHEAP_NAME(copies_stand_by)
@@ -331,6 +333,7 @@
 #define reloc_dyn_ptr           PINHEAP_NAME(reloc_dyn_ptr)
 #define reloc_in_segment        PINHEAP_NAME(reloc_in_segment)
 #define reloc_view_make         PINHEAP_NAME(reloc_view_make)
+#define reloc_view_get          PINHEAP_NAME(reloc_view_get)
 #define reloc_defs_patch        PINHEAP_NAME(reloc_defs_patch)
 #define reloc_defs_restore      PINHEAP_NAME(reloc_defs_restore)
 #define reloc_defs_fork_child   PINHEAP_NAME(reloc_defs_fork_child)
