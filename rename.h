@@ -333,7 +333,6 @@
 #define reloc_dyn_ptr           PINHEAP_NAME(reloc_dyn_ptr)
 #define reloc_in_segment        PINHEAP_NAME(reloc_in_segment)
 #define reloc_view_make         PINHEAP_NAME(reloc_view_make)
-#define reloc_view_get          PINHEAP_NAME(reloc_view_get)
 #define reloc_defs_patch        PINHEAP_NAME(reloc_defs_patch)
 #define reloc_defs_restore      PINHEAP_NAME(reloc_defs_restore)
 #define reloc_defs_fork_child   PINHEAP_NAME(reloc_defs_fork_child)

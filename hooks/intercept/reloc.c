@@ -385,6 +385,7 @@ PH_STARTUP int reloc_is_vdso(const struct dl_phdr_info *info)
 PH_STARTUP static int reloc_pass_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   reloc_pass_t *p = arg;
+  (void)size;
 
   if (!p->subs_set) {
     p->subs = info->dlpi_subs;
@@ -417,7 +418,7 @@ PH_STARTUP static int reloc_pass_cb(struct dl_phdr_info *info, size_t size, void
     return 0;
 
   reloc_view_t v;
-  reloc_view_get(info, size, &v);
+  reloc_view_make(info, &v);
   if (!v.has_dynamic)
     return 0;
   if (oi < 0) {

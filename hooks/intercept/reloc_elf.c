@@ -130,53 +130,6 @@ PH_STARTUP void reloc_view_make(const struct dl_phdr_info *info, reloc_view_t *v
   }
 }
 
-/* ---- views kept for the walks that follow ------------------------------------ */
-
-/* Start-up walks the loaded objects several times (the start-up scan, the
- * GOT pass, the consumers' names), and an object's view is the same each
- * time while it stays loaded: the views made in a walk are kept, each for
- * as long as no object was unloaded (dl_iterate_phdr's dlpi_subs; an object
- * loaded at the same address after an unload is another object).  10 of
- * the 16 views start-up made in the transitive case, some 650 instructions
- * each.  The table is taken by a try only (a view is made anew when another
- * thread holds it): no wait inside dl_iterate_phdr, none after a fork. */
-#define RELOC_VIEWS_KEPT 8
-typedef struct reloc_view_kept_s {
-  uintptr_t addr;
-  const ElfW(Phdr) *phdr;
-  unsigned long long subs;
-  reloc_view_t v;
-} reloc_view_kept_t;
-static reloc_view_kept_t reloc_views_kept[RELOC_VIEWS_KEPT];  /* addr 0 and phdr NULL: empty */
-static unsigned reloc_views_next;
-static int reloc_views_busy;
-
-PH_STARTUP void reloc_view_get(const struct dl_phdr_info *info, size_t size, reloc_view_t *v)
-{
-  int found = 0;
-  if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs) ||
-      __atomic_exchange_n(&reloc_views_busy, 1, __ATOMIC_ACQUIRE) != 0) {
-    reloc_view_make(info, v);
-    return;
-  }
-  for (unsigned i = 0; i < RELOC_VIEWS_KEPT && !found; i++) {
-    const reloc_view_kept_t *k = &reloc_views_kept[i];
-    if (k->phdr == info->dlpi_phdr && k->addr == info->dlpi_addr && k->subs == info->dlpi_subs) {
-      *v = k->v;
-      found = 1;
-    }
-  }
-  if (!found) {
-    reloc_view_make(info, v);
-    reloc_view_kept_t *k = &reloc_views_kept[reloc_views_next++ % RELOC_VIEWS_KEPT];
-    k->addr = info->dlpi_addr;
-    k->phdr = info->dlpi_phdr;
-    k->subs = info->dlpi_subs;
-    k->v = *v;
-  }
-  __atomic_store_n(&reloc_views_busy, 0, __ATOMIC_RELEASE);
-}
-
 /* ---- definitions: the defining object's symbol table ---------------------- */
 
 /* A rewritten definition: the symbol table entry, its old value, and the
@@ -364,6 +317,7 @@ PH_STARTUP static int reloc_named_cb(struct dl_phdr_info *info, size_t size, voi
 {
   reloc_named_find_t *f = arg;
   reloc_view_t v;
+  (void)size;
   if (f->object != NULL) {
     const char *name = info->dlpi_name != NULL ? info->dlpi_name : "";
     const char *base = strrchr(name, '/');
@@ -374,7 +328,7 @@ PH_STARTUP static int reloc_named_cb(struct dl_phdr_info *info, size_t size, voi
     return 0;
   }
   f->objects++;
-  reloc_view_get(info, size, &v);
+  reloc_view_make(info, &v);
   if (!v.has_dynamic) {
     f->unsure |= f->object != NULL;
     return f->object != NULL;
@@ -426,6 +380,7 @@ static int reloc_def_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
   reloc_view_t v;
   int viewed = 0, self = -1;
   uintptr_t span_lo = UINTPTR_MAX, span_hi = 0;
+  (void)size;
   if (reloc_is_vdso(info))
     return 0;
   /* the object's span first: one walk of its program headers, then the
@@ -452,7 +407,7 @@ static int reloc_def_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
       continue;
     }
     if (!viewed) {
-      reloc_view_get(info, size, &v);
+      reloc_view_make(info, &v);
       viewed = 1;
     }
     if (!v.has_dynamic)

@@ -48,7 +48,6 @@ typedef struct reloc_startup_obj_s {
   uintptr_t addr;             /* dlpi_addr, dlpi_phdr, dlpi_phnum: its view */
   const ElfW(Phdr) *phdr;
   ElfW(Half) phnum;
-  unsigned long long subs;    /* dlpi_subs when it was met (reloc_view_get) */
   int initial;                /* in the start-up closure */
   int holds;                  /* holds the address asked about */
 } reloc_startup_obj_t;
@@ -98,9 +97,6 @@ PH_HIDDEN void reloc_originals_finish(void);
 PH_HIDDEN uintptr_t reloc_dyn_ptr(uintptr_t base, ElfW(Addr) p);
 PH_HIDDEN int reloc_in_segment(const struct dl_phdr_info *info, uintptr_t addr);
 PH_HIDDEN void reloc_view_make(const struct dl_phdr_info *info, reloc_view_t *v);
-/** reloc_view_make's view, kept from an earlier walk while still valid
- *  (info and size: a dl_iterate_phdr callback's, or with dlpi_subs set). */
-PH_HIDDEN void reloc_view_get(const struct dl_phdr_info *info, size_t size, reloc_view_t *v);
 /** The GNU hash of name (DT_GNU_HASH's). */
 PH_HIDDEN uint32_t reloc_gnu_hash(const char *name);
 /** What dlsym gives for name (no version) if v comes first in the lookup

@@ -175,7 +175,6 @@ PH_STARTUP static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, v
   o->addr = info->dlpi_addr;
   o->phdr = info->dlpi_phdr;
   o->phnum = info->dlpi_phnum;
-  o->subs = info->dlpi_subs;
   /* The main program comes first, with an empty name. */
   o->initial = st->n == 0;
   for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++)
@@ -292,8 +291,7 @@ PH_STARTUP int reloc_startup_resolve_in(reloc_startup_t *st, const void *addr,
     info.dlpi_addr = o->addr;
     info.dlpi_phdr = o->phdr;
     info.dlpi_phnum = o->phnum;
-    info.dlpi_subs = o->subs;
-    reloc_view_get(&info, sizeof(info), &v);
+    reloc_view_make(&info, &v);
     if (!v.has_dynamic)
       continue;
     const char *hn[RELOC_MAX_NAMES];
