@@ -251,6 +251,8 @@
 #define files_truncate          PINHEAP_NAME(files_truncate)
 #define files_syscall           PINHEAP_NAME(files_syscall)
 #define copies_record           PINHEAP_NAME(copies_record)
+/* (and hooks/decide/dispatch.h's COPIES_SELF(name): <prefix><name>_self, the hidden
+ * aliases of the public API functions hooks/ defines, for the copies' record) */
 #define copies_serving          PINHEAP_NAME(copies_serving)
 #define copies_table            PINHEAP_NAME(copies_table)
 #define copies_stand_by         PINHEAP_NAME(copies_stand_by)

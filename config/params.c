@@ -599,13 +599,13 @@ PH_HOT static void param_eval_one(int id, const char *const *texts, const void *
 #if PINHEAP_PARAM_FILES
   const param_desc_t *desc = &param_descs[id];
   const pfile_scan_t *s = scan;
-  if (!set && s != NULL && s->hits[id].file >= 0)   /* the files, after the environment */
+  if (!set && s != NULL && s->file[id] >= 0)   /* the files, after the environment */
     param_value_take(desc, pv, s->hits[id].text, s->keys[id], s->hits[id].where,
                      s->hits[id].truncated, where_buf, NULL);
   for (int k = 0; k < PARAM_SYNONYMS && s != NULL; k++) {
     if (param_synonyms[k].id != (param_id_t)id)
       continue;
-    const pfile_hit_t *hit = s->hits[PARAM_COUNT + k].file >= 0 ? &s->hits[PARAM_COUNT + k] : NULL;
+    const pfile_hit_t *hit = s->file[PARAM_COUNT + k] >= 0 ? &s->hits[PARAM_COUNT + k] : NULL;
     if (texts[ENV_SYNONYM + k] != NULL)
       pfile_synonym_take(desc, pv, k, texts[ENV_SYNONYM + k], NULL, where_buf);
     else if (hit != NULL)
@@ -639,9 +639,18 @@ void params_eval_rows(int first, int n, const char *const *texts, param_value_t 
  * the last params_eval's. */
 PH_COLD_BSS static char params_where_process[PARAM_COUNT][PARAM_WHERE_MAX];
 PH_COLD_BSS static char params_where_eval[PARAM_COUNT][PARAM_WHERE_MAX];
+#if PINHEAP_PARAM_FILES
+/* What the files set (pfile_scan_t.hits), the same way: written only for a
+ * name a file sets. */
+PH_COLD_BSS static pfile_hit_t params_hits_process[PFILE_KEYS];
+PH_COLD_BSS static pfile_hit_t params_hits_eval[PFILE_KEYS];
+#else
+#define params_hits_process NULL
+#define params_hits_eval NULL
+#endif
 
 PH_STARTUP static void params_eval_into(char *const *envp, params_t *out_p,
-                                        char (*where)[PARAM_WHERE_MAX])
+                                        char (*where)[PARAM_WHERE_MAX], void *hits)
 {
   const char *names[ENV_COUNT];
   const char *texts[ENV_COUNT];
@@ -651,6 +660,7 @@ PH_STARTUP static void params_eval_into(char *const *envp, params_t *out_p,
   params_names(0, PARAM_COUNT, names);
 #if PINHEAP_PARAM_FILES
   pfile_scan_t files;
+  files.hits = hits;
   for (int k = 0; k < PARAM_SYNONYMS; k++)
     names[ENV_SYNONYM + k] = param_synonyms[k].var;
   names[ENV_FILES] = "OMPI_MCA_mca_base_param_files";
@@ -661,6 +671,8 @@ PH_STARTUP static void params_eval_into(char *const *envp, params_t *out_p,
 #if PINHEAP_PARAM_FILES
   pfile_scan(&files, texts[ENV_FILES], texts[ENV_HOME], texts[ENV_SYSCONFDIR]);
   scan = &files;
+#else
+  (void)hits;
 #endif
   for (int id = 0; id < PARAM_COUNT; id++)
     param_eval_one(id, texts, scan, &out_p->v[id], where[id]);
@@ -668,7 +680,7 @@ PH_STARTUP static void params_eval_into(char *const *envp, params_t *out_p,
 
 PH_HOT void params_eval(char *const *envp, params_t *out_p)
 {
-  params_eval_into(envp, out_p, params_where_eval);
+  params_eval_into(envp, out_p, params_where_eval, params_hits_eval);
 }
 
 PH_HOT int params_events_on(const char *what)
@@ -696,7 +708,7 @@ PH_HOT const params_t *params_get(void)
     return &params_process;
   if (__atomic_compare_exchange_n(&params_state, &expected, 1, 0,
                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    params_eval_into(environ, &params_process, params_where_process);
+    params_eval_into(environ, &params_process, params_where_process, params_hits_process);
     /* The logger stayed at warn while the table was parsed (its warnings
      * went through it); from now on it follows the parameter. */
     ph_log_set_level(params_process.v[PARAM_LOG_LEVEL].value);

@@ -134,9 +134,9 @@ PH_STARTUP static void pfile_hit(pfile_scan_t *s, int k, int file, const char *p
   pfile_hit_t *h = &s->hits[k];
   size_t n = (size_t)(e - b);
 
-  if (h->file >= 0 && h->file != file)
+  if (s->file[k] >= 0 && s->file[k] != file)
     return;
-  h->file = file;
+  s->file[k] = file;
   h->truncated = n >= PARAM_RAW_MAX;
   if (h->truncated)
     n = PARAM_RAW_MAX - 1;
@@ -278,7 +278,7 @@ PH_STARTUP void pfile_scan(pfile_scan_t *s, const char *list, const char *home,
     s->keys[PARAM_COUNT + k] = param_synonyms[k].key;
   for (int k = 0; k < PFILE_KEYS; k++) {
     s->key_lens[k] = s->keys[k] != NULL ? strlen(s->keys[k]) : 0;
-    s->hits[k].file = -1;
+    s->file[k] = -1;
   }
   if (list != NULL) {
     pfile_read_list(s, list, home);

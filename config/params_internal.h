@@ -98,9 +98,8 @@ extern const param_synonym_t param_synonyms[PARAM_SYNONYMS];
  * [PARAM_COUNT + k] synonym k's. */
 #define PFILE_KEYS (PARAM_COUNT + PARAM_SYNONYMS)
 
-/* What the files set for one name. */
+/* What the files set for one name (valid when pfile_scan_t.file[k] >= 0). */
 typedef struct pfile_hit_s {
-  int file;                         /* the file's index in the list; -1: not set */
   int truncated;                    /* the value was longer than text holds */
   char text[PARAM_RAW_MAX];
   char where[PARAM_WHERE_MAX];      /* "path:line" */
@@ -109,7 +108,13 @@ typedef struct pfile_hit_s {
 typedef struct pfile_scan_s {
   const char *keys[PFILE_KEYS];
   size_t key_lens[PFILE_KEYS];      /* strlen(keys[k]), 0 for NULL */
-  pfile_hit_t hits[PFILE_KEYS];
+  /* the index in the list of the file that set key k; -1: not set.  Apart
+   * from the hits: hits[k] is written only when a file sets key k, so a
+   * scan that finds none touches no page of them (PFILE_KEYS of them, the
+   * caller's: 11 kB, in cold .bss rather than on the stack, where they
+   * would leave the frames below them pages further down) */
+  int file[PFILE_KEYS];
+  pfile_hit_t *hits;
 } pfile_scan_t;
 
 /** Reads the files Open MPI would into s: the list (the value of

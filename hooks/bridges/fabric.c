@@ -500,6 +500,7 @@ int PINHEAP_NAME(fabric_monitor_import)(void)
   ph_unlock(&fabric_lock);
   return rc;
 }
+COPIES_SELF_ALIAS(fabric_monitor_import);
 
 /* Fork: fabric_sub_lock and fabric_pend_lock are held for a few loads and
  * stores, fabric_lock across the import (calls into libfabric and the

@@ -116,3 +116,4 @@ const char *PINHEAP_NAME(consumers_text)(void)
   }
   return text;
 }
+COPIES_SELF_ALIAS(consumers_text);

@@ -101,9 +101,6 @@
 #define COPIES_NOTE_TYPE 1
 #define COPIES_MAGIC 0x70686370u      /* "phcp" */
 
-#define COPIES_STR_(x) #x
-#define COPIES_STR(x) COPIES_STR_(x)
-
 /* A record's state, written by its own copy only. */
 enum {
   COPIES_IDLE = 0,      /* not started */
@@ -119,8 +116,7 @@ typedef struct copies_record_s {
   const char *prefix;               /* "pinheap_" */
   const char *version;              /* "0.1.0" (for a later version's messages) */
   const void *libc;                 /* glibc's __libc_free as this copy binds it */
-  copies_api_t api;                 /* the public API (as this copy's references
-                                       resolve: its own in the first copy) */
+  copies_api_t api;                 /* the public API: this copy's own functions */
   const replace_symbol_t *symbols;  /* replace.c's unprefixed functions */
   const unsigned *symbols_count;
   void (*vm_unmapped)(void *addr, size_t len, int source);
@@ -134,22 +130,18 @@ typedef struct copies_record_s {
 /* ======================================================================= */
 
 /* The replacement layer's part of the API (dispatch.c, release.c,
- * selftest.c, install.c): weak, for the builds without that layer (the
- * allocator's unit tests link pinheap_core), whose record is incomplete
- * and left out by every copy. */
+ * selftest.c, install.c, events.c, feeds.c, fabric.c), by the hidden
+ * aliases of this copy's definitions (COPIES_SELF_ALIAS, dispatch.h): the
+ * record binds at link time, no symbol lookup at load.  Weak, for the
+ * builds without that layer (the allocator's unit tests link pinheap_core),
+ * whose record is incomplete and left out by every copy. */
+#define COPIES_API(X)                                                              \
+  X(set_event_handler) X(unset_event_handler) X(register_release) X(unregister_release) \
+  X(open) X(support_level) X(support_text) X(enabled) X(check_leave_pinned)           \
+  X(decision_text) X(install_text) X(consumers_text) X(fabric_monitor_import)
 #define COPIES_WEAK(name) \
-  extern __typeof__(PINHEAP_NAME(name)) PINHEAP_NAME(name) __attribute__((weak))
-COPIES_WEAK(register_release);
-COPIES_WEAK(unregister_release);
-COPIES_WEAK(open);
-COPIES_WEAK(support_level);
-COPIES_WEAK(support_text);
-COPIES_WEAK(enabled);
-COPIES_WEAK(check_leave_pinned);
-COPIES_WEAK(decision_text);
-COPIES_WEAK(install_text);
-COPIES_WEAK(consumers_text);
-COPIES_WEAK(fabric_monitor_import);
+  extern __typeof__(PINHEAP_NAME(name)) COPIES_SELF(name) __attribute__((weak, visibility("hidden")));
+COPIES_API(COPIES_WEAK)
 #undef COPIES_WEAK
 
 extern void __libc_free(void *);
@@ -167,21 +159,9 @@ PH_HIDDEN __attribute__((used)) copies_record_t copies_record = {
   .prefix = PINHEAP_PREFIX_STRING,
   .version = PINHEAP_VERSION_STRING,
   .libc = (const void *)__libc_free,
-  .api = {
-    .set_event_handler = PINHEAP_NAME(set_event_handler),
-    .unset_event_handler = PINHEAP_NAME(unset_event_handler),
-    .register_release = PINHEAP_NAME(register_release),
-    .unregister_release = PINHEAP_NAME(unregister_release),
-    .open = PINHEAP_NAME(open),
-    .support_level = PINHEAP_NAME(support_level),
-    .support_text = PINHEAP_NAME(support_text),
-    .enabled = PINHEAP_NAME(enabled),
-    .check_leave_pinned = PINHEAP_NAME(check_leave_pinned),
-    .decision_text = PINHEAP_NAME(decision_text),
-    .install_text = PINHEAP_NAME(install_text),
-    .consumers_text = PINHEAP_NAME(consumers_text),
-    .fabric_monitor_import = PINHEAP_NAME(fabric_monitor_import),
-  },
+#define COPIES_ENTRY(name) .name = COPIES_SELF(name),
+  .api = { COPIES_API(COPIES_ENTRY) },
+#undef COPIES_ENTRY
   .symbols = replace_symbols,
   .symbols_count = &replace_symbols_count,
   .vm_unmapped = events_vm_unmapped,

@@ -527,3 +527,4 @@ const char *PINHEAP_NAME(decision_text)(void)
 {
   return copies_text(COPIES_TEXT_DECISION, dispatch_decision_text());
 }
+COPIES_SELF_ALIAS(decision_text);

@@ -134,6 +134,18 @@ typedef struct copies_api_s {
   int (*fabric_monitor_import)(void);
 } copies_api_t;
 
+/* The API functions of hooks/ as this copy defines them: a hidden alias
+ * after each definition (COPIES_SELF_ALIAS(open) after pinheap_open), for
+ * copies.c's record.  Its entries then bind at link time (a relative
+ * relocation each) instead of a symbol lookup per name at load, 13 lookups
+ * of ld.so's in the start-up of every process that loads pinheap. */
+#define COPIES_SELF(n) PINHEAP_CAT(PINHEAP_NAME(n), _self)
+#define COPIES_STR_(x) #x
+#define COPIES_STR(x) COPIES_STR_(x)
+#define COPIES_SELF_ALIAS(n)                                                 \
+  extern __typeof__(PINHEAP_NAME(n)) COPIES_SELF(n)                          \
+      __attribute__((alias(COPIES_STR(PINHEAP_NAME(n))), visibility("hidden")))
+
 /** NULL while this copy serves (alone, or the first copy in the process);
  *  the serving copy's API once this one stood down.  The first call finds
  *  the other copies (never allocates); a copy that cannot stand down in

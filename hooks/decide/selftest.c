@@ -370,6 +370,7 @@ publish:
   ph_unlock(&selftest_lock);
   return 0;
 }
+COPIES_SELF_ALIAS(open);
 
 /* Whoever held the lock is gone, or is the forking thread, which goes on
  * and unlocks a free lock (harmless).  The interrupted run published
@@ -387,6 +388,7 @@ int PINHEAP_NAME(support_level)(void)
   return __atomic_load_n(&selftest_done, __ATOMIC_ACQUIRE)
              ? __atomic_load_n(&selftest_level, __ATOMIC_RELAXED) : 0;
 }
+COPIES_SELF_ALIAS(support_level);
 
 const char *PINHEAP_NAME(support_text)(void)
 {
@@ -397,6 +399,7 @@ const char *PINHEAP_NAME(support_text)(void)
     return "not measured: call " PINHEAP_PREFIX_STRING "open() first";
   return selftest_texts[__atomic_load_n(&selftest_shown, __ATOMIC_ACQUIRE)];
 }
+COPIES_SELF_ALIAS(support_text);
 
 PH_HOT int PINHEAP_NAME(enabled)(void)
 {
@@ -408,6 +411,7 @@ PH_HOT int PINHEAP_NAME(enabled)(void)
     return 0;
   return install_malloc_served();
 }
+COPIES_SELF_ALIAS(enabled);
 
 int PINHEAP_NAME(check_leave_pinned)(void)
 {
@@ -437,3 +441,4 @@ int PINHEAP_NAME(check_leave_pinned)(void)
           "); a registration cache may go stale: ", PINHEAP_NAME(support_text)(), NULL);
   return 1;
 }
+COPIES_SELF_ALIAS(check_leave_pinned);

@@ -471,6 +471,7 @@ PH_HOT int PINHEAP_NAME(set_event_handler)(int events, int priority, pinheap_eve
   ph_unlock(&events_lock);
   return 0;
 }
+COPIES_SELF_ALIAS(set_event_handler);
 
 PH_HOT int PINHEAP_NAME(unset_event_handler)(int events, pinheap_event_cb *cb, void *arg)
 {
@@ -507,3 +508,4 @@ PH_HOT int PINHEAP_NAME(unset_event_handler)(int events, pinheap_event_cb *cb, v
     atomic_store(&events_slots[slot].draining, 0);
   return 0;
 }
+COPIES_SELF_ALIAS(unset_event_handler);

@@ -113,6 +113,7 @@ int PINHEAP_NAME(register_release)(pinheap_release_fn *fn, void *ctx)
   ph_unlock(&release_lock);
   return rc;
 }
+COPIES_SELF_ALIAS(register_release);
 
 int PINHEAP_NAME(unregister_release)(pinheap_release_fn *fn, void *ctx)
 {
@@ -140,3 +141,4 @@ int PINHEAP_NAME(unregister_release)(pinheap_release_fn *fn, void *ctx)
   ph_unlock(&release_lock);
   return 0;
 }
+COPIES_SELF_ALIAS(unregister_release);

@@ -692,3 +692,4 @@ const char *PINHEAP_NAME(install_text)(void)
 {
   return copies_text(COPIES_TEXT_INSTALL, install_text_own());
 }
+COPIES_SELF_ALIAS(install_text);

@@ -198,12 +198,18 @@ PH_STARTUP static int install_verify_malloc(void)
   return ok;
 }
 
+/* This copy's own handler registration, by its hidden aliases (dispatch.h):
+ * the probe goes to this copy's events, and the calls bind at link time
+ * (no lazy PLT fix-up each at start-up). */
+extern __typeof__(PINHEAP_NAME(set_event_handler)) COPIES_SELF(set_event_handler) PH_HIDDEN;
+extern __typeof__(PINHEAP_NAME(unset_event_handler)) COPIES_SELF(unset_event_handler) PH_HIDDEN;
+
 /* (c) for the memory calls */
 PH_STARTUP void install_verify_calls(install_run_t *r)
 {
   install_sym_t *syms = r->syms;
-  int probing = r->events && PINHEAP_NAME(set_event_handler)(PINHEAP_EVENT_CALLS, INT_MIN,
-                                                           install_probe_handler, NULL) == 0;
+  int probing = r->events && COPIES_SELF(set_event_handler)(PINHEAP_EVENT_CALLS, INT_MIN,
+                                                          install_probe_handler, NULL) == 0;
   for (unsigned i = 0; i < r->n; i++) {
     const replace_symbol_t *s = &replace_symbols[i];
     install_sym_t *st = &syms[i];
@@ -241,7 +247,7 @@ PH_STARTUP void install_verify_calls(install_run_t *r)
     r->missed += !st->verified;
   }
   if (probing)
-    PINHEAP_NAME(unset_event_handler)(PINHEAP_EVENT_CALLS, install_probe_handler, NULL);
+    COPIES_SELF(unset_event_handler)(PINHEAP_EVENT_CALLS, install_probe_handler, NULL);
 }
 
 /* (c) for the malloc family */

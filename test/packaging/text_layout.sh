@@ -44,6 +44,27 @@ in_section .text.startup.pinheap PH_STARTUP "${prefix}reloc_patched_slot" \
   "${prefix}reloc_stats_get" "${prefix}install_run"
 echo "ok: the start-up functions of relocation patching are in .text.startup.pinheap"
 
+# The copies' record (hooks/decide/copies.c) holds this copy's public API
+# through hidden aliases (COPIES_SELF_ALIAS, hooks/decide/dispatch.h): in a
+# core library each entry is then a relative relocation, not one symbol
+# lookup of ld.so's per name at every start-up (13 of them).  A reference to
+# an exported name there brings the lookups back.
+relocs=$(readelf -rW "$archive" 2>/dev/null |
+         awk '/^File:/ { f = $2 } /R_X86_64|R_AARCH64/ && f ~ /copies\.c\.o/ { print $5 }')
+for name in set_event_handler register_release open enabled decision_text install_text \
+            consumers_text fabric_monitor_import; do
+  if printf '%s\n' "$relocs" | grep -qx "${prefix}$name"; then
+    echo "FAIL: copies.c refers to the exported ${prefix}$name, expected its hidden alias" \
+         "${prefix}${name}_self (a symbol lookup at load in a core library)"
+    exit 1
+  fi
+  if ! printf '%s\n' "$relocs" | grep -qx "${prefix}${name}_self"; then
+    echo "FAIL: copies.c does not refer to ${prefix}${name}_self (the record's $name entry)"
+    exit 1
+  fi
+done
+echo "ok: the copies' record binds the API by hidden aliases (no symbol lookup at load)"
+
 if [ -z "$shim" ]; then
   echo "note: the shim's resident pages are not counted in this build (sanitizers and" \
        "PINHEAP_DEBUG=2 run other code by design)"
