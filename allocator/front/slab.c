@@ -34,7 +34,7 @@
  * stack, plus one while the page is current) is kept as `over` a `mark`,
  * and the fast free path calls slab_page_idle() when `over` reaches 0.
  * The mark is 0 but for a full page, where it is the count at which the
- * page has room enough (SLAB_ROOM_SHIFT) to go back to "avail": so frees
+ * page has room enough (SLAB_ROOM_SHIFT, _MIN) to go back to "avail": so frees
  * into a full page cost nothing more, and malloc takes it back with more
  * than one block.  Only a page that is not current can reach 0 blocks in
  * use on a free: it then goes back to the arena -- into a small cache of
@@ -94,7 +94,8 @@ void *slab_corrupt(slab_page_t *pg, void *b, const char *fn)
 PH_HOT static void full_append(tcache_t *tc, slab_page_t *pg)
 {
   unsigned c = pg->cls;
-  uint32_t used = page_used(pg), room = (page_capacity(pg) >> SLAB_ROOM_SHIFT) + 1;
+  uint32_t used = page_used(pg), room = page_capacity(pg) >> SLAB_ROOM_SHIFT;
+  room = (room > SLAB_ROOM_MIN ? room : SLAB_ROOM_MIN) + 1;
   pg->mark = used > room ? used - room : 0;
   pg->over = used - pg->mark;
   pg->next = NULL;

@@ -24,7 +24,10 @@
 #define SLAB_REMOTE_BATCH 32u  /* blocks of another thread's page pushed at once */
 _Static_assert(SLAB_REMOTE_BATCH <= UINT8_MAX, "a batch's count fits tcache_t's rb_count");
 #define SLAB_ROOM_SHIFT 4u     /* a full page goes back to "avail" when 1/16 of
-                                  its blocks (and one) are free */
+                                  its blocks (and one) are free, */
+#define SLAB_ROOM_MIN 8u       /* and at least 8 (and one): a page of 640-1024-byte
+                                  blocks (63-102) came back with 5-7, and took a
+                                  page switch per 7-17 mallocs of the class */
 /* An orphan's remote stack, whole: no block is pushed there, frees take
  * the arena's lock (blocks are 16-aligned: no stack top has this bit). */
 #define SLAB_ORPHAN_TAG ((void *)(uintptr_t)1)
