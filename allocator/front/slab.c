@@ -34,7 +34,7 @@
  * stack, plus one while the page is current) is kept as `over` a `mark`,
  * and the fast free path calls slab_page_idle() when `over` reaches 0.
  * The mark is 0 but for a full page, where it is the count at which the
- * page has room enough (SLAB_ROOM_SHIFT) to go back to "avail": so frees
+ * page has room enough (SLAB_ROOM_SHIFT, _MIN) to go back to "avail": so frees
  * into a full page cost nothing more, and malloc takes it back with more
  * than one block.  Only a page that is not current can reach 0 blocks in
  * use on a free: it then goes back to the arena -- into a small cache of
@@ -94,7 +94,8 @@ void *slab_corrupt(slab_page_t *pg, void *b, const char *fn)
 PH_HOT static void full_append(tcache_t *tc, slab_page_t *pg)
 {
   unsigned c = pg->cls;
-  uint32_t used = page_used(pg), room = (page_capacity(pg) >> SLAB_ROOM_SHIFT) + 1;
+  uint32_t used = page_used(pg), room = page_capacity(pg) >> SLAB_ROOM_SHIFT;
+  room = (room > SLAB_ROOM_MIN ? room : SLAB_ROOM_MIN) + 1;
   pg->mark = used > room ? used - room : 0;
   pg->over = used - pg->mark;
   pg->next = NULL;
@@ -473,7 +474,7 @@ PH_HOT static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
 {
   slab_page_t *pg = tc->slab_avail[c];
   if (pg != NULL) {
-    avail_remove(tc, pg);
+    avail_pop(tc, c, pg);
     return pg;
   }
   /* the oldest full pages first; those looked at go to the back */
@@ -522,7 +523,10 @@ PH_HOT static void *slab_chunk_path(tcache_t *tc, size_t n)
   return front_malloc_slow(n);
 }
 
-PH_HOT PH_STARTUP_SIZE void *slab_malloc_slow(size_t n)
+/* The current page of n's class has no free block left, or there is none
+ * (a class's first malloc, n 0, slabs off): the way through the arena's
+ * pages, or the chunk path. */
+PH_HOT PH_STARTUP_SIZE PH_NOINLINE static void *slab_malloc_page(size_t n)
 {
   if (n == 0)
     n = 1;
@@ -538,14 +542,6 @@ PH_HOT PH_STARTUP_SIZE void *slab_malloc_slow(size_t n)
       return slab_pop(pg, pg->free);
     pg->over--;                          /* not current any more (its mark is 0) */
     full_append(tc, pg);
-    slab_page_t *next = tc->slab_avail[c];
-    if (next != NULL) {                  /* the common case: a page with room */
-      avail_remove(tc, next);            /* (every page there has free blocks) */
-      next->state = SLAB_CUR;
-      next->over++;
-      cur_set(tc, c, next);
-      return slab_pop(next, next->free);
-    }
     cur_set(tc, c, &slab_none);
   }
   int saved = errno;
@@ -580,3 +576,31 @@ PH_HOT PH_STARTUP_SIZE void *slab_malloc_slow(size_t n)
   return slab_pop(pg, pg->free);
 }
 
+/* The common page switch first (churn: one malloc in 25): the current page
+ * pg has handed out every block (none on its list, none left to carve,
+ * no remote frees to take in) and a page with room waits (every page on
+ * that list has a free block).  pg goes to the back of the full list and
+ * the other becomes current, without the general way's steps
+ * (slab_malloc_page: the cache made if need be, the class looked up, a
+ * refill tried, six registers saved): churn's slab_malloc_slow 116
+ * instructions a call instead of 179 (full_append's included). */
+PH_HOT PH_STARTUP_SIZE void *slab_malloc_slow(size_t n)
+{
+  tcache_t *tc = tcache_tls;
+  if (ph_likely(n != 0)) {
+    slab_page_t *pg = tc->slab_cur[(n - 1) >> 4];
+    unsigned c = pg->cls;
+    slab_page_t *next = tc->slab_avail[c];
+    if (next != NULL && pg != &slab_none && pg->free == (void *)pg &&
+        pg->bump <= page_first(pg) && __atomic_load_n(&pg->remote, __ATOMIC_RELAXED) == NULL) {
+      pg->over--;                        /* not current any more (its mark is 0) */
+      full_append(tc, pg);
+      avail_pop(tc, c, next);
+      next->state = SLAB_CUR;
+      next->over++;
+      cur_set(tc, c, next);
+      return slab_pop(next, next->free);
+    }
+  }
+  return slab_malloc_page(n);
+}

@@ -24,7 +24,10 @@
 #define SLAB_REMOTE_BATCH 32u  /* blocks of another thread's page pushed at once */
 _Static_assert(SLAB_REMOTE_BATCH <= UINT8_MAX, "a batch's count fits tcache_t's rb_count");
 #define SLAB_ROOM_SHIFT 4u     /* a full page goes back to "avail" when 1/16 of
-                                  its blocks (and one) are free */
+                                  its blocks (and one) are free, */
+#define SLAB_ROOM_MIN 8u       /* and at least 8 (and one): a page of 640-1024-byte
+                                  blocks (63-102) came back with 5-7, and took a
+                                  page switch per 7-17 mallocs of the class */
 /* An orphan's remote stack, whole: no block is pushed there, frees take
  * the arena's lock (blocks are 16-aligned: no stack top has this bit). */
 #define SLAB_ORPHAN_TAG ((void *)(uintptr_t)1)
@@ -56,7 +59,14 @@ PH_INLINE uint32_t page_area(const slab_page_t *pg)
 {
   return (uint32_t)((uintptr_t)pg & (PH_GRANULE - 1));
 }
-PH_INLINE uint32_t page_capacity(const slab_page_t *pg) { return pg->span / pg->bsize; }
+/* Blocks the page holds, span / bsize, by the block test's reciprocal
+ * instead of a division (at each page switch, full_append): mulc * bsize
+ * is 2^64 + e with 0 < e <= bsize (slab_format), so span * mulc is the
+ * count times 2^64 plus the count times e, far below 2^64. */
+PH_INLINE uint32_t page_capacity(const slab_page_t *pg)
+{
+  return (uint32_t)(((unsigned __int128)pg->span * pg->mulc) >> 64);
+}
 PH_INLINE uint32_t page_used(const slab_page_t *pg) { return pg->over + pg->mark; }
 /* The count of blocks in use becomes `used`; the mark stays if below. */
 PH_INLINE void page_used_set(slab_page_t *pg, uint32_t used)
@@ -70,11 +80,31 @@ PH_INLINE slab_page_t **cur_slot(tcache_t *tc, unsigned c)
 {
   return &tc->slab_cur[(slab_class_size[c] >> 4) - 1];
 }
-/* pg becomes the current page of class c: every slot of the class. */
+/* pg becomes the current page of class c: every slot of the class.  A
+ * class has 1, 2, 4 or 8 slots, stored without a loop: the classes of 8
+ * (640 .. 1024 bytes) switch pages most, and the loop was 40 instructions
+ * of a page switch's 180 (churn). */
 PH_INLINE void cur_set(tcache_t *tc, unsigned c, slab_page_t *pg)
 {
-  for (unsigned i = c == 0 ? 0 : slab_class_size[c - 1] >> 4; i < slab_class_size[c] >> 4u; i++)
-    tc->slab_cur[i] = pg;
+  unsigned first = c == 0 ? 0 : slab_class_size[c - 1] >> 4, end = slab_class_size[c] >> 4;
+  slab_page_t **s = &tc->slab_cur[first];
+  switch (end - first) {
+  case 8:
+    s[7] = s[6] = s[5] = s[4] = pg;
+    /* fall through */
+  case 4:
+    s[3] = s[2] = pg;
+    /* fall through */
+  case 2:
+    s[1] = pg;
+    /* fall through */
+  case 1:
+    s[0] = pg;
+    break;
+  default:
+    for (unsigned i = first; i < end; i++)
+      tc->slab_cur[i] = pg;
+  }
 }
 PH_INLINE uintptr_t link_enc(const slab_page_t *pg, const void *p) { return (uintptr_t)p ^ pg->secret; }
 /* The count of blocks of a remote stack's word v (0: empty), its top
@@ -134,6 +164,15 @@ PH_INLINE void avail_push(tcache_t *tc, slab_page_t *pg)
 PH_INLINE void avail_remove(tcache_t *tc, slab_page_t *pg)
 {
   page_unlink(&tc->slab_avail[pg->cls], NULL, pg);
+}
+
+/* Takes pg, the first of tc's pages with room of class c, out of the list. */
+PH_INLINE void avail_pop(tcache_t *tc, unsigned c, slab_page_t *pg)
+{
+  slab_page_t *next = pg->next;
+  tc->slab_avail[c] = next;
+  if (next != NULL)
+    next->prev = NULL;
 }
 
 /* Takes pg out of the full list: its mark goes. */

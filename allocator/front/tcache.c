@@ -362,12 +362,11 @@ PH_HOT void *front_malloc_slow(size_t n)
  * is cached; everything else goes to the heap, which names any misuse. */
 PH_HOT void front_free_slow(void *mem, uintptr_t o, const char *fn)
 {
-  int saved = errno;
-
   if (slab_page_of(mem) != NULL) {
-    slab_free_slow(mem, fn);
+    slab_free_slow(mem, fn);             /* (keeps errno itself) */
     return;
   }
+  int saved = errno;
   if (o == 0)
     ph_fatal(fn, "invalid pointer", mem);
   if ((o & PH_OWNER_TAGS) || ((uintptr_t)mem & PH_ALIGN_MASK) ||

@@ -178,7 +178,9 @@ Test(slab, only_block_starts_pass_the_block_test)
 /* Blocks freed by their thread into its full pages are handed out again
  * before any new page is taken: many (the page goes back to the pages
  * with room) or a few per page (below its mark: malloc looks at the
- * oldest full pages).  The checker agrees with the counts all along. */
+ * oldest full pages).  The checker agrees with the counts all along, and
+ * with the current page of each of the class's sizes: the blocks are
+ * asked for with `size` and `size2` in turn (one class). */
 static bool in_set(void *const *set, int n, const void *q)
 {
   for (int i = 0; i < n; i++)
@@ -187,13 +189,13 @@ static bool in_set(void *const *set, int n, const void *q)
   return false;
 }
 
-static void full_pages_refill(int every)
+static void full_pages_refill(size_t size, size_t size2, int every)
 {
   enum { N = 4096 };                    /* 512 bytes: 127 per page, 32 full pages */
   static void *p[N], *freed[N], *again[N];
   int nfreed = 0;
   for (int i = 0; i < N; i++) {
-    p[i] = PINHEAP_NAME(malloc)(512);
+    p[i] = PINHEAP_NAME(malloc)(size);
     cr_assert_not_null(p[i]);
   }
   for (int i = 0; i < N - 256; i += every) {  /* (not the last pages: the current one) */
@@ -204,10 +206,13 @@ static void full_pages_refill(int every)
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
   const slab_page_t *cur = slab_page_at(p[N - 1]);   /* the current page has room left */
   for (int i = 0; i < nfreed; i++) {
-    again[i] = PINHEAP_NAME(malloc)(512);
+    again[i] = PINHEAP_NAME(malloc)(i & 1 ? size2 : size);
     cr_assert(slab_page_at(again[i]) == cur || in_set(freed, nfreed, again[i]),
               "block %d of %d allocated again, %p, is none of those freed (one in %d) and not "
               "on the current page", i, nfreed, again[i], every);
+    if (i % 61 == 0)
+      cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0, "after block %d of %d allocated again", i,
+                   nfreed);
   }
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
   for (int i = 0; i < nfreed; i++)
@@ -217,8 +222,10 @@ static void full_pages_refill(int every)
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }
 
-Test(slab, many_frees_into_full_pages_come_back) { full_pages_refill(2); }
-Test(slab, few_frees_into_full_pages_come_back) { full_pages_refill(25); }  /* 5 a page */
+Test(slab, many_frees_into_full_pages_come_back) { full_pages_refill(512, 500, 2); }
+Test(slab, few_frees_into_full_pages_come_back) { full_pages_refill(512, 500, 25); }  /* 5 a page */
+/* 897 .. 1024 bytes: a class of 8 sizes (slots of slab_cur), 63 blocks a page */
+Test(slab, frees_into_full_pages_of_a_wide_class_come_back) { full_pages_refill(1024, 900, 3); }
 
 /* Double frees into a full page are named as into any other. */
 Test(slab, double_free_on_a_full_page_is_named)
