@@ -470,8 +470,8 @@ PH_STARTUP static slab_page_t *slab_page_new_locked(mstate_t *ms, tcache_t *tc, 
 /* A page of class c with room for tc, out of every list, or NULL: one
  * with room, a full one freed into (fewer than its mark's blocks by this
  * thread, or any by others), an orphan, a cached page, a new page; or
- * &slab_none (then a chunk: tcache_sparse_malloc) while the arena, which
- * has pages, has served fewer than PH_SLAB_SPARSE mallocs of the class. */
+ * &slab_none (then a chunk: tcache_sparse_malloc) while the arena, arena 0
+ * with pages, has served fewer than PH_SLAB_SPARSE mallocs of the class. */
 PH_HOT static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
 {
   slab_page_t *pg = tc->slab_avail[c];
@@ -509,7 +509,8 @@ PH_HOT static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
     ms_unlock(ms);
     return pg;
   }
-  if (ms->slab_all != NULL && ms->slab_sparse[c] < PH_SLAB_SPARSE) {   /* met rarely: a chunk */
+  if (ms == heap_main_get() && ms->slab_all != NULL && ms->slab_sparse[c] < PH_SLAB_SPARSE) {
+    /* a class met rarely: a chunk */
     ms->slab_sparse[c]++;
     ms_unlock(ms);
     return &slab_none;

@@ -1,20 +1,42 @@
 /*
  * test_sparse.c -- a slab class met rarely takes no page of its own
  * (allocator/front/slab.c: slab_next_page, tcache.c: tcache_sparse_malloc):
- * in an arena that has slab pages, the first PH_SLAB_SPARSE mallocs of a
- * class are chunks, the next one takes the class's page; the chunks are
- * freed, reused, reallocated and checked as chunks, and misuse of them is
- * named.  Each case runs its blocks on a thread of its own, whose arena is
- * new (no thread has exited in the test's process).  Main entry point: the
- * Test() cases.
+ * in arena 0 (the main thread's, which has slab pages), the first
+ * PH_SLAB_SPARSE mallocs of a class are chunks, the next one takes the
+ * class's page; the chunks are freed (on another thread too), reused,
+ * reallocated and checked as chunks, and misuse of them is named; a
+ * thread's own arena gives a class its page at once.  Main entry point:
+ * the Test() cases.
  */
 #include "test_util.h"
 
-#include "allocator/heap/chunk.h"      /* the kind map */
+#include "allocator/front/front.h"     /* the kind map, front_arena */
 
 #include <pthread.h>
 
-#define SPARSE_SIZE 600                /* class 640 */
+/* A request of a class this thread's arena (arena 0) has not met: no page
+ * of it in the arena or the thread, no malloc of it counted. */
+static size_t sparse_size;
+
+static size_t unmet_class_size(void)
+{
+  PINHEAP_NAME(malloc_trim)(0);         /* cached empty pages are taken first */
+  static void *volatile keep;           /* and an arena without pages takes one at once: */
+  keep = PINHEAP_NAME(malloc)(16);      /* it has one (its class met first, or before) */
+  mstate_t *ms = heap_main_get();
+  cr_assert_not_null(ms->slab_all, "arena 0 has no slab page (scenario)");
+  tcache_t *tc = tcache_tls;
+  cr_assert_eq(front_arena(), ms, "the test's thread is not on arena 0");
+  for (unsigned c = PH_SLAB_NCLASS; c-- > 0;) {
+    size_t n = slab_class_size[c];
+    if (ms->slab_sparse[c] == 0 && ms->slab_orphans[c] == NULL && tc->slab_avail[c] == NULL &&
+        tc->slab_full[c] == NULL && tc->slab_cur[(n - 1) >> 4] == &slab_none)
+      return n;
+  }
+  cr_assert_fail("every class has been met in arena 0 (scenario)");
+  return 0;
+}
+#define SPARSE_SIZE sparse_size
 
 static bool in_slab_page(const void *p)
 {
@@ -28,59 +50,54 @@ static void act_free_twice(void *p)
   PINHEAP_NAME(free)(p);
 }
 
-/* The case's blocks, made on a new thread (a new arena). */
+/* The case's blocks, made on this thread (arena 0, which has pages). */
 static void *sp_blk[PH_SLAB_SPARSE + 1];
-static void *sp_first;
-
-static void *sparse_blocks(void *arg)
-{
-  (void)arg;
-  sp_first = PINHEAP_NAME(malloc)(32);   /* the arena's first page: a slab block at once */
-  for (unsigned k = 0; k <= PH_SLAB_SPARSE; k++) {
-    sp_blk[k] = PINHEAP_NAME(malloc)(SPARSE_SIZE);
-    if (sp_blk[k] != NULL)
-      memset(sp_blk[k], (int)k + 1, SPARSE_SIZE);
-  }
-  return NULL;
-}
 
 static void sparse_run(void)
 {
-  pthread_t t;
-  cr_assert_eq(pthread_create(&t, NULL, sparse_blocks, NULL), 0);
-  pthread_join(t, NULL);
-  cr_assert_not_null(sp_first);
-  for (unsigned k = 0; k <= PH_SLAB_SPARSE; k++)
+  sparse_size = unmet_class_size();
+  for (unsigned k = 0; k <= PH_SLAB_SPARSE; k++) {
+    sp_blk[k] = PINHEAP_NAME(malloc)(SPARSE_SIZE);
     cr_assert_not_null(sp_blk[k]);
+    memset(sp_blk[k], (int)k + 1, SPARSE_SIZE);
+  }
+}
+
+/* Frees the blocks on another thread: the chunks' remote path. */
+static void *free_blocks(void *arg)
+{
+  (void)arg;
+  for (unsigned k = 0; k <= PH_SLAB_SPARSE; k++)
+    PINHEAP_NAME(free)(sp_blk[k]);
+  return NULL;
 }
 
 Test(sparse, a_class_met_rarely_takes_no_page_until_the_threshold)
 {
   sparse_run();
-  cr_assert(in_slab_page(sp_first), "an arena's first class (malloc(32) = %p) has no page", sp_first);
   for (unsigned k = 0; k < PH_SLAB_SPARSE; k++) {
-    cr_assert(!in_slab_page(sp_blk[k]), "malloc(%d) number %u of its class = %p is in a slab page "
+    cr_assert(!in_slab_page(sp_blk[k]), "malloc(%zu) number %u of its class = %p is in a slab page "
               "of its own, expected a chunk", SPARSE_SIZE, k + 1, sp_blk[k]);
     size_t u = PINHEAP_NAME(malloc_usable_size)(sp_blk[k]);
-    cr_assert(u >= SPARSE_SIZE && u < 640, "chunk %p: usable %zu", sp_blk[k], u);
+    cr_assert_geq(u, SPARSE_SIZE, "chunk %p: usable %zu", sp_blk[k], u);
   }
   void *last = sp_blk[PH_SLAB_SPARSE];
-  cr_assert(in_slab_page(last), "malloc(%d) number %u = %p: still no page for the class",
+  cr_assert(in_slab_page(last), "malloc(%zu) number %u = %p: still no page for the class",
             SPARSE_SIZE, PH_SLAB_SPARSE + 1, last);
-  cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(last), 640);
+  cr_assert_eq(PINHEAP_NAME(malloc_usable_size)(last), SPARSE_SIZE);
   for (unsigned k = 0; k <= PH_SLAB_SPARSE; k++)
     for (size_t i = 0; i < SPARSE_SIZE; i++)
       cr_assert_eq(((unsigned char *)sp_blk[k])[i], k + 1, "block %u overwritten at %zu", k, i);
   /* realloc keeps a chunk's bytes, whatever it moves to */
-  unsigned char *r = PINHEAP_NAME(realloc)(sp_blk[0], 900);
+  unsigned char *r = PINHEAP_NAME(realloc)(sp_blk[0], SPARSE_SIZE + 700);
   cr_assert_not_null(r);
   for (size_t i = 0; i < SPARSE_SIZE; i++)
     cr_assert_eq(r[i], 1, "realloc lost byte %zu", i);
   sp_blk[0] = r;
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
-  for (unsigned k = 0; k <= PH_SLAB_SPARSE; k++)    /* another thread's: the chunks' remote path */
-    PINHEAP_NAME(free)(sp_blk[k]);
-  PINHEAP_NAME(free)(sp_first);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, free_blocks, NULL), 0);
+  pthread_join(t, NULL);
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
 }
 
@@ -88,11 +105,12 @@ Test(sparse, a_class_met_rarely_takes_no_page_until_the_threshold)
  * size (its thread cache), and every malloc counts, so that a class used
  * in a malloc/free loop reaches its page after PH_SLAB_SPARSE rounds and
  * leaves the slow path. */
-static void *loop_blocks(void *arg)
+Test(sparse, a_freed_chunk_is_reused_and_every_malloc_counts)
 {
-  void **out = arg;
-  out[0] = PINHEAP_NAME(malloc)(32);
+  sparse_size = unmet_class_size();
   void *first = PINHEAP_NAME(malloc)(SPARSE_SIZE);
+  cr_assert_not_null(first);
+  cr_assert(!in_slab_page(first), "the first malloc(%zu) = %p is a slab block", SPARSE_SIZE, first);
   PINHEAP_NAME(free)(first);
   unsigned same = 1;
   for (unsigned k = 1; k < PH_SLAB_SPARSE; k++) {
@@ -100,28 +118,33 @@ static void *loop_blocks(void *arg)
     same += p == first;
     PINHEAP_NAME(free)(p);
   }
-  out[1] = (void *)(uintptr_t)same;
-  out[2] = first;
-  out[3] = PINHEAP_NAME(malloc)(SPARSE_SIZE);
-  out[4] = (void *)(uintptr_t)PINHEAP_NAME(malloc_check)();
+  cr_assert_eq(same, PH_SLAB_SPARSE, "%u of %u malloc/free rounds got the freed chunk back", same,
+               PH_SLAB_SPARSE);
+  void *next = PINHEAP_NAME(malloc)(SPARSE_SIZE);
+  cr_assert(in_slab_page(next), "after %u rounds malloc(%zu) = %p is still a chunk", PH_SLAB_SPARSE,
+            SPARSE_SIZE, next);
+  PINHEAP_NAME(free)(next);
+  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+/* A thread's own arena gives every class its page at once (the classes
+ * met rarely are arena 0's: a thread's arena serves a workload). */
+static void *thread_block(void *arg)
+{
+  *(void **)arg = PINHEAP_NAME(malloc)(SPARSE_SIZE);
   return NULL;
 }
 
-Test(sparse, a_freed_chunk_is_reused_and_every_malloc_counts)
+Test(sparse, a_threads_arena_takes_pages_at_once)
 {
-  static void *out[5];
+  void *p = NULL;
   pthread_t t;
-  cr_assert_eq(pthread_create(&t, NULL, loop_blocks, out), 0);
+  sparse_size = unmet_class_size();
+  cr_assert_eq(pthread_create(&t, NULL, thread_block, &p), 0);
   pthread_join(t, NULL);
-  cr_assert_eq((uintptr_t)out[1], PH_SLAB_SPARSE, "%u of %u malloc/free rounds got the freed chunk "
-               "back", (unsigned)(uintptr_t)out[1], PH_SLAB_SPARSE);
-  cr_assert(!in_slab_page(out[2]), "the first malloc(%d) = %p is a slab block", SPARSE_SIZE, out[2]);
-  cr_assert(in_slab_page(out[3]), "after %u rounds malloc(%d) = %p is still a chunk", PH_SLAB_SPARSE,
-            SPARSE_SIZE, out[3]);
-  cr_assert_eq((uintptr_t)out[4], 0, "the heap checker found problems");
-  PINHEAP_NAME(free)(out[3]);
-  PINHEAP_NAME(free)(out[0]);
-  cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+  cr_assert_not_null(p);
+  cr_assert(in_slab_page(p), "a new thread's malloc(%zu) = %p is a chunk", SPARSE_SIZE, p);
+  PINHEAP_NAME(free)(p);
 }
 
 Test(sparse, misuse_of_a_chunk_of_a_class_met_rarely_is_named)
