@@ -383,8 +383,9 @@ PH_HOT void *front_malloc_slow(size_t n)
  * through the classes and then into a thread cache's chunks).  And
  * an arena's first page is taken at once: the arena's first chunk is laid
  * out for it (state.c: ms_create).  A chunk this thread freed (free put it
- * on its list) goes first, else one from the arena, taken as a bundle's
- * chunks are: one chunk, not a bundle.  Free, realloc, malloc_usable_size
+ * on its list) goes first, else one from the arena by ms_malloc (in the hot
+ * text: ms_alloc_batch, in plain .text, made falseshare_passive, whose
+ * main thread hands each worker one block, 64 kB of text larger).  Free, realloc, malloc_usable_size
  * and the checks take it as any chunk (free tells it from a slab block by
  * the kind map).  Once per block of a class met rarely: compiled for size
  * (PH_STARTUP), in the window of text every process has resident. */
@@ -392,15 +393,10 @@ PH_STARTUP void *tcache_sparse_malloc(tcache_t *tc, size_t n, int saved)
 {
   size_t nb = request_to_size(n);
   tc_bin_t *b = &tc->bins[nb >> 4];
-  void *list;
-  if (b->head == NULL) {
-    if (ms_alloc_batch(tc->arena, nb, 1, &list) == 0)
-      return ms_malloc(tc->arena, n);   /* (errno: ENOMEM if it fails) */
-    b->head = list;
-    b->count++;
-  }
-  errno = saved;
-  return tc_bin_pop(b, b->head, nb);
+  void *p = b->head != NULL ? tc_bin_pop(b, b->head, nb) : ms_malloc(tc->arena, n);
+  if (p != NULL)
+    errno = saved;
+  return p;
 }
 
 /* A chunk of an arena's segment that the fast path did not take: another
