@@ -195,6 +195,7 @@
 #define tc_pool_fork_unlock     PINHEAP_NAME(tc_pool_fork_unlock)
 #define tcache_flush_mine       PINHEAP_NAME(tcache_flush_mine)
 #define tcache_get              PINHEAP_NAME(tcache_get)
+#define tcache_sparse_malloc    PINHEAP_NAME(tcache_sparse_malloc)
 #define slab_none               PINHEAP_NAME(slab_none)
 #define slab_class_of           PINHEAP_NAME(slab_class_of)
 #define slab_class_size         PINHEAP_NAME(slab_class_size)

@@ -122,6 +122,14 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
 #define PH_SLAB_MAX    1024u
 #define PH_SLAB_NCLASS 20u
 #define PH_SLAB_NSLOT  (PH_SLAB_MAX >> 4)   /* request sizes by (n - 1) >> 4 */
+/* In arena 0, once it has slab pages, a class takes no page of its own
+ * until the arena has served this many mallocs of it (slab.c:
+ * slab_next_page; tcache.c: tcache_sparse_malloc): a class met a few times
+ * costs no page of memory (the page header's and its first carve's) and no
+ * 64 KiB of the arena for a block or two; its blocks are chunks, which pack
+ * mixed sizes.  (4: the start-up row's program 2 pages more, 16: the same
+ * as 8.) */
+#define PH_SLAB_SPARSE 8u
 #define PH_SLAB_HDR    176u      /* the page header: it starts a cache line */
 /* Blocks start the granule (a block's offset in its granule is its offset
  * from the first block); the header follows them, at the end of the
@@ -307,6 +315,9 @@ typedef struct mstate_s {
   unsigned slab_cached;
   struct slab_page_s *slab_orphans[PH_SLAB_NCLASS];  /* pages of exited threads,
                                 by size class, to be adopted */
+  uint8_t slab_sparse[PH_SLAB_NCLASS];  /* per class, mallocs served by chunks
+                                while the class had no page (slab.c:
+                                slab_next_page): up to PH_SLAB_SPARSE */
   uint64_t binmap[PH_BINMAP_WORDS];
   uint64_t binmap_words;     /* bit w: binmap[w] != 0, so a search skips
                                 runs of empty bins in one step */

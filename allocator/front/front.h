@@ -44,6 +44,10 @@ PH_HIDDEN void *front_malloc_slow(size_t n);
 PH_HIDDEN void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem);
 /** o: the owner map entry of mem (0 if none). */
 PH_HIDDEN void front_free_slow(void *mem, uintptr_t o, const char *fn);
+/** malloc of n bytes (a slab class) while its arena keeps no page for the
+ *  class (slab.c: slab_next_page): a chunk.  errno is set back to saved
+ *  unless it fails. */
+PH_HIDDEN void *tcache_sparse_malloc(tcache_t *tc, size_t n, int saved);
 /** A cached chunk's header is not what its list says: ends the process. */
 PH_HIDDEN void front_malloc_corrupt(void *mem) __attribute__((noreturn, cold));
 /** The calling thread's arena. */

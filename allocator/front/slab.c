@@ -133,6 +133,7 @@ PH_HOT static void slab_format(slab_page_t *pg, mstate_t *ms, unsigned cls, tcac
   pg->next = pg->prev = NULL;
   pg->ms = ms;
   pg->magic = pg->secret ^ (uintptr_t)pg;
+  ms->slab_sparse[cls] = PH_SLAB_SPARSE;   /* the class has had a page: pages from now on */
 }
 
 static void all_unlink(mstate_t *ms, slab_page_t *pg)
@@ -469,7 +470,9 @@ PH_STARTUP static slab_page_t *slab_page_new_locked(mstate_t *ms, tcache_t *tc, 
 
 /* A page of class c with room for tc, out of every list, or NULL: one
  * with room, a full one freed into (fewer than its mark's blocks by this
- * thread, or any by others), an orphan, a cached page, a new page. */
+ * thread, or any by others), an orphan, a cached page, a new page; or
+ * &slab_none (then a chunk: tcache_sparse_malloc) while the arena, arena 0
+ * with pages, has served fewer than PH_SLAB_SPARSE mallocs of the class. */
 PH_HOT static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
 {
   slab_page_t *pg = tc->slab_avail[c];
@@ -506,6 +509,12 @@ PH_HOT static slab_page_t *slab_next_page(tcache_t *tc, unsigned c)
     slab_format(pg, ms, c, tc);
     ms_unlock(ms);
     return pg;
+  }
+  if (ms == heap_main_get() && ms->slab_all != NULL && ms->slab_sparse[c] < PH_SLAB_SPARSE) {
+    /* a class met rarely: a chunk */
+    ms->slab_sparse[c]++;
+    ms_unlock(ms);
+    return &slab_none;
   }
   pg = slab_page_new_locked(ms, tc, c, &rel);
   ms_unlock(ms);
@@ -547,6 +556,8 @@ PH_HOT PH_STARTUP_SIZE PH_NOINLINE static void *slab_malloc_page(size_t n)
   int saved = errno;
   for (;;) {
     pg = slab_next_page(tc, c);
+    if (pg == &slab_none)                /* no page yet (tcache.c) */
+      return tcache_sparse_malloc(tc, n, saved);
     if (pg == NULL) {
       if (!tc->slab_on)
         return slab_chunk_path(tc, n);

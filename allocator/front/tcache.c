@@ -334,9 +334,17 @@ PH_HOT void *front_malloc_slow(size_t n)
     if (tc == NULL || n > PH_TC_MAX_REQUEST)
       return ms_malloc(tc != NULL ? tc->arena : heap_default(), n);
     b = &tc->bins[nb >> 4];
+    /* A size's first malloc on a thread of arena 0 (limit 0): one chunk,
+     * not a bundle.  A size met once took two chunks (a list of
+     * bundle_cap(), two for sizes above 1 KiB), the second one never used:
+     * the start-up row's 32 sizes of 1-2 KiB took about 100 kB for 49 kB of
+     * blocks (its arena pages 33 -> 20).  Arena 0 only, as slab.c's classes
+     * met rarely: in a thread's arena, realloc at 1 thread (its workload on
+     * a thread) peaked 100 kB higher with it. */
+    bool one = b->limit == 0 && tc->arena == heap_main_get();
     tc_bin_limit_init(tc, nb >> 4);
     void *list;
-    unsigned got = ms_alloc_batch(tc->arena, nb, b->limit, &list);
+    unsigned got = ms_alloc_batch(tc->arena, nb, one ? 1 : b->limit, &list);
     if (got == 0)                        /* no whole list: one chunk, of whatever size */
       return ms_malloc(tc->arena, n);
     /* The arena may have released memory, and a release listener run on
@@ -354,6 +362,41 @@ PH_HOT void *front_malloc_slow(size_t n)
     return p;
   }
   return tc_bin_pop(b, b->head, nb);
+}
+
+/* A block of a slab class that arena 0, tc's arena, has met rarely: fewer
+ * than PH_SLAB_SPARSE mallocs of it while it had no page (slab.c:
+ * slab_next_page, which counts every one, so that a class used in a
+ * malloc/free loop leaves this slow path after PH_SLAB_SPARSE rounds).  A
+ * chunk, as the sizes above the slab classes get, so that a class met a few
+ * times takes no page of its own: one 4 KiB page of memory (the page
+ * header's and the first carve's) and a 64 KiB granule of the arena per
+ * class, for a block or two; chunks of mixed sizes share pages, as glibc's
+ * do.  The start-up row's 64 blocks of 64 sizes took 20 such pages and, 20
+ * granules being more than a segment, a second segment.
+ *
+ * Arena 0 only: it is where a process's start-up, its libraries' set-up and
+ * a small program's scattered blocks land.  In a thread's arena, the realloc
+ * workload (on a thread) peaked 1 MiB higher (3.7 -> 4.8 MB; likely, not
+ * traced: blocks that started as chunks stay chunks through every realloc
+ * and grow in place at the top of the heap, where a slab block moves
+ * through the classes and then into a thread cache's chunks).  And
+ * an arena's first page is taken at once: the arena's first chunk is laid
+ * out for it (state.c: ms_create).  A chunk this thread freed (free put it
+ * on its list) goes first, else one from the arena by ms_malloc (in the hot
+ * text: ms_alloc_batch, in plain .text, made falseshare_passive, whose
+ * main thread hands each worker one block, 64 kB of text larger).  Free, realloc, malloc_usable_size
+ * and the checks take it as any chunk (free tells it from a slab block by
+ * the kind map).  Once per block of a class met rarely: compiled for size
+ * (PH_STARTUP), in the window of text every process has resident. */
+PH_STARTUP void *tcache_sparse_malloc(tcache_t *tc, size_t n, int saved)
+{
+  size_t nb = request_to_size(n);
+  tc_bin_t *b = &tc->bins[nb >> 4];
+  void *p = b->head != NULL ? tc_bin_pop(b, b->head, nb) : ms_malloc(tc->arena, n);
+  if (p != NULL)
+    errno = saved;
+  return p;
 }
 
 /* A chunk of an arena's segment that the fast path did not take: another

@@ -828,10 +828,22 @@ Test(api, mallinfo2_fields_move_as_documented)
   cr_assert_eq(m3.hblkhd, m1.hblkhd, "free(2 MiB): hblkhd %zu, expected %zu", m3.hblkhd, m1.hblkhd);
 
   /* A free chunk between two chunks in use (1100 bytes: chunks, not slab
-   * blocks, which are counted free but are no free chunk). */
-  void *a = PINHEAP_NAME(malloc)(1100);
-  void *b = PINHEAP_NAME(malloc)(1100);
-  void *c = PINHEAP_NAME(malloc)(1100);
+   * blocks, which are counted free but are no free chunk): of six, one
+   * whose neighbours on both sides are two others, as far apart as it is
+   * from each (where the heap put them, and in which order, is the
+   * thread cache's business: a size's first malloc is one chunk, then
+   * bundles). */
+  enum { NQ = 6 };
+  uintptr_t q[NQ];
+  for (int i = 0; i < NQ; i++)
+    cr_assert_not_null((void *)(q[i] = (uintptr_t)PINHEAP_NAME(malloc)(1100)));
+  qsort(q, NQ, sizeof(q[0]), size_cmp);
+  int mid = 0;
+  for (int i = 1; i < NQ - 1 && mid == 0; i++)
+    if (q[i] - q[i - 1] == q[i + 1] - q[i] && q[i] - q[i - 1] < 1200)
+      mid = i;
+  cr_assert_neq(mid, 0, "no three of six chunks of 1100 bytes lie side by side (scenario)");
+  void *b = (void *)q[mid];
   struct mallinfo2 m4 = PINHEAP_NAME(mallinfo2)();
   PINHEAP_NAME(free)(b);
   struct mallinfo2 m5 = PINHEAP_NAME(mallinfo2)();
@@ -845,8 +857,9 @@ Test(api, mallinfo2_fields_move_as_documented)
                "free moved bytes out of the heap: used+free %zu -> %zu",
                m4.uordblks + m4.fordblks, m5.uordblks + m5.fordblks);
   mallinfo_assert_consistent(&m5, "after free");
-  PINHEAP_NAME(free)(a);
-  PINHEAP_NAME(free)(c);
+  for (int i = 0; i < NQ; i++)
+    if (i != mid)
+      PINHEAP_NAME(free)((void *)q[i]);
   PINHEAP_NAME(free)(p);
   struct mallinfo2 m6 = PINHEAP_NAME(mallinfo2)();
   cr_assert_eq(m6.uordblks, m0.uordblks, "everything freed: uordblks %zu, expected %zu", m6.uordblks,

@@ -24,6 +24,17 @@ static void act_free_twice(void *p)
 
 static size_t in_use(void) { return PINHEAP_NAME(mallinfo2)().uordblks; }
 
+/* An arena with slab pages gives a class a page of its own only once it has
+ * served PH_SLAB_SPARSE mallocs of it (the first ones are chunks: test
+ * test_sparse): n's class is brought there. */
+static void slab_class_warm(size_t n)
+{
+  for (unsigned k = 0; k < PH_SLAB_SPARSE; k++) {
+    void *volatile p = PINHEAP_NAME(malloc)(n);
+    PINHEAP_NAME(free)(p);
+  }
+}
+
 /* ---- layout ---------------------------------------------------------------- */
 
 /* 32-byte requests take 32 bytes each (a chunk would take 48), packed. */
@@ -31,6 +42,7 @@ Test(slab, small_blocks_are_headerless_and_packed)
 {
   enum { N = 4096 };
   static char *p[N];
+  slab_class_warm(32);
   size_t base = in_use();
   unsigned adjacent = 0;
   for (int i = 0; i < N; i++) {
@@ -74,6 +86,7 @@ static size_t slab_class_bytes(size_t n)
 Test(slab, every_class_has_its_block_size)
 {
   for (size_t n = 1; n <= SLAB_MAX; n++) {
+    slab_class_warm(n);
     void *p = PINHEAP_NAME(malloc)(n);
     cr_assert_not_null(p);
     size_t want = slab_class_bytes(n);
@@ -154,6 +167,7 @@ Test(slab, only_block_starts_pass_the_block_test)
   for (size_t bsize = 16; bsize <= SLAB_MAX; bsize = slab_class_bytes(bsize + 1)) {
     enum { K = 9 };                     /* a block of several pages: several headers' places */
     void *p[K];
+    slab_class_warm(bsize);
     for (int k = 0; k < K; k++) {
       p[k] = PINHEAP_NAME(malloc)(bsize);
       cr_assert_not_null(p[k]);
@@ -623,6 +637,8 @@ Test(slab, remote_frees_are_pushed_by_class)
   static void *got[1000];
   int ngot = 0;
   const size_t size[2] = { 640, 768 };
+  slab_class_warm(size[0]);
+  slab_class_warm(size[1]);
   for (int c = 0; c < 2; c++)
     for (int i = 0; i < BT_N; i++)
       bt_blk[c][i] = PINHEAP_NAME(malloc)(size[c]);
@@ -876,6 +892,8 @@ Test(slab, a_page_given_back_leaves_no_free_key)
   static void *p[N];
   static uintptr_t granule[G];
   int ng = 0;
+  slab_class_warm(48);
+  slab_class_warm(64);
   for (int round = 0; round < 2; round++) {
     size_t size = round == 0 ? 48 : 64;
     for (int i = 0; i < N; i++) {
