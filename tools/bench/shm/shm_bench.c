@@ -171,8 +171,11 @@ static size_t split_point(size_t n, size_t split_min, int percent)
 
 static void flag_wait(_Atomic uint64_t *flag, uint64_t seq)
 {
-  while (atomic_load_explicit(flag, memory_order_acquire) != seq)
+  while (atomic_load_explicit(flag, memory_order_acquire) != seq) {
+#if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
+#endif
+  }
 }
 
 static void ring_send(const char *src, size_t n)
