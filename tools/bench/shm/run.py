@@ -18,7 +18,7 @@ least --split-min bytes copied once by both ranks at the same time, the
 sender taking --split-share percent of it (shm_bench.c says how).
 
 Usage: run.py BINDIR [--max SIZE] [--bytes SIZE] [--runs N] [--out DIR]
-              [--split-min SIZE] [--split-share PERCENT] [--quiet] [--check]
+              [--split-min SIZE] [--split-share PERCENT] [--quiet] [--resume] [--check]
   BINDIR   the build's tools/bench/shm directory (holding shm_bench)
   --max    largest message (default 64M; suffixes K, M)
   --bytes  bytes moved per size and run (default 512M): iterations = bytes/size,
@@ -32,10 +32,13 @@ Usage: run.py BINDIR [--max SIZE] [--bytes SIZE] [--runs N] [--out DIR]
            min) until the machine is idle for a second, and run again (up to
            5 times) a run during which other processes took more than 10% of
            the two cores; the table counts the runs done again
+  --resume go on from the rounds DIR/samples.json holds (written after every
+           round: each run's rows), with the same options
   --check  smoke mode: fail ("FAIL ...") if a method fails or checks bad data,
            or a split method did not split from --split-min on; prints
            "shm-bench-ok"
 """
+import json
 import os
 import resource
 import statistics
@@ -161,7 +164,7 @@ def main():
         usage("the first argument must be the build's tools/bench/shm directory")
     bindir = args[0]
     maxsize, per_size, runs, out, check = 64 << 20, 512 << 20, 5, None, False
-    split_min, split_share, quiet = None, None, False
+    split_min, split_share, quiet, resume = None, None, False, False
     i = 1
     while i < len(args):
         a = args[i]
@@ -191,6 +194,9 @@ def main():
         elif a == "--quiet":
             quiet = True
             i += 1
+        elif a == "--resume":
+            resume = True
+            i += 1
         else:
             usage("unknown argument '%s'" % a)
     if runs < 5:
@@ -213,8 +219,15 @@ def main():
 
     samples = {m: {} for m in METHODS}
     failed = {}
-    redone = 0
-    for r in range(runs):
+    redone, first = 0, 0
+    saved = os.path.join(out, "samples.json")
+    if resume and os.path.exists(saved):
+        with open(saved) as f:
+            j = json.load(f)
+        samples = {m: {int(n): {int(r): tuple(v) for r, v in rs.items()}
+                       for n, rs in j["samples"].get(m, {}).items()} for m in METHODS}
+        redone, first = j["redone"], j["rounds"]
+    for r in range(first, runs):
         order = METHODS[r % len(METHODS):] + METHODS[:r % len(METHODS)]
         for m in order:
             if m in failed:
@@ -229,6 +242,11 @@ def main():
                 continue
             for n, v in rows.items():
                 samples[m].setdefault(n, {})[r] = v
+        with open(saved, "w") as f:
+            json.dump({"rounds": r + 1, "redone": redone, "samples": samples}, f)
+        print("round %d of %d done (%s)%s" % (r + 1, runs, time.strftime("%H:%M:%S"),
+                                             ", %d runs done again" % redone if quiet else ""),
+              file=sys.stderr, flush=True)
     failures = 0
     for m, why in failed.items():
         said = [l for l in why.splitlines() if l.startswith("shm_bench")]
