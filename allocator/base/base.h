@@ -41,6 +41,14 @@
  * benchmark's fixed, falseshare, prodcons and larson workloads at 1 and 2
  * threads.  The mark moves code; it changes no behaviour. */
 #define PH_HOT           __attribute__((section(".text.hot.pinheap")))
+/* PH_WARM: the functions a small program runs only past its first few
+ * blocks (a chunk cache's refill and overflow, the OS layer's release
+ * report), too big for the shim's first window: in a runtime's core library
+ * GNU ld's own script gathers them with the hot text (.text.hot.*), which
+ * left in plain .text cost the transitive start-up program one more 64 KiB
+ * window, 16 pages of the core library's text (issue 30); the shim puts
+ * them after its hot text (tools/preload_text.ld). */
+#define PH_WARM          __attribute__((section(".text.hot.pinheap_warm")))
 #define PH_NORETURN      __attribute__((noreturn))
 #define PH_EXPORT        __attribute__((visibility("default")))
 #define PH_HIDDEN        __attribute__((visibility("hidden")))

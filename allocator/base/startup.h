@@ -39,6 +39,12 @@
 #define PH_STARTUP_SIZE
 #endif
 #define PH_STARTUP __attribute__((section(".text.startup.pinheap"))) PH_STARTUP_SIZE
+/* Start-up code that only some runs take (the OS-bypass probe: when no
+ * setting decides): in a runtime's core library GNU ld's own script
+ * gathers it with the rest of the start-up text (.text.startup.*); the shim
+ * puts it after its first window (tools/preload_text.ld), which the code
+ * every run takes fills. */
+#define PH_STARTUP_RARE __attribute__((section(".text.startup.pinheap_rare"))) PH_STARTUP_SIZE
 
 /* The hooks' small statics that start-up writes (counts, locks, states):
  * in .data, whose few pages every process has resident anyway, rather

@@ -235,7 +235,7 @@ static void tcache_scavenge(tcache_t *tc)
   }
 }
 
-static void tcache_grow(tcache_t *tc, size_t i)
+PH_WARM static void tcache_grow(tcache_t *tc, size_t i)
 {
   tc_bin_t *b = &tc->bins[i];
   unsigned step = bundle_cap(i << 4);
@@ -277,7 +277,7 @@ PH_STARTUP void tcache_init(void)
 /* The list becomes the spare and mem starts a new list; the old spare
  * goes back to the arena -- last, once the cache is consistent, since a
  * release listener may run then and free or malloc on this thread. */
-void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem)
+PH_WARM void front_free_full(tcache_t *tc, tc_bin_t *b, void *mem)
 {
   size_t i = (size_t)(b - tc->bins);
   tc_bin_t *s = &tc->spare[i];

@@ -153,7 +153,7 @@ static unsigned bundle_take(mstate_t *ms, size_t nb, unsigned k, void **list_p)
   return k;
 }
 
-unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
+PH_WARM unsigned ms_alloc_batch(mstate_t *ms, size_t nb, unsigned k, void **list_p)
 {
   void *head = NULL;
   unsigned n = 0;

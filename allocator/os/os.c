@@ -133,7 +133,7 @@ PH_HOT static void os_count_mapped(size_t size)
 }
 
 /* Reports [addr, addr+len) to the listener before it leaves the process. */
-static void os_notify(void *addr, size_t len)
+PH_WARM static void os_notify(void *addr, size_t len)
 {
   os_release_fn *fn = atomic_load_explicit(&os_listener, memory_order_acquire);
 

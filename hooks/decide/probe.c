@@ -17,6 +17,7 @@
  *    (hfi1_diagpkt and friends are not units and do not match).
  */
 #include "allocator/api/api.h"
+#include "allocator/base/startup.h"
 
 #include "hooks/decide/probe.h"
 
@@ -73,7 +74,7 @@ struct probe_dirent64 {
 };
 
 /* Appends s to buf (holding len bytes); 0 if it does not fit. */
-static int path_append(char *buf, size_t *len, const char *s)
+PH_STARTUP_RARE static int path_append(char *buf, size_t *len, const char *s)
 {
   size_t l = strlen(s);
 
@@ -85,7 +86,7 @@ static int path_append(char *buf, size_t *len, const char *s)
 }
 
 /* buf = base "/" rel ["/" name].  base has no trailing '/' ("" = root). */
-static int path_join(char *buf, const char *base, const char *rel, const char *name)
+PH_STARTUP_RARE static int path_join(char *buf, const char *base, const char *rel, const char *name)
 {
   size_t len = 0;
 
@@ -98,7 +99,7 @@ static int path_join(char *buf, const char *base, const char *rel, const char *n
   return 1;
 }
 
-static int path_exists(const char *path)
+PH_STARTUP_RARE static int path_exists(const char *path)
 {
   struct stat st;
 
@@ -106,7 +107,7 @@ static int path_exists(const char *path)
 }
 
 /* Does name match <prefix><digits> (1..max_digits digits, 0 = any)? */
-static int name_is_unit(const char *name, const char *prefix, int max_digits)
+PH_STARTUP_RARE static int name_is_unit(const char *name, const char *prefix, int max_digits)
 {
   size_t pl = strlen(prefix);
   int digits = 0;
@@ -132,7 +133,7 @@ typedef struct unit_scan_s {
  * path in full.  With one: every unit check j >= first on dir that is not
  * answered yet gets the first existing entry <prefix><digits> in directory
  * order (the same entry a scan of its own would find), or "not found". */
-static int dir_scan(const char *dirpath, const char *dir, size_t first, unit_scan_t *scan,
+PH_STARTUP_RARE static int dir_scan(const char *dirpath, const char *dir, size_t first, unit_scan_t *scan,
                     char *match, char *full)
 {
   char buf[2048] __attribute__((aligned(8)));
@@ -210,7 +211,7 @@ static int dir_scan(const char *dirpath, const char *dir, size_t first, unit_sca
 }
 
 /* Runs check i; on success fills check->match and full. */
-static int check_run(size_t i, const char *base, unit_scan_t *scan, probe_check_t *check,
+PH_STARTUP_RARE static int check_run(size_t i, const char *base, unit_scan_t *scan, probe_check_t *check,
                      char *full)
 {
   const check_desc_t *desc = &probe_checks[i];
@@ -241,7 +242,7 @@ static int check_run(size_t i, const char *base, unit_scan_t *scan, probe_check_
   return 0;
 }
 
-int probe_run(const char *root, int flags, probe_result_t *out_p)
+PH_STARTUP_RARE int probe_run(const char *root, int flags, probe_result_t *out_p)
 {
   int saved_errno = errno;
   char base[PROBE_PATH_MAX];
