@@ -16,6 +16,13 @@
  *             segment's end, that were written (present and mapped by this
  *             process alone; a page only read is the shared zero page and
  *             costs nothing)
+ * With LAYOUT_PROBE_PAGES=1 in the environment, each mapping's line is
+ * followed by one listing its resident pages (text_layout_core.sh):
+ *     pages r-xp 0x6000 0x7f12345a6000: 0 1 2 5
+ *     (protection, file offset, start address, page indices in the mapping)
+ * and the loop is preceded by the start-up row's blocks (tools/bench/
+ * startup.py: 64 blocks of 16 + 32 i bytes, up to 2032, made then freed),
+ * which reach the chunk caches as well as the slab pages.
  * With LAYOUT_PROBE_THREAD=1 in the environment, the loop runs on a thread
  * of its own, joined before the count (as pinheap-bench runs a workload):
  * the thread's arena, made on its first malloc, and its exit run code a
@@ -79,11 +86,20 @@ static int startup_blocks(const char *prefix)
   return 0;
 }
 
+static int pages_mode;
+
 /* The malloc/free loop (as pinheap-bench's fixed). */
 static void *probe_loop(void *arg)
 {
   void *volatile blocks[16];
   (void)arg;
+  if (pages_mode) {
+    void *volatile keep[64];
+    for (int i = 0; i < 64; i++)
+      keep[i] = malloc(16 + (size_t)i * 32);
+    for (int i = 0; i < 64; i++)
+      free(keep[i]);
+  }
   for (int round = 0; round < 10000; round++) {
     for (int i = 0; i < 16; i++)
       blocks[i] = malloc(32);
@@ -103,6 +119,8 @@ int main(int argc, char **argv)
   }
   int data_mode = argc == 3;
   unsigned long seg_end = data_mode ? strtoul(argv[2], NULL, 16) : 0;
+  const char *pages_env = getenv("LAYOUT_PROBE_PAGES");
+  pages_mode = pages_env != NULL && strcmp(pages_env, "1") == 0;
   const char *thread = getenv("LAYOUT_PROBE_THREAD");
   if (thread != NULL && strcmp(thread, "1") == 0) {
     pthread_t t;
@@ -146,6 +164,13 @@ int main(int argc, char **argv)
       for (unsigned long a = lo; a < hi; a += page)
         resident += (pm_entry(a) & PM_PRESENT) != 0;
       printf("%s 0x%lx %lu %lu\n", perm, off, (hi - lo) / page, resident);
+      if (pages_mode) {
+        printf("pages %s 0x%lx 0x%lx:", perm, off, lo);
+        for (unsigned long a = lo; a < hi; a += page)
+          if (pm_entry(a) & PM_PRESENT)
+            printf(" %lu", (a - lo) / page);
+        printf("\n");
+      }
       continue;
     }
     if (mine && off == 0 && !found) {

@@ -37,3 +37,15 @@ set_tests_properties(text_layout PROPERTIES LABELS "layout" SKIP_RETURN_CODE 77
 add_test(NAME text_layout_thread COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/text_layout.sh ${_layout_args})
 set_tests_properties(text_layout_thread PROPERTIES LABELS "layout" SKIP_RETURN_CODE 77
   FAIL_REGULAR_EXPRESSION "FAIL" ENVIRONMENT "LAYOUT_PROBE_THREAD=1")
+# The same in a runtime's core library reached transitively (libdemocore.so
+# through libdemompi.so, test/integration/replace_tests.cmake), linked by
+# GNU ld's own script: every resident page of its text lies in the windows
+# of the start-up and hot text (test/packaging/text_layout_core.sh).
+if(TARGET demompi AND PINHEAP_SANITIZER STREQUAL "" AND PINHEAP_DEBUG STREQUAL "1")
+  add_executable(layout_probe_core ${CMAKE_CURRENT_LIST_DIR}/layout_probe.c)
+  target_link_libraries(layout_probe_core PRIVATE -Wl,--no-as-needed demompi Threads::Threads)
+  add_test(NAME text_layout_core COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/text_layout_core.sh
+           $<TARGET_FILE:pinheap> $<TARGET_FILE:democore> $<TARGET_FILE:layout_probe_core>)
+  set_tests_properties(text_layout_core PROPERTIES LABELS "layout" SKIP_RETURN_CODE 77
+    FAIL_REGULAR_EXPRESSION "FAIL")
+endif()
