@@ -351,6 +351,36 @@ Test(huge, block_above_16_mib_is_cached_not_unmapped)
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
+/* A fresh block of up to 16 MiB is unmapped when freed, as glibc does,
+ * until the program has freed a block above 16 MiB (it churns large
+ * blocks): from then on it is cached like the bigger ones, resident and
+ * unannounced, for the next huge block or a heap's new segment to take. */
+Test(huge, smaller_fresh_block_is_cached_once_a_big_one_was)
+{
+  size_t len = 8 * MIB;
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *first = PINHEAP_NAME(malloc)(len);
+  unsigned char *p = PINHEAP_NAME(malloc)(len);
+  unsigned char *big = PINHEAP_NAME(malloc)(20 * MIB);
+  cr_assert(first != NULL && p != NULL && big != NULL);
+  touch_all(first, len);
+  touch_all(p, len);
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(first);
+  cr_assert(hear_covered((uintptr_t)first, (uintptr_t)first + len),
+            "a fresh 8 MiB block freed before any big one was not released at once");
+  PINHEAP_NAME(free)(big);                   /* cached: the program churns large blocks */
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(p);
+  cr_assert(!hear_touched((uintptr_t)p, (uintptr_t)p + len),
+            "a fresh 8 MiB block freed after a 20 MiB one was cached was released");
+  long r = resident_pages(p, len);
+  cr_assert(r >= (long)(len / page_size()) - 2,
+            "the cached 8 MiB block kept %ld pages resident, expected all", r);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
 Test(huge, bigger_request_grows_a_resident_mapping_keeping_its_pages)
 {
   size_t small = 40 * MIB, big = 60 * MIB;
