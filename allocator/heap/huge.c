@@ -70,9 +70,9 @@ void huge_cache_fork_unlock(void) { ph_unlock(&huge_cache_lock); }
  * block or a heap's new segment (the threshold rose) takes their pages
  * instead of faulting fresh ones while they are unmapped.  largechurn at 1
  * thread (scale 0.5 / 1 / 2): 78k / 85k / 104k page faults -> 72k / 75k /
- * 102k (tcmalloc 78k at scale 1), peak RSS 276 / 292 / 366 MB -> 277 / 290
- * / 388 (tcmalloc 310 / 373 at 1 / 2); large 33 / 44 / 49 MB -> 29 / 39 /
- * 49; regcache unchanged. */
+ * 102k (tcmalloc 78k at scale 1), peak RSS 276 / 292 / 366 MiB -> 277 /
+ * 290 / 388 (tcmalloc 303 / 305 / 364); large 33 / 43 / 49 MiB -> 29 / 39
+ * / 49; regcache unchanged (tools/bench/results/2026-11-28-large3). */
 #define PH_HUGE_RAISE_MAX ((size_t)16 << 20)
 /* A cached mapping taken for a request is split (its tail stays cached as
  * an entry of its own) only when it is more than PH_HUGE_SPLIT_RATIO times
