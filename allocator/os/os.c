@@ -461,15 +461,68 @@ bool os_resident_at_least(const void *addr, size_t len, size_t want)
   return have >= want;
 }
 
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000   /* Linux 4.17 */
+#endif
+
+/* Maps [at, at+len) writable if that address space is free (one mmap with
+ * MAP_FIXED_NOREPLACE; a kernel that takes the flag for a hint and maps
+ * elsewhere has that mapping given back, reported).  @return whether it
+ * is mapped there. */
+static bool os_map_exactly(char *at, size_t len)
+{
+  long r = (long)os_sys(mmap)(at, len, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0L);
+  if (r == -1)
+    return false;
+  if ((char *)r != at) {
+    os_notify((void *)r, len);
+    os_sys_munmap((void *)r, len);
+    return false;
+  }
+  return true;
+}
+
+/* Grows the mapping [addr, addr+oldlen), whose contents do not matter (a
+ * freed huge mapping), to newlen bytes keeping its resident pages where
+ * they are: the missing part is mapped right after it, else right before
+ * it (mmap places mappings top-down, so the address space below the
+ * lowest ones is free), with the base moved down by newlen - oldlen (a
+ * multiple of align: the base stays aligned).  Nothing moves, nothing is
+ * flushed: the new part is fresh, untouched address space.  Works on a
+ * range made of several kernel mappings, which mremap cannot resize.
+ * @return the new base (addr, or below it), or NULL (nothing changed). */
+static void *os_grow_beside(void *addr, size_t oldlen, size_t newlen, size_t align)
+{
+  int saved = errno;
+  size_t more = newlen - oldlen;
+  char *p = addr, *r = NULL;
+
+  if ((more & (align - 1)) == 0 && (uintptr_t)p > more) {
+    if (os_map_exactly(p + oldlen, more))
+      r = p;
+    else if (os_map_exactly(p - more, more))
+      r = p - more;
+  }
+  if (r != NULL) {
+    os_count_mapped(more);
+    os_notify_mapped(r == p ? p + oldlen : r, more);
+  }
+  errno = saved;
+  return r;
+}
+
 /* Grows the mapping [addr, addr+oldlen), whose contents do not matter (a
  * freed huge mapping), to newlen bytes aligned to align, keeping its
- * resident pages: in place if the kernel can, else moved (os_move_to) into
- * a fresh aligned reservation. */
+ * resident pages: where they are if the address space beside it is free
+ * (os_grow_beside), else moved (os_move_to) into a fresh aligned
+ * reservation. */
 void *os_grow_move(void *addr, size_t oldlen, size_t newlen, size_t align)
 {
-  if (os_remap(addr, oldlen, newlen) == 0)
-    return addr;
-  char *to = os_move_reserve(newlen, align);
+  char *to = os_grow_beside(addr, oldlen, newlen, align);
+  if (to != NULL)
+    return to;
+  to = os_move_reserve(newlen, align);
   if (to == NULL)
     return NULL;
   if (os_move_to(addr, oldlen, newlen, to) != 0) {

@@ -84,9 +84,13 @@ PH_HIDDEN int    os_move_into(void *addr, size_t len, void *to);
  *  aligned) are resident (mincore; stops counting once it knows).  True if
  *  the kernel will not say. */
 PH_HIDDEN bool   os_resident_at_least(const void *addr, size_t len, size_t want);
-/** Grows the mapping at addr, contents not kept, to newlen bytes
- *  aligned to align, keeping its pages: in place, else moved (listener told
- *  of the old range first).  @return the new address or NULL (unchanged). */
+/** Grows the mapping at addr, contents not kept, to newlen bytes aligned
+ *  to align, keeping its pages: where they are, the missing newlen - oldlen
+ *  bytes (a multiple of align) mapped right after it, else right before it
+ *  (the base then moves down by them: the result is addr - (newlen -
+ *  oldlen)); else moved into a fresh reservation (listener told of the old
+ *  range first).  Works on a range of several kernel mappings.  @return
+ *  the new base or NULL (unchanged). */
 PH_HIDDEN void *os_grow_move(void *addr, size_t oldlen, size_t newlen, size_t align);
 /** Gives back a reservation no mapping was moved over (reported). */
 PH_HIDDEN void   os_move_cancel(void *to, size_t len);

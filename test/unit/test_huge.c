@@ -8,8 +8,9 @@
  * mapping whole unless it is more than 4 times smaller (then it splits it,
  * and the tail stays cached), so that the same size gets the same address
  * back; a block above 16 MiB is cached, not unmapped; a bigger one grows a
- * resident cached mapping, keeping its pages (mremap, moved if need be,
- * the old range announced); a heap's new segment is taken from a resident
+ * resident cached mapping, keeping its pages (where it is, upwards or
+ * downwards, else moved with mremap, the old range announced); freed
+ * neighbours join and hold a bigger block where they are; a heap's new segment is taken from a resident
  * cached mapping, nothing of it released; the part of a new block that has
  * no page yet is filled with the pages of other resident cached mappings,
  * moved there (each old range announced first) when a quarter of their
@@ -62,6 +63,57 @@ static void touch_all(unsigned char *p, size_t len)
   for (size_t off = 0; off < len; off += 4096)
     p[off] = (unsigned char)(off >> 12 | 1);
   p[len - 1] = 1;
+}
+
+/* Whether the huge blocks p and q of len bytes each have mappings next to
+ * each other (a mapping holds its block and a 64 KiB header granule). */
+static bool neighbours(const unsigned char *p, const unsigned char *q, size_t len)
+{
+  ptrdiff_t d = p - q, span = (ptrdiff_t)(len + 64 * 1024);
+  return d == span || d == -span;
+}
+
+/* Two live blocks whose mappings are neighbours, lo right below hi, and
+ * the blocks passed over to find them (live until pair_done). */
+#define SPARE_MAX 8
+typedef struct pair_s {
+  unsigned char *hi, *lo;
+  unsigned char *spare[SPARE_MAX];
+  int nspare;
+} pair_t;
+
+/* With the listener hearing, blocks of len bytes allocated until one lands
+ * right below the one before (mmap places mappings top-down, but the first
+ * ones may fill holes the test runner left higher up). */
+static void neighbour_pair(size_t len, pair_t *pr)
+{
+  unsigned char *prev = PINHEAP_NAME(malloc)(len);
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  pr->nspare = 0;
+  cr_assert(prev != NULL);
+  for (;;) {
+    unsigned char *p = PINHEAP_NAME(malloc)(len);
+    cr_assert(p != NULL);
+    if (neighbours(p, prev, len) && p < prev) {
+      pr->hi = prev;
+      pr->lo = p;
+      return;
+    }
+    cr_assert(pr->nspare < SPARE_MAX,
+              "the test's set-up: no two of %d blocks of %zu bytes are neighbours", SPARE_MAX + 2,
+              len);
+    pr->spare[pr->nspare++] = prev;
+    prev = p;
+  }
+}
+
+/* Frees the blocks neighbour_pair passed over; the listener stops. */
+static void pair_done(pair_t *pr)
+{
+  while (pr->nspare > 0)
+    PINHEAP_NAME(free)(pr->spare[--pr->nspare]);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
 /* With the listener hearing, a block of len bytes allocated, every page
@@ -162,28 +214,37 @@ Test(huge, resident_cache_is_capped_without_waiting)
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
-/* The peak bound.  Ten freed 20 MiB blocks wait resident; a 400 MiB block
- * takes the pages of eight of them (PH_HUGE_FILL_PIECES), two stay: the
- * live blocks and the cache (420 + 40) are above the live peak (420).
+/* The peak bound.  Ten freed 20 MiB blocks wait resident, kept apart by
+ * live 20 MiB blocks (neighbours would join into one entry); a 400 MiB
+ * block takes the pages of eight of them (PH_HUGE_FILL_PIECES), two stay:
+ * the live blocks and the cache (620 + 40) are above the live peak (620).
  * The next free (a 20 MiB block, live until now) finds no room: the two
  * older entries are decommitted at once, announced; the block just freed
  * keeps its pages. */
 Test(huge, resident_cache_is_bounded_by_the_peak_without_waiting)
 {
   enum { N = 10 };
-  unsigned char *x[N];
+  unsigned char *x[N], *gap[N];
 
   PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
   unsigned char *z = PINHEAP_NAME(malloc)(20 * MIB);        /* live until the end */
   cr_assert(z != NULL);
   touch_all(z, 20 * MIB);
   for (int i = 0; i < N; i++) {
+    gap[i] = PINHEAP_NAME(malloc)(20 * MIB);
     x[i] = PINHEAP_NAME(malloc)(20 * MIB);
-    cr_assert(x[i] != NULL);
+    cr_assert(x[i] != NULL && gap[i] != NULL);
     touch_all(x[i], 20 * MIB);
   }
+  for (int i = 0; i < N; i++) {
+    cr_assert(!neighbours(x[i], z, 20 * MIB),
+              "the test's set-up: block %d lies next to the last one, they would join", i);
+    for (int j = 0; j < N; j++)
+      cr_assert(!neighbours(x[i], x[j], 20 * MIB),
+                "the test's set-up: blocks %d and %d are neighbours, they would join", i, j);
+  }
   for (int i = 0; i < N; i++)
-    PINHEAP_NAME(free)(x[i]);                /* peak 220, live 20: all kept */
+    PINHEAP_NAME(free)(x[i]);                /* peak 420, live 220: all kept */
   atomic_store(&hear_count, 0);
   unsigned char *big = PINHEAP_NAME(malloc)(400 * MIB);
   cr_assert(big != NULL);
@@ -200,7 +261,7 @@ Test(huge, resident_cache_is_bounded_by_the_peak_without_waiting)
   cr_assert(left == N - 8, "%d of %d cached 20 MiB blocks were left, expected %d (8 moved)",
             left, N, N - 8);
   atomic_store(&hear_count, 0);
-  PINHEAP_NAME(free)(z);            /* live 400, peak 420: room 20, 32 allowed */
+  PINHEAP_NAME(free)(z);            /* live 600, peak 620: room 20, 32 allowed */
   for (int k = 0; k < left; k++) {
     unsigned char *p = x[stay[k]];
     long r = resident_pages(p, 20 * MIB);
@@ -210,6 +271,8 @@ Test(huge, resident_cache_is_bounded_by_the_peak_without_waiting)
   }
   cr_assert(resident_pages(z, 20 * MIB) > 0, "the most recently freed block lost its pages");
   PINHEAP_NAME(free)(big);
+  for (int i = 0; i < N; i++)
+    PINHEAP_NAME(free)(gap[i]);
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
@@ -288,6 +351,36 @@ Test(huge, block_above_16_mib_is_cached_not_unmapped)
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
+/* A fresh block of up to 16 MiB is unmapped when freed, as glibc does,
+ * until the program has freed a block above 16 MiB (it churns large
+ * blocks): from then on it is cached like the bigger ones, resident and
+ * unannounced, for the next huge block or a heap's new segment to take. */
+Test(huge, smaller_fresh_block_is_cached_once_a_big_one_was)
+{
+  size_t len = 8 * MIB;
+
+  PINHEAP_NAME(os_set_release_listener)(hear_listener, NULL);
+  unsigned char *first = PINHEAP_NAME(malloc)(len);
+  unsigned char *p = PINHEAP_NAME(malloc)(len);
+  unsigned char *big = PINHEAP_NAME(malloc)(20 * MIB);
+  cr_assert(first != NULL && p != NULL && big != NULL);
+  touch_all(first, len);
+  touch_all(p, len);
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(first);
+  cr_assert(hear_covered((uintptr_t)first, (uintptr_t)first + len),
+            "a fresh 8 MiB block freed before any big one was not released at once");
+  PINHEAP_NAME(free)(big);                   /* cached: the program churns large blocks */
+  atomic_store(&hear_count, 0);
+  PINHEAP_NAME(free)(p);
+  cr_assert(!hear_touched((uintptr_t)p, (uintptr_t)p + len),
+            "a fresh 8 MiB block freed after a 20 MiB one was cached was released");
+  long r = resident_pages(p, len);
+  cr_assert(r >= (long)(len / page_size()) - 2,
+            "the cached 8 MiB block kept %ld pages resident, expected all", r);
+  PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
 Test(huge, bigger_request_grows_a_resident_mapping_keeping_its_pages)
 {
   size_t small = 40 * MIB, big = 60 * MIB;
@@ -299,7 +392,11 @@ Test(huge, bigger_request_grows_a_resident_mapping_keeping_its_pages)
   cr_assert(r >= (long)(small / page_size()) - 2,
             "a 60 MiB block made from a resident 40 MiB cached one has %ld pages resident, "
             "expected the old ones (%zu)", r, small / page_size());
-  if (q != p) {         /* moved: the old range left the process, announced */
+  if (p >= q && p + small <= q + big) {     /* grown where it is, up or down */
+    cr_assert(!hear_touched((uintptr_t)p, (uintptr_t)p + small),
+              "the mapping grew in place (%p in %p) but the listener heard of its pages",
+              (void *)p, (void *)q);
+  } else {              /* moved: the old range left the process, announced */
     cr_assert(resident_pages(p, small) == -1 || hear_covered((uintptr_t)p, (uintptr_t)p + small),
               "the mapping moved from %p to %p unheard", (void *)p, (void *)q);
     cr_assert(hear_covered((uintptr_t)p, (uintptr_t)p + small),
@@ -309,6 +406,67 @@ Test(huge, bigger_request_grows_a_resident_mapping_keeping_its_pages)
   touch_all(q, big);
   PINHEAP_NAME(free)(q);
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
+}
+
+/* A resident cached mapping with a live block right after it (mmap places
+ * mappings top-down, so the next one lands just below) grows downwards for
+ * a bigger request: the missing part is mapped before it, its pages stay
+ * where they are and nothing is released or moved (no TLB flush).  Before,
+ * it was moved whole to a bigger reservation, the old range announced. */
+Test(huge, bigger_request_grows_a_resident_mapping_downwards_in_place)
+{
+  size_t small = 40 * MIB, big = 60 * MIB;
+  pair_t pr;
+
+  neighbour_pair(small, &pr);
+  unsigned char *p = pr.lo;
+  touch_all(p, small);
+  PINHEAP_NAME(free)(p);                    /* cached, resident, a live block after it */
+  atomic_store(&hear_count, 0);
+  unsigned char *q = PINHEAP_NAME(malloc)(big);
+  cr_assert(q != NULL);
+  cr_assert(q == p - (big - small),
+            "a 60 MiB block from the cached 40 MiB one at %p is at %p, not grown downwards to %p",
+            (void *)p, (void *)q, (void *)(p - (big - small)));
+  cr_assert(!hear_touched((uintptr_t)p, (uintptr_t)p + small),
+            "growing downwards released or moved the cached pages");
+  long r = resident_pages(p, small);
+  cr_assert(r >= (long)(small / page_size()) - 2,
+            "the cached pages grown over are not resident (%ld)", r);
+  touch_all(q, big);
+  PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(free)(pr.hi);
+  pair_done(&pr);
+}
+
+/* Freed neighbours join: two cached 20 MiB mappings next to each other
+ * hold a 36 MiB request together, which takes them where they are --
+ * nothing released, moved or faulted.  Before, one was grown for it by
+ * moving it to a fresh reservation (the old range announced) and the
+ * other's pages moved in. */
+Test(huge, freed_neighbours_join_for_a_bigger_request)
+{
+  size_t small = 20 * MIB, big = 36 * MIB;
+  pair_t pr;
+
+  neighbour_pair(small, &pr);
+  touch_all(pr.hi, small);
+  touch_all(pr.lo, small);
+  PINHEAP_NAME(free)(pr.hi);
+  PINHEAP_NAME(free)(pr.lo);
+  atomic_store(&hear_count, 0);
+  unsigned char *lo = pr.lo;
+  unsigned char *q = PINHEAP_NAME(malloc)(big);
+  cr_assert(q != NULL);
+  cr_assert(q == lo, "a 36 MiB block got %p, not the two joined neighbours at %p", (void *)q,
+            (void *)lo);
+  cr_assert(atomic_load(&hear_count) == 0, "the listener heard %zu releases",
+            atomic_load(&hear_count));
+  long r = resident_pages(q, big);
+  cr_assert(r >= (long)((big - 64 * 1024) / page_size()) - 2,   /* not a's header granule */
+            "the joined block has %ld pages resident, expected all (%zu)", r, big / page_size());
+  PINHEAP_NAME(free)(q);
+  pair_done(&pr);
 }
 
 /* A heap that needs a new segment while a freed huge block waits resident
@@ -346,12 +504,19 @@ Test(huge, new_heap_segment_comes_from_a_resident_cached_mapping)
 
 /* Two blocks of len bytes allocated together, written one page in `every`
  * (1: every page), then freed (cached, resident): their addresses in *a_p
- * and *b_p. */
+ * and *b_p.  A third block between them stays live (two_freed_gap, for the
+ * test to free), so that the two cached mappings are not neighbours, which
+ * the cache would join into one entry. */
+static unsigned char *two_freed_gap;
+
 static void two_freed_blocks(size_t len, size_t every, unsigned char **a_p, unsigned char **b_p)
 {
   unsigned char *a = PINHEAP_NAME(malloc)(len);
+  two_freed_gap = PINHEAP_NAME(malloc)(len);   /* live: keeps a and b apart */
   unsigned char *b = PINHEAP_NAME(malloc)(len);
-  cr_assert(a != NULL && b != NULL, "two %zu-byte blocks failed", len);
+  cr_assert(a != NULL && b != NULL && two_freed_gap != NULL, "three %zu-byte blocks failed",
+            len);
+  cr_assert(!neighbours(a, b, len), "the test's set-up: the two blocks are neighbours");
   if (every == 1) {
     touch_all(a, len);
     touch_all(b, len);
@@ -394,6 +559,7 @@ Test(huge, new_block_takes_the_pages_of_resident_cached_mappings)
     cr_assert(q[off] == 0, "calloc of a block made of cached pages is not zero at offset %zu",
               off);
   PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(free)(two_freed_gap);
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
@@ -429,6 +595,7 @@ Test(huge, new_block_leaves_sparse_cached_mappings_in_place)
   for (size_t off = 0; off < big; off += 4096)
     cr_assert(q[off] == 0, "calloc of a fresh huge block is not zero at offset %zu", off);
   PINHEAP_NAME(free)(q);
+  PINHEAP_NAME(free)(two_freed_gap);
   PINHEAP_NAME(os_set_release_listener)(NULL, NULL);
 }
 
@@ -489,4 +656,5 @@ Test(huge, realloc_keeps_a_block_made_of_moved_pages)
     cr_assert(s[off] == (unsigned char)(off >> 12 | 1),
               "realloc to 50 MiB lost the contents at offset %zu", off);
   PINHEAP_NAME(free)(s);
+  PINHEAP_NAME(free)(two_freed_gap);
 }
