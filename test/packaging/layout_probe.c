@@ -18,8 +18,10 @@
  *             costs nothing)
  * With LAYOUT_PROBE_PAGES=1 in the environment, each mapping's line is
  * followed by one listing its resident pages (text_layout_core.sh):
- *     pages r-xp 0x6000 0x7f12345a6000: 0 1 2 5
- *     (protection, file offset, start address, page indices in the mapping)
+ *     pages r-xp 0x6000 0x7f12345a6000: 0 1 2@1a2b3ch 3@1a2b3dt 5
+ *     (protection, file offset, start address, page indices in the mapping;
+ *     where the page frame can be read (root), "@frame" and "h" or "t" for
+ *     the head or a tail page of a large folio, from /proc/kpageflags)
  * and the loop is preceded by the start-up row's blocks (tools/bench/
  * startup.py: 64 blocks of 16 + 32 i bytes, up to 2032, made then freed),
  * which reach the chunk caches as well as the slab pages.
@@ -49,8 +51,12 @@
 
 #define PM_PRESENT   ((uint64_t)1 << 63)
 #define PM_EXCLUSIVE ((uint64_t)1 << 56)
+#define PM_PFN       (((uint64_t)1 << 55) - 1)
+#define KPF_HEAD     ((uint64_t)1 << 15)     /* linux/kernel-page-flags.h */
+#define KPF_TAIL     ((uint64_t)1 << 16)
 
 static int pm = -1;
+static int kpf = -1;                    /* /proc/kpageflags: root only */
 static unsigned long page;
 
 /* The pagemap entry of the page at a (0 if it cannot be read). */
@@ -141,6 +147,8 @@ int main(int argc, char **argv)
     n += (size_t)got;
   maps[n] = '\0';
   pm = open("/proc/self/pagemap", O_RDONLY);
+  if (pages_mode)
+    kpf = open("/proc/kpageflags", O_RDONLY);
   if (fd < 0 || pm < 0) {
     fprintf(stderr, "layout_probe: cannot read /proc/self/maps or /proc/self/pagemap\n");
     return 2;
@@ -166,9 +174,18 @@ int main(int argc, char **argv)
       printf("%s 0x%lx %lu %lu\n", perm, off, (hi - lo) / page, resident);
       if (pages_mode) {
         printf("pages %s 0x%lx 0x%lx:", perm, off, lo);
-        for (unsigned long a = lo; a < hi; a += page)
-          if (pm_entry(a) & PM_PRESENT)
-            printf(" %lu", (a - lo) / page);
+        for (unsigned long a = lo; a < hi; a += page) {
+          uint64_t e = pm_entry(a), pfn = e & PM_PFN, flags = 0;
+          if (!(e & PM_PRESENT))
+            continue;
+          printf(" %lu", (a - lo) / page);
+          if (pfn == 0 || kpf < 0)
+            continue;                  /* frames hidden (not root) */
+          if (pread(kpf, &flags, sizeof(flags), (off_t)(pfn * sizeof(flags))) != (ssize_t)sizeof(flags))
+            flags = 0;
+          printf("@%llx%s", (unsigned long long)pfn,
+                 flags & KPF_HEAD ? "h" : flags & KPF_TAIL ? "t" : "");
+        }
         printf("\n");
       }
       continue;
