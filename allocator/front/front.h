@@ -159,7 +159,7 @@ PH_HIDDEN uint32_t slab_collect(slab_page_t *pg, const char *fn);
 #endif
 /* No instruction: the compiler forgets where the value of the variable x
  * came from, so it cannot compute what follows from x's sources instead
- * (front_free_fast says where it matters). */
+ * (front_malloc and front_free_fast say where it matters). */
 #define front_opaque(x) __asm__("" : "+r"(x))
 
 /* The header of the slab page whose granule's number (address >> 16) is g:
@@ -236,8 +236,11 @@ PH_INLINE void *front_malloc(size_t n)
   if (ph_likely(n - 1 < tc->slab_max)) {          /* 1 .. PH_SLAB_MAX: a slab block */
     slab_page_t *pg = tc->slab_cur[(n - 1) >> 4];
     void *b = pg->free;
-    if (ph_likely(slab_pop_try(pg, b)))
+    if (ph_likely(slab_pop_try(pg, b))) {
+      front_opaque(b);              /* (GCC then loads b into the return register:
+                                       no move before the ret) */
       return b;
+    }
     return slab_malloc_slow(n);                   /* empty, or a damaged link */
   }
   if (ph_likely(n <= PH_TC_MAX_REQUEST)) {
