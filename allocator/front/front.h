@@ -157,6 +157,25 @@ PH_HIDDEN uint32_t slab_collect(slab_page_t *pg, const char *fn);
 #else
 #define front_peek(p) (*(p))
 #endif
+/* The calling thread's thread pointer (x86_64: %fs:0, one load), unique
+ * among live threads: a slab page's owner_tp, the free fast path's owner
+ * test, which thus loads no thread cache (in a shared library, its address
+ * is a load of the GOT first).  Where the compiler has no builtin for it,
+ * the address of a variable of the thread's. */
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_thread_pointer)
+#define FRONT_HAS_TP 1
+#endif
+#endif
+PH_INLINE uintptr_t front_thread_pointer(void)
+{
+#ifdef FRONT_HAS_TP
+  return (uintptr_t)__builtin_thread_pointer();
+#else
+  return (uintptr_t)&tcache_tls;
+#endif
+}
+
 /* No instruction: the compiler forgets where the value of the variable x
  * came from, so it cannot compute what follows from x's sources instead
  * (front_malloc and front_free_fast say where it matters). */
@@ -278,7 +297,6 @@ PH_INLINE bool front_free_fast(void *mem)
   uintptr_t m = (uintptr_t)mem;
   front_opaque(m);
   uintptr_t g = m >> PH_GRANULE_SHIFT;
-  tcache_t *tc = tcache_tls;
   if (ph_unlikely(g >= front_peek(&owner_kind_limit)))
     return false;
   if (ph_likely(front_peek(&owner_kind[g]) == PH_KIND_SLAB)) {
@@ -290,7 +308,7 @@ PH_INLINE bool front_free_fast(void *mem)
     front_opaque(g);                     /* (g << 16 stays a shift of the dead g,
                                             not m & ~0xffff on a copy of m) */
     slab_page_t *pg = slab_page_of_granule(g);
-    if (ph_unlikely(front_peek(&pg->owner) != tc))
+    if (ph_unlikely(front_peek(&pg->owner_tp) != front_thread_pointer()))
       return false;                                  /* another thread's: slow */
     uint64_t u = (uintptr_t)mem & (PH_GRANULE - 1);
     if (ph_unlikely(u * pg->mulc >= pg->lim))
@@ -302,9 +320,10 @@ PH_INLINE bool front_free_fast(void *mem)
     __atomic_store_n(&((uint64_t *)mem)[1], key, __ATOMIC_RELAXED);   /* (not merged into a vector store) */
     pg->free = mem;
     if (ph_unlikely(--pg->over == 0))
-      slab_page_idle(tc, pg);
+      slab_page_idle(tcache_tls, pg);                /* (owner_tp: the owner is this cache) */
     return true;
   }
+  tcache_t *tc = tcache_tls;
   /* (the byte loaded again, from the map's address loaded again: the
    * compare above stays one instruction with its operand in memory) */
   unsigned kind = __atomic_load_n(&__atomic_load_n(&owner_kind, __ATOMIC_RELAXED)[g],
