@@ -140,10 +140,18 @@ _Static_assert(PH_BINMAP_WORDS <= 64, "mstate_t.binmap_words has a bit per word 
 /* Headers at one offset of every granule would all fall into the same few
  * sets of the L1 cache, which holds 8 lines per set: with more pages in
  * use than that (a thread using many size classes), their headers would
- * evict each other on every malloc and free.  So the header moves down by
- * a cache line per granule, in a cycle of 8 (by the address bits 16-18),
- * and the blocks end where it starts. */
-#define PH_SLAB_COLOR_MASK ((uintptr_t)7 << 6)   /* (granule address >> 10) & this */
+ * evict each other on every malloc and free.  So the header of granule g
+ * (address >> 16) lies (g * 29) mod 8 cache lines above PH_SLAB_HDR_LOW:
+ * 8 offsets in every 8 granules in a row, up to PH_SLAB_HDR_OFF, and the
+ * blocks end where it starts.  The multiply is one instruction that keeps
+ * g (imul, GCC and clang; of 13, GCC made three lea and shifts), where
+ * (g & 7) << 6 is a copy, a shift and a mask, and an offset that goes down
+ * one line per granule needs a subtraction more: free's fast path finds
+ * the header from g in 4 instructions (front.h: slab_page_of_granule)
+ * instead of 7. */
+#define PH_SLAB_COLOR_MASK ((uintptr_t)7 << 6)
+#define PH_SLAB_HDR_LOW (PH_SLAB_HDR_OFF - PH_SLAB_COLOR_MASK)
+#define PH_SLAB_COLOR_MUL ((uintptr_t)29 << 6)
 
 typedef struct chunk_s {
   size_t prev_foot;          /* size of the previous chunk, if it is free */
@@ -410,6 +418,8 @@ typedef struct tcache_s {
                                  on their way back to it as bundles */
   size_t grown;        /* bytes the lists' limits were raised by, in all */
   unsigned trips;      /* refills and bundles given back, in all */
+  uintptr_t tp;        /* the thread pointer of the thread it serves (its
+                          pages' owner_tp); 0 in the sentinels */
   bool slab_on;        /* small blocks come from slab pages (not the shared heap) */
   size_t slab_max;     /* requests of 1 .. slab_max bytes go to the slab path:
                           PH_SLAB_MAX with slabs and in the sentinels (whose
@@ -436,9 +446,10 @@ typedef struct tcache_s {
 
 /* The header of a slab page, after its blocks (slab.c).  The
  * fields marked "owner" are read and written only by the owning thread;
- * owner and remote are read by every thread (relaxed atomics); the rest is
- * set when the page is laid out, under its arena's lock, and stays while
- * the page is one. */
+ * owner, owner_tp and remote are read by every thread (relaxed atomics,
+ * but for the free fast path's plain compare: front.h, front_peek); the
+ * rest is set when the page is laid out, under its arena's lock, and stays
+ * while the page is one. */
 typedef struct slab_page_s {
   /* line 1: read by every thread that frees into the page, written rarely */
   uintptr_t secret;          /* mixed into every link */
@@ -448,10 +459,11 @@ typedef struct slab_page_s {
   uint32_t span;             /* bytes from the first block (the granule's
                                 start) past the last */
   uint32_t bsize;            /* block size */
-  struct tcache_s *owner;    /* the owning thread's cache (its frees take the
-                                fast path); NULL: none */
+  struct tcache_s *owner;    /* the owning thread's cache; NULL: none */
   struct mstate_s *ms;
-  uint64_t magic;            /* secret ^ address: the checker's test */
+  uintptr_t owner_tp;        /* owner->tp (0: no owner): its frees take the
+                                fast path, which compares this with the
+                                thread pointer, and loads no cache */
   uint16_t cls;              /* size class: bsize / 16 - 1 */
   uint8_t pad_[6];
   /* line 2: the owner's */
@@ -475,6 +487,7 @@ typedef struct slab_page_s {
    * not a pointer but a word: its count, a walk bit and its top block's
    * offset in the page (slab.c: remote_word), or SLAB_ORPHAN_TAG */
   void *remote;
+  uint64_t magic;            /* secret ^ address: the checker's test */
 } slab_page_t;
 _Static_assert(sizeof(slab_page_t) <= PH_SLAB_HDR, "the slab page header fits");
 _Static_assert(offsetof(slab_page_t, free) == 64 && offsetof(slab_page_t, remote) == 128 &&

@@ -81,7 +81,8 @@ extern PH_HIDDEN slab_page_t slab_none;
 extern PH_HIDDEN const uint8_t slab_class_of[PH_SLAB_MAX >> 4];
 extern PH_HIDDEN const uint16_t slab_class_size[PH_SLAB_NCLASS];
 /** front_malloc's slab path missed (or n is 0): refills the current page of
- *  n's class, or takes another; the chunk path when slabs are off. */
+ *  n's class, or takes another; the chunk path when slabs are off.  A
+ *  current page whose list is not empty failed the link test: named. */
 PH_HIDDEN void *slab_malloc_slow(size_t n);
 /** A free list link of pg at block b leads out of the page: ends the
  *  process, naming fn (the API call that found it). */
@@ -146,12 +147,54 @@ PH_HIDDEN uint32_t slab_collect_stack(slab_page_t *pg, void *v, const char *fn);
  *  @return how many blocks. */
 PH_HIDDEN uint32_t slab_collect(slab_page_t *pg, const char *fn);
 
+/* A word other threads may write, read once for one compare on a fast
+ * path, where any value it may hold is handled: a plain load, which the
+ * compiler folds into the compare (GCC keeps a relaxed atomic load an
+ * instruction of its own); atomic under ThreadSanitizer, which would
+ * report the plain one. */
+#if defined(__SANITIZE_THREAD__)
+#define front_peek(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#else
+#define front_peek(p) (*(p))
+#endif
+/* The calling thread's thread pointer (x86_64: %fs:0, one load), unique
+ * among live threads: a slab page's owner_tp, the free fast path's owner
+ * test, which thus loads no thread cache (in a shared library, its address
+ * is a load of the GOT first).  Where the compiler has no builtin for it,
+ * the address of a variable of the thread's. */
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_thread_pointer)
+#define FRONT_HAS_TP 1
+#endif
+#endif
+PH_INLINE uintptr_t front_thread_pointer(void)
+{
+#ifdef FRONT_HAS_TP
+  return (uintptr_t)__builtin_thread_pointer();
+#else
+  return (uintptr_t)&tcache_tls;
+#endif
+}
+
+/* No instruction: the compiler forgets where the value of the variable x
+ * came from, so it cannot compute what follows from x's sources instead
+ * (front_malloc and front_free_fast say where it matters). */
+#define front_opaque(x) __asm__("" : "+r"(x))
+
+/* The header of the slab page whose granule's number (address >> 16) is g:
+ * the granule's start, plus its lowest header offset, plus 0 to 7 cache
+ * lines by g (types.h: PH_SLAB_COLOR_MUL).  From g and not from the
+ * address, as the free fast path has g already (the kind map's index): a
+ * multiply, a mask, a shift and a lea. */
+PH_INLINE slab_page_t *slab_page_of_granule(uintptr_t g)
+{
+  return (slab_page_t *)((g << PH_GRANULE_SHIFT) + PH_SLAB_HDR_LOW +
+                         ((g * PH_SLAB_COLOR_MUL) & PH_SLAB_COLOR_MASK));
+}
 /* The header of the slab page mem lies in. */
 PH_INLINE slab_page_t *slab_page_at(const void *mem)
 {
-  uintptr_t m = (uintptr_t)mem;
-  return (slab_page_t *)((m & ~(PH_GRANULE - 1)) + PH_SLAB_HDR_OFF -
-                         ((m >> (PH_GRANULE_SHIFT - 6)) & PH_SLAB_COLOR_MASK));
+  return slab_page_of_granule((uintptr_t)mem >> PH_GRANULE_SHIFT);
 }
 /* Is mem inside a slab page (by the kind map)?  The page, or NULL. */
 PH_INLINE slab_page_t *slab_page_of(const void *mem)
@@ -181,15 +224,28 @@ PH_INLINE void *tc_bin_pop(tc_bin_t *b, void *p, size_t size)
 
 /* Pops b, the head of the free list of the slab page pg: the next link
  * must stay inside the page (a link overwritten while the block was free
- * is caught here).  Handed out, the block stops being free. */
-PH_INLINE void *slab_pop(slab_page_t *pg, void *b)
+ * is caught here).  Handed out, the block stops being free.  The list of
+ * a page with no free block ends at once, at the header: b is pg, whose
+ * first word is the secret, so its "link" is 0, outside every page, and
+ * the test that finds a damaged link finds the empty list too (the miss
+ * tells one from the other: slab_malloc_slow). */
+PH_INLINE bool slab_pop_try(slab_page_t *pg, void *b)
 {
   uintptr_t next = *(uintptr_t *)b ^ pg->secret;
   if (ph_unlikely(((next ^ (uintptr_t)pg) >> PH_GRANULE_SHIFT) != 0))
-    return slab_corrupt(pg, b, "malloc");
+    return false;
   pg->free = (void *)next;
   pg->over++;
   ((uint64_t *)b)[1] = 0;
+  return true;
+}
+_Static_assert(offsetof(slab_page_t, secret) == 0, "an empty list's link is the secret ^ itself");
+
+/* slab_pop_try on a list known not to be empty: a failure is damage. */
+PH_INLINE void *slab_pop(slab_page_t *pg, void *b)
+{
+  if (ph_unlikely(!slab_pop_try(pg, b)))
+    return slab_corrupt(pg, b, "malloc");
   return b;
 }
 
@@ -199,9 +255,12 @@ PH_INLINE void *front_malloc(size_t n)
   if (ph_likely(n - 1 < tc->slab_max)) {          /* 1 .. PH_SLAB_MAX: a slab block */
     slab_page_t *pg = tc->slab_cur[(n - 1) >> 4];
     void *b = pg->free;
-    if (ph_likely(b != (void *)pg))
-      return slab_pop(pg, b);
-    return slab_malloc_slow(n);
+    if (ph_likely(slab_pop_try(pg, b))) {
+      front_opaque(b);              /* (GCC then loads b into the return register:
+                                       no move before the ret) */
+      return b;
+    }
+    return slab_malloc_slow(n);                   /* empty, or a damaged link */
   }
   if (ph_likely(n <= PH_TC_MAX_REQUEST)) {
     size_t i = (n + PH_CHUNK_OVERHEAD + PH_ALIGN_MASK) >> 4;
@@ -233,19 +292,23 @@ PH_INLINE void tc_bin_push(tc_bin_t *b, void *mem)
  * own arena, and gives them back whole, without looking at each. */
 PH_INLINE bool front_free_fast(void *mem)
 {
-  uintptr_t g = (uintptr_t)mem >> PH_GRANULE_SHIFT;
-  tcache_t *tc = tcache_tls;
-  if (ph_unlikely(g >= __atomic_load_n(&owner_kind_limit, __ATOMIC_RELAXED)))
+  /* (m opaque: the caller's slow path computes mem >> 16 for the owner map
+   * on its own, from mem, and does not keep this g alive to share it) */
+  uintptr_t m = (uintptr_t)mem;
+  front_opaque(m);
+  uintptr_t g = m >> PH_GRANULE_SHIFT;
+  if (ph_unlikely(g >= front_peek(&owner_kind_limit)))
     return false;
-  unsigned kind = __atomic_load_n(&owner_kind[g], __ATOMIC_RELAXED);
-  if (ph_likely(kind == PH_KIND_SLAB)) {
+  if (ph_likely(front_peek(&owner_kind[g]) == PH_KIND_SLAB)) {
     /* A slab page's block: pushed on the page's free list if this thread
      * owns the page; the block must be one (a multiple of the block size
      * from the first, below the last: one multiply, one compare) and not
      * free already.  When the count reaches its mark, the page goes empty
      * or, full, gets room again: slab.c files it. */
-    slab_page_t *pg = slab_page_at(mem);
-    if (ph_unlikely(__atomic_load_n(&pg->owner, __ATOMIC_RELAXED) != tc))
+    front_opaque(g);                     /* (g << 16 stays a shift of the dead g,
+                                            not m & ~0xffff on a copy of m) */
+    slab_page_t *pg = slab_page_of_granule(g);
+    if (ph_unlikely(front_peek(&pg->owner_tp) != front_thread_pointer()))
       return false;                                  /* another thread's: slow */
     uint64_t u = (uintptr_t)mem & (PH_GRANULE - 1);
     if (ph_unlikely(u * pg->mulc >= pg->lim))
@@ -257,9 +320,14 @@ PH_INLINE bool front_free_fast(void *mem)
     __atomic_store_n(&((uint64_t *)mem)[1], key, __ATOMIC_RELAXED);   /* (not merged into a vector store) */
     pg->free = mem;
     if (ph_unlikely(--pg->over == 0))
-      slab_page_idle(tc, pg);
+      slab_page_idle(tcache_tls, pg);                /* (owner_tp: the owner is this cache) */
     return true;
   }
+  tcache_t *tc = tcache_tls;
+  /* (the byte loaded again, from the map's address loaded again: the
+   * compare above stays one instruction with its operand in memory) */
+  unsigned kind = __atomic_load_n(&__atomic_load_n(&owner_kind, __ATOMIC_RELAXED)[g],
+                                  __ATOMIC_RELAXED);
   if (ph_unlikely(kind != tc->kind))
     return false;
   /* Misaligned, or at the very start of a granule (its header would lie in

@@ -15,7 +15,7 @@
  * says PH_KIND_SLAB, so free's first load tells a slab block from a chunk
  * (the owner map entry stays the segment's).  The blocks start the
  * granule and the page header (types.h: slab_page_t) follows them, a cache
- * line lower per granule in a cycle of 8 (front.h: slab_page_at).
+ * line higher per granule in a cycle of 8 (front.h: slab_page_at).
  * Pages exist for the private heap's arenas only: mspaces and the shared
  * heap keep the chunk path.
  *
@@ -600,9 +600,11 @@ PH_HOT PH_STARTUP_SIZE void *slab_malloc_slow(size_t n)
   tcache_t *tc = tcache_tls;
   if (ph_likely(n != 0)) {
     slab_page_t *pg = tc->slab_cur[(n - 1) >> 4];
+    if (ph_unlikely(pg->free != (void *)pg))   /* not empty: its link failed (front.h) */
+      return slab_corrupt(pg, pg->free, "malloc");
     unsigned c = pg->cls;
     slab_page_t *next = tc->slab_avail[c];
-    if (next != NULL && pg != &slab_none && pg->free == (void *)pg &&
+    if (next != NULL && pg != &slab_none &&
         pg->bump <= page_first(pg) && __atomic_load_n(&pg->remote, __ATOMIC_RELAXED) == NULL) {
       pg->over--;                        /* not current any more (its mark is 0) */
       full_append(tc, pg);

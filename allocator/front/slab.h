@@ -46,9 +46,11 @@ PH_INLINE tcache_t *page_owner(const slab_page_t *pg)
 {
   return __atomic_load_n(&pg->owner, __ATOMIC_RELAXED);
 }
+/* Every change of owner comes here: owner_tp follows owner. */
 PH_INLINE void page_set_owner(slab_page_t *pg, tcache_t *tc)
 {
   __atomic_store_n(&pg->owner, tc, __ATOMIC_RELAXED);
+  __atomic_store_n(&pg->owner_tp, tc != NULL ? tc->tp : 0, __ATOMIC_RELAXED);
 }
 PH_INLINE char *page_first(const slab_page_t *pg)
 {

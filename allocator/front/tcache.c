@@ -127,6 +127,7 @@ PH_STARTUP static tcache_t *tcache_make(void)
   if (!fresh)
     memset(tc, 0, sizeof(*tc));
   tc->arena = arena;
+  tc->tp = front_thread_pointer();
   tc->cookie = arena->cookie;
   tc->kind = arena->kind >= PH_KIND_ARENA_TAG(0) ? arena->kind : PH_KIND_NOTHING;
   slab_tcache_init(tc);

@@ -173,7 +173,7 @@ Test(slab, only_block_starts_pass_the_block_test)
       cr_assert_not_null(p[k]);
       const slab_page_t *pg = slab_page_at(p[k]);
       uintptr_t granule = (uintptr_t)p[k] & ~(uintptr_t)0xffff;
-      size_t hdr = 0x10000 - 16 - 176 - ((granule >> 16) & 7) * 64;
+      size_t hdr = 0x10000 - 16 - 176 - 7 * 64 + ((granule >> 16) * 29 % 8) * 64;
       size_t span = hdr / bsize * bsize;
       cr_assert_eq((uintptr_t)pg, granule + hdr, "page header of %p at %p, expected %#zx into it",
                    p[k], (void *)pg, hdr);
@@ -284,6 +284,16 @@ static void act_corrupt_link_then_malloc(void *arg)
   fprintf(stderr, "malloc returned %p\n", a);
 }
 
+static void act_secret_link_then_malloc(void *arg)
+{
+  void **pq = arg;
+  PINHEAP_NAME(free)(pq[0]);
+  PINHEAP_NAME(free)(pq[1]);                   /* the list: pq[1] -> pq[0] */
+  *(uintptr_t *)pq[1] = slab_page_at(pq[1])->secret;   /* decodes to 0 */
+  void *a = PINHEAP_NAME(malloc)(80);
+  fprintf(stderr, "malloc returned %p\n", a);
+}
+
 Test(slab, a_damaged_free_list_link_is_named)
 {
   static void *pq[2];
@@ -291,6 +301,58 @@ Test(slab, a_damaged_free_list_link_is_named)
   pq[1] = PINHEAP_NAME(malloc)(80);
   cr_assert(pq[0] && pq[1]);
   misuse_assert(act_corrupt_link_then_malloc, pq, "malloc", "corrupted free list at block", pq[1]);
+}
+
+/* The empty list of a page ends at once, at its header, whose first word
+ * (the secret) decodes to the link 0; malloc's one test finds both that
+ * and a damaged link (front.h: slab_pop_try), and the slow path tells them
+ * apart.  A link overwritten with the secret itself decodes to 0 as well:
+ * still named, not taken for the end of the list -- also when the current
+ * page has no block left to carve and a page with room waits, which an
+ * empty current page gives way to at once (slab.c: slab_malloc_slow).
+ * The first page gets room (a tenth of its blocks freed) to be that page;
+ * the second, current one is used up but for the last two blocks, freed
+ * by the misuse. */
+Test(slab, a_link_that_decodes_as_an_empty_list_is_named)
+{
+  enum { N = 4096 };
+  static void *p[N];
+  static void *pq[2];
+  slab_class_warm(80);
+  int n = 0;
+  p[n++] = PINHEAP_NAME(malloc)(80);
+  cr_assert_not_null(p[0]);
+  while (n < N && slab_page_at(p[n - 1]) == slab_page_at(p[0]))
+    p[n++] = PINHEAP_NAME(malloc)(80);
+  cr_assert_lt(n, N);
+  const slab_page_t *cur = slab_page_at(p[n - 1]);
+  for (uint32_t k = 1; k < cur->span / 80; k++) {  /* the rest of the current page */
+    cr_assert_lt(n, N);
+    p[n++] = PINHEAP_NAME(malloc)(80);
+    cr_assert_eq(slab_page_at(p[n - 1]), cur);
+  }
+  for (int i = 0; slab_page_at(p[i]) != cur; i += 10)   /* the first page: room again */
+    PINHEAP_NAME(free)(p[i]);
+  pq[0] = p[n - 1];
+  pq[1] = p[n - 2];
+  misuse_assert(act_secret_link_then_malloc, pq, "malloc", "corrupted free list at block", pq[1]);
+}
+
+/* Eight granules in a row have their page headers at eight different
+ * cache lines, from the lowest offset to the last one (types.h:
+ * PH_SLAB_COLOR_MUL). */
+Test(slab, headers_of_8_granules_in_a_row_take_8_lines)
+{
+  for (uintptr_t g0 = 0x10; g0 < 0x7fff0000; g0 = g0 * 3 + 5) {
+    unsigned lines = 0;
+    for (uintptr_t g = g0; g < g0 + 8; g++) {
+      uintptr_t off = (uintptr_t)slab_page_of_granule(g) - (g << 16);
+      cr_assert(off % 64 == 0 && off >= 0x10000 - 16 - 176 - 7 * 64 && off <= 0x10000 - 16 - 176,
+                "granule %#lx: header at %#lx into it", (unsigned long)g, (unsigned long)off);
+      lines |= 1u << ((off >> 6) & 7);
+    }
+    cr_assert_eq(lines, 0xffu, "granules %#lx..+7: header lines %#x", (unsigned long)g0, lines);
+  }
 }
 
 /* A page given back to the arena clears the free keys of its blocks and
@@ -689,6 +751,53 @@ Test(slab, pages_of_exited_threads_are_freed_into_and_adopted)
   for (int i = 0; i < again.n; i++)
     PINHEAP_NAME(free)(again.blk[i]);
   cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+}
+
+/* The free fast path knows a page's owner by its thread pointer
+ * (slab_page_t: owner_tp).  A thread that exits keeping blocks leaves its
+ * pages orphans, and a thread made after it often has the same thread
+ * pointer (glibc reuses the stack and its TLS): that thread's frees of the
+ * orphans' blocks are another thread's, not the owner's, and nothing stays
+ * counted in use.  (Skipped where no thread pointer comes back.) */
+static handoff_t tp_h;
+static pthread_t tp_self[2];
+
+static void *tp_produce(void *arg)
+{
+  tp_self[0] = pthread_self();
+  return produce(arg);
+}
+
+static void *tp_free_all(void *arg)
+{
+  handoff_t *h = arg;
+  tp_self[1] = pthread_self();
+  for (int i = 0; i < h->n; i++)
+    PINHEAP_NAME(free)(h->blk[i]);
+  return NULL;
+}
+
+Test(slab, a_new_thread_with_an_exited_owners_thread_pointer_frees_as_another)
+{
+  PINHEAP_NAME(free)(PINHEAP_NAME(malloc)(1));
+  PINHEAP_NAME(malloc_trim)(0);
+  size_t base = in_use();
+  int reused = 0;
+  for (int k = 0; k < 8; k++) {
+    pthread_t t;
+    tp_h.n = 2000;
+    cr_assert_eq(pthread_create(&t, NULL, tp_produce, &tp_h), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(pthread_create(&t, NULL, tp_free_all, &tp_h), 0);
+    pthread_join(t, NULL);
+    reused += pthread_equal(tp_self[0], tp_self[1]) != 0;
+    cr_assert_eq(PINHEAP_NAME(malloc_check)(), 0);
+  }
+  size_t after = in_use();
+  cr_assert_leq(after, base + 64, "in use %zu -> %zu after the exited threads' blocks were freed", base,
+                after);
+  if (reused == 0)
+    cr_skip_test("no thread had the thread pointer of the one before");
 }
 
 /* A thread fills pages and exits; every block is freed here.  Each page,
