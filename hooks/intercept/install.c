@@ -105,6 +105,7 @@ static install_sym_t install_syms[INSTALL_MAX];
  * long as it fits 2 kB): a page fault fewer at start-up */
 PH_COLD_BSS static reloc_entry_t install_table[INSTALL_MAX] __attribute__((aligned(2048)));
 PH_HOT_DATA static unsigned install_n;
+PH_HOT_DATA static unsigned install_k;             /* install_table's entries in use */
 PH_HOT_DATA static int install_is_late = -1;       /* -1: unknown */
 /* Code patching, per memory symbol (same index as replace_symbols);
  * install_code_alias[i]: the index of the site patched for the same libc
@@ -171,40 +172,45 @@ PH_STARTUP static int install_may_patch(const char *tool)
 /*  installation                                                            */
 /* ======================================================================= */
 
+/* What the process calls for replace_symbols[i] (i < install_n): read
+ * from what the installation did, without a look-up by name. */
+PH_STARTUP void *install_resolved_at(unsigned i)
+{
+  const char *name = replace_symbols[i].name;
+  if (!__atomic_load_n(&install_patched, __ATOMIC_ACQUIRE))
+    return dlsym(RTLD_DEFAULT, name);
+  /* interposed, as step (a)'s dlsym(RTLD_DEFAULT) found: no object
+   * loaded since comes before pinheap's in the lookup scope, so that
+   * answer stands (and saves a look-up per name in (c) and the self-test) */
+  if (install_syms[i].method == PINHEAP_INSTALL_INTERPOSE)
+    return replace_symbols[i].self;
+  if (install_syms[i].method == PINHEAP_INSTALL_RELOC) {
+    /* a patched slot's value; with none patched (the live count of its
+     * entry: no loaded object calls it), what the next object that does
+     * will get */
+    unsigned j = install_syms[i].entry;
+    void *v = j < install_k && __atomic_load_n(&install_table[j].slots, __ATOMIC_RELAXED) == 0
+                  ? NULL
+                  : reloc_patched_slot(name);
+    return v != NULL ? v : replace_symbols[i].entry;
+  }
+  /* libc's definition rewritten: dlsym would find it, read without
+   * dlsym (the code-patched memory calls that no slot names) */
+  void *def = reloc_def_value(name);
+  return def != NULL ? def : dlsym(RTLD_DEFAULT, name);
+}
+
 PH_STARTUP void *install_resolved(const char *name)
 {
-  unsigned from = 0;
-  /* the verification passes replace_symbols' own names: found by address,
-   * without a strcmp per entry before it */
-  while (replace_symbols != NULL && from < replace_symbols_count &&
-         replace_symbols[from].name != name)
-    from++;
-  if (replace_symbols == NULL || from == replace_symbols_count)
-    from = 0;
-  for (unsigned i = from; replace_symbols != NULL && i < replace_symbols_count; i++) {
-    if (replace_symbols[i].name != name && strcmp(replace_symbols[i].name, name) != 0)
-      continue;
-    if (!__atomic_load_n(&install_patched, __ATOMIC_ACQUIRE))
-      break;
-    /* interposed, as step (a)'s dlsym(RTLD_DEFAULT) found: no object
-     * loaded since comes before pinheap's in the lookup scope, so that
-     * answer stands (and saves a look-up per name in (c) and the self-test) */
-    if (install_syms[i].method == PINHEAP_INSTALL_INTERPOSE)
-      return replace_symbols[i].self;
-    if (install_syms[i].method == PINHEAP_INSTALL_RELOC) {
-      /* a patched slot's value; with none patched yet (no loaded object
-       * calls it), what the next object that does will get */
-      void *v = reloc_patched_slot(name);
-      return v != NULL ? v : replace_symbols[i].entry;
-    }
-    /* libc's definition rewritten: dlsym would find it, read without
-     * dlsym (the code-patched memory calls that no slot names) */
-    void *def = reloc_def_value(replace_symbols[i].name);
-    if (def != NULL)
-      return def;
-    break;
-  }
-  return dlsym(RTLD_DEFAULT, name);
+  unsigned n = replace_symbols != NULL ? __atomic_load_n(&install_n, __ATOMIC_RELAXED) : 0, i = 0;
+  /* replace_symbols' own names are found by address, without a strcmp
+   * per entry before them */
+  while (i < n && replace_symbols[i].name != name)
+    i++;
+  for (unsigned k = 0; i == n && k < n; k++)
+    if (strcmp(replace_symbols[k].name, name) == 0)
+      i = k;
+  return i < n ? install_resolved_at(i) : dlsym(RTLD_DEFAULT, name);
 }
 
 /* Code jumps into this object now (libc's patched entries, the slots of
@@ -353,10 +359,12 @@ PH_STARTUP static void install_relocate(install_run_t *r)
     while (strcmp(replace_symbols[i].name, install_table[j].name) != 0)
       i++;
     install_syms[i].method = PINHEAP_INSTALL_RELOC;
+    install_syms[i].entry = (unsigned char)j;
     install_syms[i].objects = install_table[j].objects;
     install_syms[i].slots = install_table[j].slots;
   }
   r->k = k;
+  install_k = k;
 }
 
 /* (b') code patching of libc's own entry points */

@@ -23,7 +23,17 @@ typedef struct install_sym_s {
   int verified;
   unsigned objects, slots;
   int code;                    /* PINHEAP_CODE_* */
+  unsigned char entry;         /* RELOC: its entry of the relocation patcher's table */
 } install_sym_t;
+
+/* The index of each symbol in replace_symbols (replace.c builds it from
+ * the same list, in the same order): INSTALL_IX_malloc, ... */
+enum {
+#define INSTALL_IX(name, ...) INSTALL_IX_##name,
+  PH_INTERCEPTED(INSTALL_IX)
+#undef INSTALL_IX
+  INSTALL_IX_COUNT
+};
 
 /* One run of install_run(): what it may do, and what each step did (its
  * phases fill it in, in order). */

@@ -508,14 +508,15 @@ PH_STARTUP static void patch_write_all(patch_write_t *w, size_t k)
   }
   lo &= ~(uintptr_t)(page - 1);
   hi = (hi + page - 1) & ~(uintptr_t)(page - 1);
+  /* (the raw system call: no lazy binding of libc's mprotect at start-up) */
   if (one && hi - lo <= 64 * page &&
-      mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) == 0) {
+      ph_syscall(SYS_mprotect, lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) == 0) {
     for (size_t i = 0; i < k; i++) {
       __atomic_store_n((uint64_t *)w[i].site->entry, w[i].val, __ATOMIC_SEQ_CST);
       w[i].site->state = PATCH_DONE;
       patch_unsay(w[i].site);
     }
-    if (mprotect((void *)lo, hi - lo, w[0].prot) != 0)
+    if (ph_syscall(SYS_mprotect, lo, hi - lo, w[0].prot) != 0)
       ph_warn("pinheap could not give libc's text its protection back after code patching", NULL);
     return;
   }

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 
@@ -326,9 +327,10 @@ PH_STARTUP static int reloc_collect_slot(const reloc_view_t *v, void **slot, uns
   return 0;
 }
 
+/* (the raw system call: no lazy binding of libc's mprotect at start-up) */
 PH_STARTUP int reloc_relro_set(uintptr_t lo, uintptr_t hi, int prot)
 {
-  if (mprotect((void *)lo, hi - lo, prot) == 0)
+  if (ph_syscall(SYS_mprotect, lo, hi - lo, prot) == 0)
     return 0;
   reloc_stats.mprotect_failures++;
   char a[24], b[24], e[24];

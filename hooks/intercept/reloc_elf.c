@@ -464,6 +464,20 @@ PH_STARTUP static void reloc_defs_write(reloc_def_t *defs, size_t n, int restore
   }
 }
 
+/* A set of symbol addresses: twice the names it can hold, a power of two. */
+#define RELOC_DEFS_SEEN (4 * RELOC_MAX_NAMES)
+
+/* 1 when sym is in set already; else adds it and returns 0. */
+PH_STARTUP static int reloc_defs_seen(const ElfW(Sym) **set, const ElfW(Sym) *sym)
+{
+  unsigned i = (unsigned)(((uintptr_t)sym / sizeof(ElfW(Sym))) * 2654435761u) & (RELOC_DEFS_SEEN - 1);
+  for (; set[i] != NULL; i = (i + 1) & (RELOC_DEFS_SEEN - 1))
+    if (set[i] == sym)
+      return 1;
+  set[i] = sym;
+  return 0;
+}
+
 /* Points the definitions the process resolves table's names to at their
  * replacements: later symbol lookups (objects loaded later, whose
  * constructors run before any wrapper could patch their slots; lazy
@@ -570,15 +584,14 @@ PH_STARTUP void reloc_defs_patch(reloc_entry_t *table, size_t n)
   pthread_mutex_lock(&reloc_mutex);
   reloc_def_t *found = reloc_find.def;
   size_t keep = 0;
+  /* each symbol once: the ones rewritten before and the ones kept so far
+   * in a small set of symbol addresses (one probe each, where a scan of
+   * both lists per name was 4,500 instructions for libc's 32) */
+  const ElfW(Sym) *seen_set[RELOC_DEFS_SEEN] = { NULL };
+  for (size_t k = 0; k < reloc_ndefs; k++)
+    reloc_defs_seen(seen_set, reloc_defs[k].sym);
   for (size_t i = 0; i < reloc_find.n; i++) {
-    if (found[i].sym == NULL)
-      continue;
-    int seen = 0;
-    for (size_t k = 0; k < reloc_ndefs && !seen; k++)
-      seen = reloc_defs[k].sym == found[i].sym;
-    for (size_t k = 0; k < keep && !seen; k++)
-      seen = found[k].sym == found[i].sym;
-    if (seen)
+    if (found[i].sym == NULL || reloc_defs_seen(seen_set, found[i].sym))
       continue;
     if (reloc_ndefs + keep == RELOC_MAX_NAMES) {
       reloc_overflow("RELOC_MAX_NAMES (definitions)", RELOC_MAX_NAMES);
@@ -607,11 +620,16 @@ PH_STARTUP void reloc_defs_patch(reloc_entry_t *table, size_t n)
 PH_STARTUP void *reloc_def_value(const char *name)
 {
   void *v = NULL;
+  size_t k = 0;
   pthread_mutex_lock(&reloc_mutex);
-  for (size_t k = 0; k < reloc_ndefs && v == NULL; k++)
-    if (strcmp(reloc_defs[k].name, name) == 0)
-      v = (void *)(reloc_defs[k].base +
-                   __atomic_load_n(&reloc_defs[k].sym->st_value, __ATOMIC_ACQUIRE));
+  /* the installation asks with its table's own names: by address first */
+  while (k < reloc_ndefs && reloc_defs[k].name != name)
+    k++;
+  for (size_t j = 0; k == reloc_ndefs && j < reloc_ndefs; j++)
+    if (strcmp(reloc_defs[j].name, name) == 0)
+      k = j;
+  if (k < reloc_ndefs)
+    v = (void *)(reloc_defs[k].base + __atomic_load_n(&reloc_defs[k].sym->st_value, __ATOMIC_ACQUIRE));
   pthread_mutex_unlock(&reloc_mutex);
   return v;
 }
