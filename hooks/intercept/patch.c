@@ -325,10 +325,8 @@ typedef struct patch_libc_s {
 PH_STARTUP static int patch_libc_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   patch_libc_t *l = arg;
-  const char *name = info->dlpi_name, *base = name != NULL ? strrchr(name, '/') : NULL;
   (void)size;
-  base = base != NULL ? base + 1 : name;
-  if (base == NULL || strncmp(base, "libc.so", 7) != 0)
+  if (!reloc_file_begins(info->dlpi_name, "libc.so"))
     return 0;
   for (int i = 0; i < info->dlpi_phnum && l->n < 4; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];

@@ -451,7 +451,12 @@ PH_STARTUP static int reloc_pass_cb(struct dl_phdr_info *info, size_t size, void
 /* Recomputes every entry's counters and the totals from the records. */
 PH_STARTUP static void reloc_counts_update(void)
 {
-  memset(reloc_scratch.obj_bits, 0, sizeof(reloc_scratch.obj_bits[0]) * reloc_nnames);
+  /* only the words that objects below the high-water mark use (one for
+   * a small program, where the whole rows were 2,200 instructions) */
+  size_t words = (reloc_nobjects + 63) / 64;
+  for (size_t i = 0; i < reloc_nnames; i++)
+    for (size_t w = 0; w < words; w++)
+      reloc_scratch.obj_bits[i][w] = 0;
   for (size_t i = 0; i < reloc_nnames; i++) {
     reloc_names[i].entry->slots = 0;
     reloc_names[i].entry->objects = 0;

@@ -59,6 +59,7 @@
 #define PINHEAP_RELOC_H
 
 #include "allocator/api/api.h"
+#include "allocator/base/startup.h"
 
 #include <stddef.h>
 
@@ -109,6 +110,22 @@ typedef struct reloc_stats_s {
   unsigned long mprotect_failures; /* RELRO lifts or restores that failed */
   unsigned definitions;     /* symbol table entries rewritten (RELOC_PATCH_DEFINITIONS) */
 } reloc_stats_t;
+
+/** 1 when the last component of path (a dlpi_name; NULL: no) begins
+ *  with prefix, as strncmp(basename, prefix, strlen(prefix)) == 0; inline,
+ *  without libc's string functions (start-up binds none it can spare). */
+PH_STARTUP static inline int reloc_file_begins(const char *path, const char *prefix)
+{
+  const char *base = path;
+  if (path == NULL)
+    return 0;
+  for (const char *c = path; *c != '\0'; c++)
+    if (*c == '/')
+      base = c + 1;
+  while (*prefix != '\0' && *base == *prefix)
+    base++, prefix++;
+  return *prefix == '\0';
+}
 
 /** Adds a table and patches every loaded object with every installed
  *  table.  Installing the same table again (same pointer and n) only
