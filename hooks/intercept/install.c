@@ -71,6 +71,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,11 @@ static unsigned char install_code_alias[INSTALL_MAX];
 /* install_code[i].text: written only when site i is not patched */
 PH_COLD_BSS static char install_code_text[INSTALL_MAX][PATCH_TEXT_MAX];
 static char install_text_buf[1024];
+/* The run as the account tells it (install_account_keep); the text from
+ * it, composed on demand (install_text_own). */
+PH_HOT_DATA static install_run_t install_said;
+PH_HOT_DATA static int install_text_state;         /* 0 none, 1 being composed, 2 ready */
+PH_HOT_DATA static int install_interrupted;        /* a fork cut the run short (the child) */
 
 static int install_probe_trim_noop(size_t pad);
 
@@ -230,22 +236,24 @@ PH_STARTUP static void install_pin_self(void)
             "): a dlclose of it would leave them calling unmapped code", NULL);
 }
 
-/* The account is built without stdio (start-up calls no formatter of
+/* The account is composed when first asked for (install_text_own), from
+ * what install_run kept of its run (install_said): a process that never
+ * asks composes nothing.  It is built without stdio (no formatter of
  * libc's, whose pages the process would then carry), with the message
- * builder (allocator/base/base.h): text_add appends s, cut to fit as snprintf would;
- * text_dec appends a number. */
-PH_STARTUP PH_NOINLINE static void text_add(const char *s)
+ * builder (allocator/base/base.h): text_add appends s, cut to fit as
+ * snprintf would; text_dec appends a number. */
+PH_NOINLINE static void text_add(const char *s)
 {
   ph_str_add(install_text_buf, sizeof(install_text_buf), s);
 }
 
-PH_STARTUP PH_NOINLINE static void text_dec(uint64_t v)
+PH_NOINLINE static void text_dec(uint64_t v)
 {
   ph_str_dec(install_text_buf, sizeof(install_text_buf), v);
 }
 
 /* "s" when n is not 1 (a plural's ending). */
-PH_STARTUP static const char *text_s(unsigned n)
+static const char *text_s(unsigned n)
 {
   return n == 1 ? "" : "s";
 }
@@ -265,7 +273,6 @@ PH_STARTUP static void install_setup(install_run_t *r)
     n = INSTALL_MAX;
   r->n = n;
   install_n = n;
-  install_text_buf[0] = '\0';
   /* with it, step (a)'s answers from the symbol tables (no dlsym) */
   const char *names[INSTALL_MAX];
   for (unsigned i = 0; i < n; i++)
@@ -406,7 +413,7 @@ PH_STARTUP static void install_code_patch(install_run_t *r)
 }
 
 /* The account, first part: how the process's calls reach pinheap. */
-PH_STARTUP static void install_account_how(const install_run_t *r)
+static void install_account_how(const install_run_t *r)
 {
   if (r->n == 0) {
     text_add("this build has no entry points to install (no replace.c). ");
@@ -428,20 +435,18 @@ PH_STARTUP static void install_account_how(const install_run_t *r)
       text_add("PINHEAP_PATCH=0: nothing is patched, so calls reach pinheap only where its "
                "symbols interpose. ");
     } else if (r->k > 0) {
-      reloc_stats_t rs;
-      reloc_stats_get(&rs);
       text_add("Calls were redirected by relocation patching: ");
-      text_dec(rs.slots);
+      text_dec(r->rs_slots);
       text_add(" slot");
-      text_add(text_s(rs.slots));
+      text_add(text_s(r->rs_slots));
       text_add(" in ");
-      text_dec(rs.objects_patched);
+      text_dec(r->rs_objects);
       text_add(" object");
-      text_add(text_s(rs.objects_patched));
+      text_add(text_s(r->rs_objects));
       text_add(", and ");
-      text_dec(rs.definitions);
+      text_dec(r->rs_definitions);
       text_add(" definition");
-      text_add(text_s(rs.definitions));
+      text_add(text_s(r->rs_definitions));
       text_add(" in the symbol table of the object that defined them");
       text_add(r->rc == 0 ? ". " : " (a bound was exceeded: see the warning). ");
     }
@@ -454,6 +459,13 @@ PH_STARTUP static void install_account_how(const install_run_t *r)
                                "them). "
                              : ". ");
   }
+}
+
+/* Why malloc is not pinheap's although the shared heap is configured. */
+static const char *install_shm_why(const install_run_t *r)
+{
+  return !r->enabled ? "the leave-pinned decision left malloc to glibc"
+                     : "pinheap was loaded after start-up (PINHEAP_LATE_MALLOC=1 replaces it anyway)";
 }
 
 /* The account, second part: what was left alone, and why -- what seldom
@@ -502,23 +514,27 @@ PH_NOINLINE static void install_account_left_rare(const install_run_t *r, int sh
              "(PINHEAP_LATE_MALLOC=1 replaces it anyway). ");
   if (shm) {
     /* the shared heap's size alone does not replace malloc */
-    const char *why = !r->enabled ? "the leave-pinned decision left malloc to glibc"
-                                  : "pinheap was loaded after start-up (PINHEAP_LATE_MALLOC=1 "
-                                    "replaces it anyway)";
+    const char *why = install_shm_why(r);
     text_add("The shared-memory heap is configured, but malloc is not pinheap's here (");
     text_add(why);
     text_add("): only " PINHEAP_PREFIX_STRING "malloc and its kin allocate in the region. ");
-    if (dispatch_state != DISPATCH_UNDECIDED)
-      ph_warn("the shared-memory heap is configured (PINHEAP_SHM_*), but malloc is not "
-              "pinheap's in this process (", why, "): only " PINHEAP_PREFIX_STRING "malloc and "
-              "its kin allocate in the region; see pinheap-info", NULL);
   }
 }
 
-/* The account, second part: what was left alone, and why. */
-PH_STARTUP static void install_account_left(const install_run_t *r)
+/* The warning of the shared heap left unused, said when the installation
+ * ends (not in the start-up text: seldom). */
+PH_NOINLINE static void install_shm_warn(const install_run_t *r)
 {
-  int shm = !r->want_malloc && shm_params_any_set(environ);
+  if (dispatch_state != DISPATCH_UNDECIDED)
+    ph_warn("the shared-memory heap is configured (PINHEAP_SHM_*), but malloc is not "
+            "pinheap's in this process (", install_shm_why(r), "): only " PINHEAP_PREFIX_STRING
+            "malloc and its kin allocate in the region; see pinheap-info", NULL);
+}
+
+/* The account, second part: what was left alone, and why. */
+static void install_account_left(const install_run_t *r)
+{
+  int shm = r->shm;
   if (r->code_foreign > 0 || r->code_failed > 0 || !r->events || shm ||
       (!r->code && r->patch && r->params->v[PARAM_CODE_PATCH].value == 0) ||
       (r->enabled && !r->want_malloc && install_is_late))
@@ -529,8 +545,27 @@ PH_STARTUP static void install_account_left(const install_run_t *r)
     text_add("Memory calls that no loaded object makes yet are patched as objects that make "
              "them are loaded. ");
   text_add("Installation took ");
-  text_dec((ph_clock_ns(CLOCK_MONOTONIC) - r->t0) / 1000u);
+  text_dec(r->us);
   text_add(" us. ");
+}
+
+/* What the account will say, kept at the end of the run: the patcher's
+ * counts and the time as they are now; the warning said now. */
+PH_STARTUP static void install_account_keep(install_run_t *r)
+{
+  reloc_stats_t rs;
+  r->shm = !r->want_malloc && shm_params_any_set(environ);
+  if (r->shm)
+    install_shm_warn(r);
+  if (r->k > 0) {
+    reloc_stats_get(&rs);
+    r->rs_slots = rs.slots;
+    r->rs_objects = rs.objects_patched;
+    r->rs_definitions = rs.definitions;
+  }
+  r->resolved = NULL;          /* (install_run's array: gone with it) */
+  r->us = (ph_clock_ns(CLOCK_MONOTONIC) - r->t0) / 1000u;
+  install_said = *r;
 }
 
 /* The steps (a), (b), (b'), (c) of the top, each a phase above (the
@@ -539,6 +574,7 @@ PH_STARTUP void install_run(void)
 {
   int expected = 0;
   install_run_t r;
+  void *resolved[INSTALL_MAX];
   uint64_t t0;
 
   if (ph_likely(__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) == 2))
@@ -556,6 +592,7 @@ PH_STARTUP void install_run(void)
   install_inside = 1;
   memset(&r, 0, sizeof(r));
   r.t0 = t0;
+  r.resolved = resolved;
   install_setup(&r);
   install_interpose(&r);
   install_sites_find(&r);
@@ -570,8 +607,7 @@ PH_STARTUP void install_run(void)
   __atomic_store_n(&install_patched, 1, __ATOMIC_RELEASE);  /* install_resolved reads slots */
   install_verify_calls(&r);
   install_verify_family(&r);
-  install_account_how(&r);
-  install_account_left(&r);
+  install_account_keep(&r);
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   install_inside = 0;
   ph_unlock(&install_lock);
@@ -580,10 +616,12 @@ PH_STARTUP void install_run(void)
 
 void install_fork_child(void)
 {
+  /* a text being composed by another thread: composed again here */
+  if (__atomic_load_n(&install_text_state, __ATOMIC_RELAXED) == 1)
+    __atomic_store_n(&install_text_state, 0, __ATOMIC_RELAXED);
   if (install_inside || __atomic_load_n(&install_state, __ATOMIC_RELAXED) != 1)
     return;                    /* not running, or this thread runs it and goes on */
-  text_add("A fork() on another thread interrupted the installation: this process, the "
-           "child, has what was installed before it, and the rest stays libc's. ");
+  install_interrupted = 1;     /* what was kept of the run is not this one's */
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   ph_lock_reset(&install_lock);
 }
@@ -687,11 +725,31 @@ int PINHEAP_NAME(install_info)(unsigned i, pinheap_install_info_t *out_p)
   return 0;
 }
 
+/* The account, composed by the first caller (install_text_state: 0 none,
+ * 1 being composed, 2 ready and read-only); the others wait for it. */
 static const char *install_text_own(void)
 {
+  int expected = 0;
   install_run();
   if (__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) != 2)
     return "not installed yet: asked from inside the installation itself";
+  if (ph_likely(__atomic_load_n(&install_text_state, __ATOMIC_ACQUIRE) == 2))
+    return install_text_buf;
+  if (__atomic_compare_exchange_n(&install_text_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    install_text_buf[0] = '\0';
+    if (install_interrupted) {
+      text_add("A fork() on another thread interrupted the installation: this process, the "
+               "child, has what was installed before it, and the rest stays libc's. ");
+    } else {
+      install_account_how(&install_said);
+      install_account_left(&install_said);
+    }
+    __atomic_store_n(&install_text_state, 2, __ATOMIC_RELEASE);
+    return install_text_buf;
+  }
+  while (__atomic_load_n(&install_text_state, __ATOMIC_ACQUIRE) != 2)
+    sched_yield();
   return install_text_buf;
 }
 

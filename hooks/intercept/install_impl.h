@@ -53,10 +53,14 @@ typedef struct install_run_s {
   int rc;                      /* (b): what it returned */
   int code_done, code_foreign, code_failed, code_threads;   /* (b') */
   int missed, uncalled;        /* (c) */
+  int shm;                     /* the shared heap is configured, malloc not pinheap's */
+  unsigned rs_slots, rs_objects, rs_definitions;   /* (b): the patcher's counts, then */
+  uint64_t us;                 /* how long it took */
   install_sym_t *syms;         /* per symbol, as replace_symbols: its record, */
   patch_site_t *sites;         /* its code patching site, and the index of */
   const unsigned char *alias;  /* the site patched for the same function */
-  void *resolved[INSTALL_MAX]; /* (a): what the process resolves each name to */
+  void **resolved;             /* (a): what the process resolves each name to
+                                *       (install_run's array, INSTALL_MAX) */
 } install_run_t;
 
 /* ---- install_verify.c ---------------------------------------------------- */
