@@ -353,8 +353,8 @@ PH_STARTUP static void install_relocate(install_run_t *r)
   if (r->want_malloc) {
     void *usable = NULL;      /* what malloc_usable_size resolves to, unless pinheap's */
     for (unsigned i = 0; i < n; i++)
-      if (strcmp(replace_symbols[i].name, "malloc_usable_size") == 0 &&
-          r->resolved[i] != replace_symbols[i].self && r->resolved[i] != replace_symbols[i].entry)
+      if (i == INSTALL_IX_malloc_usable_size && r->resolved[i] != replace_symbols[i].self &&
+          r->resolved[i] != replace_symbols[i].entry)
         usable = r->resolved[i];
     dispatch_libc_prepare(usable);
   }
@@ -363,7 +363,7 @@ PH_STARTUP static void install_relocate(install_run_t *r)
   else
     reloc_install_wrappers();   /* dlopen/dlclose seen: libucm arriving, unloads */
   for (unsigned j = 0, i = 0; j < k; j++) {
-    while (strcmp(replace_symbols[i].name, install_table[j].name) != 0)
+    while (replace_symbols[i].name != install_table[j].name)   /* (its own names) */
       i++;
     install_syms[i].method = PINHEAP_INSTALL_RELOC;
     install_syms[i].entry = (unsigned char)j;

@@ -143,7 +143,7 @@ PH_STARTUP static unsigned reloc_name_find(const char *name, uint32_t h)
     unsigned v = reloc_buckets[i];
     if (v == 0)
       return RELOC_NO_NAME;
-    if (reloc_names[v - 1].hash == h && strcmp(reloc_names[v - 1].name, name) == 0)
+    if (reloc_names[v - 1].hash == h && reloc_streq(reloc_names[v - 1].name, name))
       return v - 1;
   }
 }

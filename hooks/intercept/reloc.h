@@ -111,6 +111,15 @@ typedef struct reloc_stats_s {
   unsigned definitions;     /* symbol table entries rewritten (RELOC_PATCH_DEFINITIONS) */
 } reloc_stats_t;
 
+/** 1 when the strings a and b are equal (strcmp(a, b) == 0); inline,
+ *  without libc's string functions (start-up binds none it can spare). */
+PH_STARTUP static inline int reloc_streq(const char *a, const char *b)
+{
+  while (*a != '\0' && *a == *b)
+    a++, b++;
+  return *a == *b;
+}
+
 /** 1 when the last component of path (a dlpi_name; NULL: no) begins
  *  with prefix, as strncmp(basename, prefix, strlen(prefix)) == 0; inline,
  *  without libc's string functions (start-up binds none it can spare). */

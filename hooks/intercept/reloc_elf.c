@@ -191,7 +191,7 @@ PH_STARTUP PH_NOINLINE static ElfW(Sym) *reloc_sym_each_h(const reloc_view_t *v,
   ((all ? syms[i].st_value != 0 || syms[i].st_shndx == SHN_ABS ||                    \
               ELF64_ST_TYPE(syms[i].st_info) == STT_TLS                              \
         : syms[i].st_shndx != SHN_UNDEF && syms[i].st_value != 0) &&                 \
-   strcmp(v->strtab + syms[i].st_name, name) == 0 && fn(v, &syms[i], arg))
+   reloc_streq(v->strtab + syms[i].st_name, name) && fn(v, &syms[i], arg))
   if (v->gnu_hash != NULL) {
     const uint32_t *h = v->gnu_hash;
     uint32_t nbuckets = h[0], symoffset = h[1], bloom_words = h[2];
@@ -555,7 +555,7 @@ PH_STARTUP static void reloc_defs_hints_take(void)
     for (size_t j = 0; j < nh; j++) {
       reloc_def_t *h = &hints[(from + j) % nh];
       if (h->name == NULL || h->base + h->old_value != reloc_find.addr[i] ||
-          strcmp(h->name, reloc_find.name[i]) != 0)
+          (h->name != reloc_find.name[i] && !reloc_streq(h->name, reloc_find.name[i])))
         continue;
       reloc_def_t *d = &reloc_find.def[i];
       *d = *h;
