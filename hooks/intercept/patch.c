@@ -184,6 +184,28 @@ PH_STARTUP const char *patch_describe(const void *entry, char *buf, size_t len)
 /*  memory: protection, the trampoline page                                  */
 /* ======================================================================= */
 
+/* The executable segments of libc.so.6 (dladdr would cost a linear walk
+ * of libc's symbol table per lookup), with their protection. */
+typedef struct patch_libc_s {
+  uintptr_t lo[4], hi[4];
+  int prot[4];
+  int n;
+} patch_libc_t;
+
+/* libc's, as patch_find found them (libc is never unloaded): the segment
+ * of an entry is read from here, without another walk of the objects
+ * (patch_seg_find).  patch_libc_known: 1 once written (release), 2 while
+ * being written (a child forked then walks, as before). */
+PH_HOT_DATA static patch_libc_t patch_libc_seen;
+PH_HOT_DATA static int patch_libc_known;
+
+/* The protection of a PT_LOAD segment's flags. */
+PH_STARTUP static int patch_prot_of(const ElfW(Phdr) *ph)
+{
+  return ((ph->p_flags & PF_R) ? PROT_READ : 0) | ((ph->p_flags & PF_W) ? PROT_WRITE : 0) |
+         ((ph->p_flags & PF_X) ? PROT_EXEC : 0);
+}
+
 typedef struct patch_seg_s {
   uintptr_t addr;
   uintptr_t lo, hi;       /* the PT_LOAD segment holding addr */
@@ -202,8 +224,7 @@ PH_STARTUP static int patch_seg_cb(struct dl_phdr_info *info, size_t size, void 
     if (s->addr >= lo && s->addr < hi) {
       s->lo = lo;
       s->hi = hi;
-      s->prot = ((ph->p_flags & PF_R) ? PROT_READ : 0) | ((ph->p_flags & PF_W) ? PROT_WRITE : 0) |
-                ((ph->p_flags & PF_X) ? PROT_EXEC : 0);
+      s->prot = patch_prot_of(ph);
       return 1;
     }
   }
@@ -221,6 +242,15 @@ PH_STARTUP static int patch_seg_find(const void *addr, patch_seg_t *s)
   memset(s, 0, sizeof(*s));
   s->addr = (uintptr_t)addr;
   s->prot = -1;
+  /* one of libc's executable segments, as patch_find saw it: no walk */
+  if (__atomic_load_n(&patch_libc_known, __ATOMIC_ACQUIRE) == 1)
+    for (int i = 0; i < patch_libc_seen.n; i++)
+      if (s->addr >= patch_libc_seen.lo[i] && s->addr < patch_libc_seen.hi[i]) {
+        s->lo = patch_libc_seen.lo[i];
+        s->hi = patch_libc_seen.hi[i];
+        s->prot = patch_libc_seen.prot[i];
+        return s->prot;
+      }
   dl_iterate_phdr(patch_seg_cb, s);
   return s->prot;
 }
@@ -315,12 +345,6 @@ PH_STARTUP static void *patch_tramp_slot(const void *entry, void *target)
 /*  finding, applying, undoing                                              */
 /* ======================================================================= */
 
-/* The executable segments of libc.so.6 (dladdr would cost a linear walk
- * of libc's symbol table per lookup). */
-typedef struct patch_libc_s {
-  uintptr_t lo[4], hi[4];
-  int n;
-} patch_libc_t;
 
 PH_STARTUP static int patch_libc_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -333,6 +357,7 @@ PH_STARTUP static int patch_libc_cb(struct dl_phdr_info *info, size_t size, void
     if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
       l->lo[l->n] = info->dlpi_addr + ph->p_vaddr;
       l->hi[l->n] = l->lo[l->n] + ph->p_memsz;
+      l->prot[l->n] = patch_prot_of(ph);
       l->n++;
     }
   }
@@ -396,11 +421,16 @@ PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
 {
   void *libc = NULL;
   void *found[PATCH_FIND_MAX];
-  patch_libc_t range = { { 0 }, { 0 }, 0 };
+  patch_libc_t range = { { 0 }, { 0 }, { 0 }, 0 };
   Dl_info info;
   size_t k = 0;
 
   dl_iterate_phdr(patch_libc_cb, &range);
+  if (range.n > 0 && !__atomic_load_n(&patch_libc_known, __ATOMIC_ACQUIRE) &&
+      !__atomic_exchange_n(&patch_libc_known, 2, __ATOMIC_ACQ_REL)) {
+    patch_libc_seen = range;   /* (2: being written; 1: readable) */
+    __atomic_store_n(&patch_libc_known, 1, __ATOMIC_RELEASE);
+  }
   void **defs = patch_libc_defs(sites, n, &range, found, &libc);
 
   for (size_t i = 0; i < n; i++) {
