@@ -105,6 +105,13 @@ static install_sym_t install_syms[INSTALL_MAX];
 /* written only for (b), from its head; within one page (2 kB-aligned, as
  * long as it fits 2 kB): a page fault fewer at start-up */
 PH_COLD_BSS static reloc_entry_t install_table[INSTALL_MAX] __attribute__((aligned(2048)));
+/* The run as the account tells it (install_account_keep), for the text
+ * composed on demand (install_text_own).  In .lbss, so that .bss, whose
+ * layout decides which small statics share a page, stays as it was; at
+ * the start of a page, which GCC makes install_table's (a file's
+ * variables go in the reverse order of their definitions, and the table
+ * follows at the next 2 kB): no page of its own. */
+PH_COLD_BSS static install_run_t install_said __attribute__((aligned(4096)));
 PH_HOT_DATA static unsigned install_n;
 PH_HOT_DATA static unsigned install_k;             /* install_table's entries in use */
 PH_HOT_DATA static int install_is_late = -1;       /* -1: unknown */
@@ -118,7 +125,7 @@ PH_COLD_BSS static char install_code_text[INSTALL_MAX][PATCH_TEXT_MAX];
 static char install_text_buf[1024];
 /* The run as the account tells it (install_account_keep); the text from
  * it, composed on demand (install_text_own). */
-PH_HOT_DATA static install_run_t install_said;
+
 PH_HOT_DATA static int install_text_state;         /* 0 none, 1 being composed, 2 ready */
 PH_HOT_DATA static int install_interrupted;        /* a fork cut the run short (the child) */
 
@@ -396,7 +403,7 @@ PH_STARTUP static void install_code_patch(install_run_t *r)
     const patch_site_t *ps = &install_code[install_code_alias[i]];
     if (install_code[i].entry == NULL)
       ps = &install_code[i];
-    install_syms[i].code = ps->state;
+    install_syms[i].code = (short)ps->state;
     if (ps->state == PATCH_DONE) {
       /* the method names how the process's own calls arrive: code
        * patching is it only where nothing else is (no slot calls it) */

@@ -22,9 +22,9 @@ typedef struct install_sym_s {
   int method;                  /* PINHEAP_INSTALL_* */
   int verified;
   unsigned objects, slots;
-  int code;                    /* PINHEAP_CODE_* */
+  short code;                  /* PINHEAP_CODE_* */
   unsigned char entry;         /* RELOC: its entry of the relocation patcher's table */
-} install_sym_t;
+} install_sym_t;                 /* (20 bytes: the table stays within one page) */
 
 /* The index of each symbol in replace_symbols (replace.c builds it from
  * the same list, in the same order): INSTALL_IX_malloc, ... */

@@ -192,11 +192,15 @@ typedef struct patch_libc_s {
   int n;
 } patch_libc_t;
 
-/* libc's, as patch_find found them (libc is never unloaded): the segment
- * of an entry is read from here, without another walk of the objects
- * (patch_seg_find).  patch_libc_known: 1 once written (release), 2 while
- * being written (a child forked then walks, as before). */
-PH_HOT_DATA static patch_libc_t patch_libc_seen;
+/* libc's first executable segment, as patch_find found it (libc is never
+ * unloaded; its entries are there): the segment of an entry is read from
+ * here, without another walk of the objects (patch_seg_find).
+ * patch_libc_known: 1 once written (release), 2 while being written (a
+ * child forked then walks, as before). */
+PH_HOT_DATA static struct {
+  uintptr_t lo, hi;
+  int prot;
+} patch_libc_seen;
 PH_HOT_DATA static int patch_libc_known;
 
 /* The protection of a PT_LOAD segment's flags. */
@@ -243,14 +247,13 @@ PH_STARTUP static int patch_seg_find(const void *addr, patch_seg_t *s)
   s->addr = (uintptr_t)addr;
   s->prot = -1;
   /* one of libc's executable segments, as patch_find saw it: no walk */
-  if (__atomic_load_n(&patch_libc_known, __ATOMIC_ACQUIRE) == 1)
-    for (int i = 0; i < patch_libc_seen.n; i++)
-      if (s->addr >= patch_libc_seen.lo[i] && s->addr < patch_libc_seen.hi[i]) {
-        s->lo = patch_libc_seen.lo[i];
-        s->hi = patch_libc_seen.hi[i];
-        s->prot = patch_libc_seen.prot[i];
-        return s->prot;
-      }
+  if (__atomic_load_n(&patch_libc_known, __ATOMIC_ACQUIRE) == 1 &&
+      s->addr >= patch_libc_seen.lo && s->addr < patch_libc_seen.hi) {
+    s->lo = patch_libc_seen.lo;
+    s->hi = patch_libc_seen.hi;
+    s->prot = patch_libc_seen.prot;
+    return s->prot;
+  }
   dl_iterate_phdr(patch_seg_cb, s);
   return s->prot;
 }
@@ -428,7 +431,9 @@ PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
   dl_iterate_phdr(patch_libc_cb, &range);
   if (range.n > 0 && !__atomic_load_n(&patch_libc_known, __ATOMIC_ACQUIRE) &&
       !__atomic_exchange_n(&patch_libc_known, 2, __ATOMIC_ACQ_REL)) {
-    patch_libc_seen = range;   /* (2: being written; 1: readable) */
+    patch_libc_seen.lo = range.lo[0];
+    patch_libc_seen.hi = range.hi[0];
+    patch_libc_seen.prot = range.prot[0];
     __atomic_store_n(&patch_libc_known, 1, __ATOMIC_RELEASE);
   }
   void **defs = patch_libc_defs(sites, n, &range, found, &libc);

@@ -43,15 +43,12 @@ typedef enum { RELOC_PASS_PATCH, RELOC_PASS_SWEEP } reloc_pass_mode_t;
 /* reloc_loaded_at_startup()'s account of the loaded objects. */
 typedef struct reloc_startup_obj_s {
   const char *name;           /* dlpi_name ("" for the main program) */
-  const char *file;           /* its last component (after the last '/') */
-  size_t name_len, file_len;
-  int done;                   /* its DT_NEEDED entries marked */
   const char *strtab;
   const ElfW(Dyn) *dyn;
   uintptr_t addr;             /* dlpi_addr, dlpi_phdr, dlpi_phnum: its view */
   const ElfW(Phdr) *phdr;
   ElfW(Half) phnum;
-  int initial;                /* in the start-up closure */
+  int initial;                /* in the start-up closure (2: its DT_NEEDED entries marked) */
   int holds;                  /* holds the address asked about */
 } reloc_startup_obj_t;
 

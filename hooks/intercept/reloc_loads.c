@@ -180,13 +180,6 @@ PH_STARTUP static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, v
   reloc_startup_obj_t *o = &st->obj[st->n];
   memset(o, 0, sizeof(*o));
   o->name = info->dlpi_name != NULL ? info->dlpi_name : "";
-  /* the name's lengths once, for every DT_NEEDED entry compared with it */
-  o->file = o->name;
-  for (const char *c = o->name; *c != '\0'; c++)
-    if (*c == '/')
-      o->file = c + 1;
-  o->file_len = reloc_len(o->file);
-  o->name_len = (size_t)(o->file - o->name) + o->file_len;
   o->holds = reloc_in_segment(info, st->addr);
   o->addr = info->dlpi_addr;
   o->phdr = info->dlpi_phdr;
@@ -205,18 +198,19 @@ PH_STARTUP static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, v
 
 /* Does the loaded object o answer to the name `want` (a DT_NEEDED entry
  * or an LD_PRELOAD word): the same path, or the same file name when want
- * has no slash (ld.so records the directory it found it in). */
+ * has no slash (ld.so records the directory it found it in).  Compared
+ * from the ends: the file names differ there first. */
 PH_STARTUP static int reloc_name_is(const reloc_startup_obj_t *o, const char *want, size_t want_len,
                                     int want_slash)
 {
-  if (want_len == 0 || o->name[0] == '\0')
+  const char *path = o->name;
+  if (want_len == 0 || path[0] == '\0')
     return 0;
-  const char *path = want_slash ? o->name : o->file;
-  size_t len = want_slash ? o->name_len : o->file_len;
-  if (len != want_len)
+  size_t len = reloc_len(path);
+  if (len < want_len || (len > want_len && (!want_slash ? path[len - want_len - 1] != '/' : 1)))
     return 0;
-  for (size_t i = 0; i < len; i++)
-    if (path[i] != want[i])
+  for (size_t i = 0; i < want_len; i++)
+    if (path[len - want_len + i] != want[i])
       return 0;
   return 1;
 }
@@ -263,9 +257,9 @@ PH_STARTUP int reloc_startup_scan(reloc_startup_t *st, const void *addr)
     changed = 0;
     for (size_t i = 0; i < st->n; i++) {
       reloc_startup_obj_t *o = &st->obj[i];
-      if (!o->initial || o->done || o->dyn == NULL || o->strtab == NULL)
+      if (o->initial != 1 || o->dyn == NULL || o->strtab == NULL)
         continue;
-      o->done = 1;
+      o->initial = 2;
       for (const ElfW(Dyn) *d = o->dyn; d->d_tag != DT_NULL; d++) {
         if (d->d_tag != DT_NEEDED)
           continue;
@@ -275,7 +269,7 @@ PH_STARTUP int reloc_startup_scan(reloc_startup_t *st, const void *addr)
     }
   }
   if (holder < st->n)
-    rc = st->obj[holder].initial;
+    rc = st->obj[holder].initial != 0;
   return rc;
 }
 
