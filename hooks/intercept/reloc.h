@@ -120,20 +120,30 @@ PH_STARTUP static inline int reloc_streq(const char *a, const char *b)
   return *a == *b;
 }
 
-/** 1 when the last component of path (a dlpi_name; NULL: no) begins
- *  with prefix, as strncmp(basename, prefix, strlen(prefix)) == 0; inline,
- *  without libc's string functions (start-up binds none it can spare). */
-PH_STARTUP static inline int reloc_file_begins(const char *path, const char *prefix)
+/** The last component of path (after its last '/'), as strrchr would
+ *  find it; inline, without libc's string functions. */
+PH_STARTUP static inline const char *reloc_file_of(const char *path)
 {
   const char *base = path;
-  if (path == NULL)
-    return 0;
   for (const char *c = path; *c != '\0'; c++)
     if (*c == '/')
       base = c + 1;
-  while (*prefix != '\0' && *base == *prefix)
-    base++, prefix++;
+  return base;
+}
+
+/** 1 when s begins with prefix (strncmp(s, prefix, strlen(prefix)) == 0). */
+PH_STARTUP static inline int reloc_begins(const char *s, const char *prefix)
+{
+  while (*prefix != '\0' && *s == *prefix)
+    s++, prefix++;
   return *prefix == '\0';
+}
+
+/** 1 when the last component of path (a dlpi_name; NULL: no) begins
+ *  with prefix, as strncmp(basename, prefix, strlen(prefix)) == 0. */
+PH_STARTUP static inline int reloc_file_begins(const char *path, const char *prefix)
+{
+  return path != NULL && reloc_begins(reloc_file_of(path), prefix);
 }
 
 /** Adds a table and patches every loaded object with every installed
