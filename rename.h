@@ -268,6 +268,7 @@
 #define install_run             PINHEAP_NAME(install_run)
 #define dispatch_libc_prepare   PINHEAP_NAME(dispatch_libc_prepare)
 #define install_resolved        PINHEAP_NAME(install_resolved)
+#define install_resolved_at     PINHEAP_NAME(install_resolved_at)
 #define install_malloc_served   PINHEAP_NAME(install_malloc_served)
 #define install_block_trim      PINHEAP_NAME(install_block_trim)
 #define install_tool            PINHEAP_NAME(install_tool)

@@ -253,14 +253,20 @@ PH_HOT void param_env_scan(char *const *envp, const char *const *names, size_t n
     unsigned k = env_key(e);
     if ((start[k / 32] & 1u << (k % 32)) == 0)
       continue;
-    const char *eq = strchr(e, '=');
-    if (eq == NULL || eq == e)
+    /* (no strchr nor memcmp of libc's: start-up binds none it can spare) */
+    const char *eq = e;
+    while (*eq != '\0' && *eq != '=')
+      eq++;
+    if (*eq != '=' || eq == e)
       continue;
     size_t l = (size_t)(eq - e);
     uint32_t h = env_hash(e, l);
     for (unsigned s = h >> 24; slot[s] != 0; s = (s + 1) % ENV_SLOTS) {
       unsigned j = slot[s] - 1u;
-      if (hash[j] == h && len[j] == l && texts[j] == NULL && memcmp(names[j], e, l) == 0) {
+      size_t m = 0;
+      while (hash[j] == h && len[j] == l && m < l && names[j][m] == e[m])
+        m++;
+      if (hash[j] == h && len[j] == l && texts[j] == NULL && m == l) {
         texts[j] = eq + 1;             /* the first entry of a name wins */
         left--;
       }

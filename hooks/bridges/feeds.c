@@ -37,11 +37,10 @@ PH_STARTUP static int feeds_find_cb(struct dl_phdr_info *info, size_t size, void
 {
   feeds_find_t *f = data;
   const char *name = info->dlpi_name;
-  const char *base = name != NULL ? strrchr(name, '/') : NULL;
+  const char *base = name != NULL ? reloc_file_of(name) : NULL;   /* once per object */
   (void)size;
-  base = base != NULL ? base + 1 : name;
   for (int i = 0; base != NULL && i < f->n; i++) {
-    if ((f->found & (1 << i)) || strncmp(base, f->prefixes[i], strlen(f->prefixes[i])) != 0)
+    if ((f->found & (1 << i)) || !reloc_begins(base, f->prefixes[i]))
       continue;
     f->found |= 1 << i;
     if (f->paths != NULL)

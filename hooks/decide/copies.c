@@ -310,7 +310,9 @@ PH_STARTUP static int copies_scan_cb(struct dl_phdr_info *info, size_t size, voi
       uint32_t hdr[3];         /* namesz, descsz, type */
       memcpy(hdr, p, sizeof(hdr));
       const char *desc = p + 12 + ((hdr[0] + align - 1) & ~(align - 1));
-      if (hdr[0] == 8 && desc + hdr[1] <= end && memcmp(p + 12, "pinheap", 8) == 0) {
+      uint64_t owner, want;     /* the owner's 8 bytes, compared as one word */
+      memcpy(&want, "pinheap", 8);
+      if (hdr[0] == 8 && desc + hdr[1] <= end && (memcpy(&owner, p + 12, 8), owner == want)) {
         const void *rec = copies_note_target(desc, hdr[1], hdr[2]);
         if (rec == &copies_record) {
           s->self_path = info->dlpi_name != NULL ? info->dlpi_name : "";

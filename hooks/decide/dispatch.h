@@ -94,6 +94,8 @@ PH_HIDDEN void install_run(void);
 /** The function the process calls for symbol name: pinheap's when it was
  *  installed for it, else whatever the process resolves (libc's). */
 PH_HIDDEN void *install_resolved(const char *name);
+/** install_resolved() of replace_symbols[i].name, i below the installed count. */
+PH_HIDDEN void *install_resolved_at(unsigned i);
 /** 1 when pinheap's allocator serves the process's malloc and free. */
 PH_HIDDEN int install_malloc_served(void);
 /** Makes malloc_trim a no-op (glibc's trim gives memory back unseen) while

@@ -71,6 +71,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +105,15 @@ static install_sym_t install_syms[INSTALL_MAX];
 /* written only for (b), from its head; within one page (2 kB-aligned, as
  * long as it fits 2 kB): a page fault fewer at start-up */
 PH_COLD_BSS static reloc_entry_t install_table[INSTALL_MAX] __attribute__((aligned(2048)));
+/* The run as the account tells it (install_account_keep), for the text
+ * composed on demand (install_text_own).  In .lbss, so that .bss, whose
+ * layout decides which small statics share a page, stays as it was; at
+ * the start of a page, which GCC makes install_table's (a file's
+ * variables go in the reverse order of their definitions, and the table
+ * follows at the next 2 kB): no page of its own. */
+PH_COLD_BSS static install_run_t install_said __attribute__((aligned(4096)));
 PH_HOT_DATA static unsigned install_n;
+PH_HOT_DATA static unsigned install_k;             /* install_table's entries in use */
 PH_HOT_DATA static int install_is_late = -1;       /* -1: unknown */
 /* Code patching, per memory symbol (same index as replace_symbols);
  * install_code_alias[i]: the index of the site patched for the same libc
@@ -114,6 +123,11 @@ static unsigned char install_code_alias[INSTALL_MAX];
 /* install_code[i].text: written only when site i is not patched */
 PH_COLD_BSS static char install_code_text[INSTALL_MAX][PATCH_TEXT_MAX];
 static char install_text_buf[1024];
+/* The run as the account tells it (install_account_keep); the text from
+ * it, composed on demand (install_text_own). */
+
+PH_HOT_DATA static int install_text_state;         /* 0 none, 1 being composed, 2 ready */
+PH_HOT_DATA static int install_interrupted;        /* a fork cut the run short (the child) */
 
 static int install_probe_trim_noop(size_t pad);
 
@@ -171,40 +185,45 @@ PH_STARTUP static int install_may_patch(const char *tool)
 /*  installation                                                            */
 /* ======================================================================= */
 
+/* What the process calls for replace_symbols[i] (i < install_n): read
+ * from what the installation did, without a look-up by name. */
+PH_STARTUP void *install_resolved_at(unsigned i)
+{
+  const char *name = replace_symbols[i].name;
+  if (!__atomic_load_n(&install_patched, __ATOMIC_ACQUIRE))
+    return dlsym(RTLD_DEFAULT, name);
+  /* interposed, as step (a)'s dlsym(RTLD_DEFAULT) found: no object
+   * loaded since comes before pinheap's in the lookup scope, so that
+   * answer stands (and saves a look-up per name in (c) and the self-test) */
+  if (install_syms[i].method == PINHEAP_INSTALL_INTERPOSE)
+    return replace_symbols[i].self;
+  if (install_syms[i].method == PINHEAP_INSTALL_RELOC) {
+    /* a patched slot's value; with none patched (the live count of its
+     * entry: no loaded object calls it), what the next object that does
+     * will get */
+    unsigned j = install_syms[i].entry;
+    void *v = j < install_k && __atomic_load_n(&install_table[j].slots, __ATOMIC_RELAXED) == 0
+                  ? NULL
+                  : reloc_patched_slot(name);
+    return v != NULL ? v : replace_symbols[i].entry;
+  }
+  /* libc's definition rewritten: dlsym would find it, read without
+   * dlsym (the code-patched memory calls that no slot names) */
+  void *def = reloc_def_value(name);
+  return def != NULL ? def : dlsym(RTLD_DEFAULT, name);
+}
+
 PH_STARTUP void *install_resolved(const char *name)
 {
-  unsigned from = 0;
-  /* the verification passes replace_symbols' own names: found by address,
-   * without a strcmp per entry before it */
-  while (replace_symbols != NULL && from < replace_symbols_count &&
-         replace_symbols[from].name != name)
-    from++;
-  if (replace_symbols == NULL || from == replace_symbols_count)
-    from = 0;
-  for (unsigned i = from; replace_symbols != NULL && i < replace_symbols_count; i++) {
-    if (replace_symbols[i].name != name && strcmp(replace_symbols[i].name, name) != 0)
-      continue;
-    if (!__atomic_load_n(&install_patched, __ATOMIC_ACQUIRE))
-      break;
-    /* interposed, as step (a)'s dlsym(RTLD_DEFAULT) found: no object
-     * loaded since comes before pinheap's in the lookup scope, so that
-     * answer stands (and saves a look-up per name in (c) and the self-test) */
-    if (install_syms[i].method == PINHEAP_INSTALL_INTERPOSE)
-      return replace_symbols[i].self;
-    if (install_syms[i].method == PINHEAP_INSTALL_RELOC) {
-      /* a patched slot's value; with none patched yet (no loaded object
-       * calls it), what the next object that does will get */
-      void *v = reloc_patched_slot(name);
-      return v != NULL ? v : replace_symbols[i].entry;
-    }
-    /* libc's definition rewritten: dlsym would find it, read without
-     * dlsym (the code-patched memory calls that no slot names) */
-    void *def = reloc_def_value(replace_symbols[i].name);
-    if (def != NULL)
-      return def;
-    break;
-  }
-  return dlsym(RTLD_DEFAULT, name);
+  unsigned n = replace_symbols != NULL ? __atomic_load_n(&install_n, __ATOMIC_RELAXED) : 0, i = 0;
+  /* replace_symbols' own names are found by address, without a strcmp
+   * per entry before them */
+  while (i < n && replace_symbols[i].name != name)
+    i++;
+  for (unsigned k = 0; i == n && k < n; k++)
+    if (strcmp(replace_symbols[k].name, name) == 0)
+      i = k;
+  return i < n ? install_resolved_at(i) : dlsym(RTLD_DEFAULT, name);
 }
 
 /* Code jumps into this object now (libc's patched entries, the slots of
@@ -224,22 +243,24 @@ PH_STARTUP static void install_pin_self(void)
             "): a dlclose of it would leave them calling unmapped code", NULL);
 }
 
-/* The account is built without stdio (start-up calls no formatter of
+/* The account is composed when first asked for (install_text_own), from
+ * what install_run kept of its run (install_said): a process that never
+ * asks composes nothing.  It is built without stdio (no formatter of
  * libc's, whose pages the process would then carry), with the message
- * builder (allocator/base/base.h): text_add appends s, cut to fit as snprintf would;
- * text_dec appends a number. */
-PH_STARTUP PH_NOINLINE static void text_add(const char *s)
+ * builder (allocator/base/base.h): text_add appends s, cut to fit as
+ * snprintf would; text_dec appends a number. */
+PH_NOINLINE static void text_add(const char *s)
 {
   ph_str_add(install_text_buf, sizeof(install_text_buf), s);
 }
 
-PH_STARTUP PH_NOINLINE static void text_dec(uint64_t v)
+PH_NOINLINE static void text_dec(uint64_t v)
 {
   ph_str_dec(install_text_buf, sizeof(install_text_buf), v);
 }
 
 /* "s" when n is not 1 (a plural's ending). */
-PH_STARTUP static const char *text_s(unsigned n)
+static const char *text_s(unsigned n)
 {
   return n == 1 ? "" : "s";
 }
@@ -259,7 +280,6 @@ PH_STARTUP static void install_setup(install_run_t *r)
     n = INSTALL_MAX;
   r->n = n;
   install_n = n;
-  install_text_buf[0] = '\0';
   /* with it, step (a)'s answers from the symbol tables (no dlsym) */
   const char *names[INSTALL_MAX];
   for (unsigned i = 0; i < n; i++)
@@ -340,8 +360,8 @@ PH_STARTUP static void install_relocate(install_run_t *r)
   if (r->want_malloc) {
     void *usable = NULL;      /* what malloc_usable_size resolves to, unless pinheap's */
     for (unsigned i = 0; i < n; i++)
-      if (strcmp(replace_symbols[i].name, "malloc_usable_size") == 0 &&
-          r->resolved[i] != replace_symbols[i].self && r->resolved[i] != replace_symbols[i].entry)
+      if (i == INSTALL_IX_malloc_usable_size && r->resolved[i] != replace_symbols[i].self &&
+          r->resolved[i] != replace_symbols[i].entry)
         usable = r->resolved[i];
     dispatch_libc_prepare(usable);
   }
@@ -350,13 +370,15 @@ PH_STARTUP static void install_relocate(install_run_t *r)
   else
     reloc_install_wrappers();   /* dlopen/dlclose seen: libucm arriving, unloads */
   for (unsigned j = 0, i = 0; j < k; j++) {
-    while (strcmp(replace_symbols[i].name, install_table[j].name) != 0)
+    while (replace_symbols[i].name != install_table[j].name)   /* (its own names) */
       i++;
     install_syms[i].method = PINHEAP_INSTALL_RELOC;
+    install_syms[i].entry = (unsigned char)j;
     install_syms[i].objects = install_table[j].objects;
     install_syms[i].slots = install_table[j].slots;
   }
   r->k = k;
+  install_k = k;
 }
 
 /* (b') code patching of libc's own entry points */
@@ -381,7 +403,7 @@ PH_STARTUP static void install_code_patch(install_run_t *r)
     const patch_site_t *ps = &install_code[install_code_alias[i]];
     if (install_code[i].entry == NULL)
       ps = &install_code[i];
-    install_syms[i].code = ps->state;
+    install_syms[i].code = (short)ps->state;
     if (ps->state == PATCH_DONE) {
       /* the method names how the process's own calls arrive: code
        * patching is it only where nothing else is (no slot calls it) */
@@ -398,7 +420,7 @@ PH_STARTUP static void install_code_patch(install_run_t *r)
 }
 
 /* The account, first part: how the process's calls reach pinheap. */
-PH_STARTUP static void install_account_how(const install_run_t *r)
+static void install_account_how(const install_run_t *r)
 {
   if (r->n == 0) {
     text_add("this build has no entry points to install (no replace.c). ");
@@ -420,20 +442,18 @@ PH_STARTUP static void install_account_how(const install_run_t *r)
       text_add("PINHEAP_PATCH=0: nothing is patched, so calls reach pinheap only where its "
                "symbols interpose. ");
     } else if (r->k > 0) {
-      reloc_stats_t rs;
-      reloc_stats_get(&rs);
       text_add("Calls were redirected by relocation patching: ");
-      text_dec(rs.slots);
+      text_dec(r->rs_slots);
       text_add(" slot");
-      text_add(text_s(rs.slots));
+      text_add(text_s(r->rs_slots));
       text_add(" in ");
-      text_dec(rs.objects_patched);
+      text_dec(r->rs_objects);
       text_add(" object");
-      text_add(text_s(rs.objects_patched));
+      text_add(text_s(r->rs_objects));
       text_add(", and ");
-      text_dec(rs.definitions);
+      text_dec(r->rs_definitions);
       text_add(" definition");
-      text_add(text_s(rs.definitions));
+      text_add(text_s(r->rs_definitions));
       text_add(" in the symbol table of the object that defined them");
       text_add(r->rc == 0 ? ". " : " (a bound was exceeded: see the warning). ");
     }
@@ -446,6 +466,13 @@ PH_STARTUP static void install_account_how(const install_run_t *r)
                                "them). "
                              : ". ");
   }
+}
+
+/* Why malloc is not pinheap's although the shared heap is configured. */
+static const char *install_shm_why(const install_run_t *r)
+{
+  return !r->enabled ? "the leave-pinned decision left malloc to glibc"
+                     : "pinheap was loaded after start-up (PINHEAP_LATE_MALLOC=1 replaces it anyway)";
 }
 
 /* The account, second part: what was left alone, and why -- what seldom
@@ -494,23 +521,27 @@ PH_NOINLINE static void install_account_left_rare(const install_run_t *r, int sh
              "(PINHEAP_LATE_MALLOC=1 replaces it anyway). ");
   if (shm) {
     /* the shared heap's size alone does not replace malloc */
-    const char *why = !r->enabled ? "the leave-pinned decision left malloc to glibc"
-                                  : "pinheap was loaded after start-up (PINHEAP_LATE_MALLOC=1 "
-                                    "replaces it anyway)";
+    const char *why = install_shm_why(r);
     text_add("The shared-memory heap is configured, but malloc is not pinheap's here (");
     text_add(why);
     text_add("): only " PINHEAP_PREFIX_STRING "malloc and its kin allocate in the region. ");
-    if (dispatch_state != DISPATCH_UNDECIDED)
-      ph_warn("the shared-memory heap is configured (PINHEAP_SHM_*), but malloc is not "
-              "pinheap's in this process (", why, "): only " PINHEAP_PREFIX_STRING "malloc and "
-              "its kin allocate in the region; see pinheap-info", NULL);
   }
 }
 
-/* The account, second part: what was left alone, and why. */
-PH_STARTUP static void install_account_left(const install_run_t *r)
+/* The warning of the shared heap left unused, said when the installation
+ * ends (not in the start-up text: seldom). */
+PH_NOINLINE static void install_shm_warn(const install_run_t *r)
 {
-  int shm = !r->want_malloc && shm_params_any_set(environ);
+  if (dispatch_state != DISPATCH_UNDECIDED)
+    ph_warn("the shared-memory heap is configured (PINHEAP_SHM_*), but malloc is not "
+            "pinheap's in this process (", install_shm_why(r), "): only " PINHEAP_PREFIX_STRING
+            "malloc and its kin allocate in the region; see pinheap-info", NULL);
+}
+
+/* The account, second part: what was left alone, and why. */
+static void install_account_left(const install_run_t *r)
+{
+  int shm = r->shm;
   if (r->code_foreign > 0 || r->code_failed > 0 || !r->events || shm ||
       (!r->code && r->patch && r->params->v[PARAM_CODE_PATCH].value == 0) ||
       (r->enabled && !r->want_malloc && install_is_late))
@@ -521,8 +552,27 @@ PH_STARTUP static void install_account_left(const install_run_t *r)
     text_add("Memory calls that no loaded object makes yet are patched as objects that make "
              "them are loaded. ");
   text_add("Installation took ");
-  text_dec((ph_clock_ns(CLOCK_MONOTONIC) - r->t0) / 1000u);
+  text_dec(r->us);
   text_add(" us. ");
+}
+
+/* What the account will say, kept at the end of the run: the patcher's
+ * counts and the time as they are now; the warning said now. */
+PH_STARTUP static void install_account_keep(install_run_t *r)
+{
+  reloc_stats_t rs;
+  r->shm = !r->want_malloc && shm_params_any_set(environ);
+  if (r->shm)
+    install_shm_warn(r);
+  if (r->k > 0) {
+    reloc_stats_get(&rs);
+    r->rs_slots = rs.slots;
+    r->rs_objects = rs.objects_patched;
+    r->rs_definitions = rs.definitions;
+  }
+  r->resolved = NULL;          /* (install_run's array: gone with it) */
+  r->us = (ph_clock_ns(CLOCK_MONOTONIC) - r->t0) / 1000u;
+  install_said = *r;
 }
 
 /* The steps (a), (b), (b'), (c) of the top, each a phase above (the
@@ -531,6 +581,7 @@ PH_STARTUP void install_run(void)
 {
   int expected = 0;
   install_run_t r;
+  void *resolved[INSTALL_MAX];
   uint64_t t0;
 
   if (ph_likely(__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) == 2))
@@ -548,6 +599,7 @@ PH_STARTUP void install_run(void)
   install_inside = 1;
   memset(&r, 0, sizeof(r));
   r.t0 = t0;
+  r.resolved = resolved;
   install_setup(&r);
   install_interpose(&r);
   install_sites_find(&r);
@@ -562,8 +614,7 @@ PH_STARTUP void install_run(void)
   __atomic_store_n(&install_patched, 1, __ATOMIC_RELEASE);  /* install_resolved reads slots */
   install_verify_calls(&r);
   install_verify_family(&r);
-  install_account_how(&r);
-  install_account_left(&r);
+  install_account_keep(&r);
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   install_inside = 0;
   ph_unlock(&install_lock);
@@ -572,10 +623,12 @@ PH_STARTUP void install_run(void)
 
 void install_fork_child(void)
 {
+  /* a text being composed by another thread: composed again here */
+  if (__atomic_load_n(&install_text_state, __ATOMIC_RELAXED) == 1)
+    __atomic_store_n(&install_text_state, 0, __ATOMIC_RELAXED);
   if (install_inside || __atomic_load_n(&install_state, __ATOMIC_RELAXED) != 1)
     return;                    /* not running, or this thread runs it and goes on */
-  text_add("A fork() on another thread interrupted the installation: this process, the "
-           "child, has what was installed before it, and the rest stays libc's. ");
+  install_interrupted = 1;     /* what was kept of the run is not this one's */
   __atomic_store_n(&install_state, 2, __ATOMIC_RELEASE);
   ph_lock_reset(&install_lock);
 }
@@ -679,11 +732,31 @@ int PINHEAP_NAME(install_info)(unsigned i, pinheap_install_info_t *out_p)
   return 0;
 }
 
+/* The account, composed by the first caller (install_text_state: 0 none,
+ * 1 being composed, 2 ready and read-only); the others wait for it. */
 static const char *install_text_own(void)
 {
+  int expected = 0;
   install_run();
   if (__atomic_load_n(&install_state, __ATOMIC_ACQUIRE) != 2)
     return "not installed yet: asked from inside the installation itself";
+  if (ph_likely(__atomic_load_n(&install_text_state, __ATOMIC_ACQUIRE) == 2))
+    return install_text_buf;
+  if (__atomic_compare_exchange_n(&install_text_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    install_text_buf[0] = '\0';
+    if (install_interrupted) {
+      text_add("A fork() on another thread interrupted the installation: this process, the "
+               "child, has what was installed before it, and the rest stays libc's. ");
+    } else {
+      install_account_how(&install_said);
+      install_account_left(&install_said);
+    }
+    __atomic_store_n(&install_text_state, 2, __ATOMIC_RELEASE);
+    return install_text_buf;
+  }
+  while (__atomic_load_n(&install_text_state, __ATOMIC_ACQUIRE) != 2)
+    sched_yield();
   return install_text_buf;
 }
 

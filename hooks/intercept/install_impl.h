@@ -22,8 +22,18 @@ typedef struct install_sym_s {
   int method;                  /* PINHEAP_INSTALL_* */
   int verified;
   unsigned objects, slots;
-  int code;                    /* PINHEAP_CODE_* */
-} install_sym_t;
+  short code;                  /* PINHEAP_CODE_* */
+  unsigned char entry;         /* RELOC: its entry of the relocation patcher's table */
+} install_sym_t;                 /* (20 bytes: the table stays within one page) */
+
+/* The index of each symbol in replace_symbols (replace.c builds it from
+ * the same list, in the same order): INSTALL_IX_malloc, ... */
+enum {
+#define INSTALL_IX(name, ...) INSTALL_IX_##name,
+  PH_INTERCEPTED(INSTALL_IX)
+#undef INSTALL_IX
+  INSTALL_IX_COUNT
+};
 
 /* One run of install_run(): what it may do, and what each step did (its
  * phases fill it in, in order). */
@@ -43,10 +53,14 @@ typedef struct install_run_s {
   int rc;                      /* (b): what it returned */
   int code_done, code_foreign, code_failed, code_threads;   /* (b') */
   int missed, uncalled;        /* (c) */
+  int shm;                     /* the shared heap is configured, malloc not pinheap's */
+  unsigned rs_slots, rs_objects, rs_definitions;   /* (b): the patcher's counts, then */
+  uint64_t us;                 /* how long it took */
   install_sym_t *syms;         /* per symbol, as replace_symbols: its record, */
   patch_site_t *sites;         /* its code patching site, and the index of */
   const unsigned char *alias;  /* the site patched for the same function */
-  void *resolved[INSTALL_MAX]; /* (a): what the process resolves each name to */
+  void **resolved;             /* (a): what the process resolves each name to
+                                *       (install_run's array, INSTALL_MAX) */
 } install_run_t;
 
 /* ---- install_verify.c ---------------------------------------------------- */

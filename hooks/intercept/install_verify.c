@@ -141,6 +141,17 @@ PH_STARTUP int install_is_call(unsigned i)
   return (replace_symbols[i].event & PINHEAP_EVENT_CALLS) != 0;
 }
 
+/* replace_symbols[i] is syscall() (when this build intercepts it). */
+PH_STARTUP static int install_is_syscall(unsigned i)
+{
+#if PH_RAW_SYSCALL
+  return i == INSTALL_IX_syscall;
+#else
+  (void)i;
+  return 0;
+#endif
+}
+
 /* A call that derives VM_UNMAPPED only reaches pinheap.  syscall() is
  * called with the probe's munmap (its MUNMAP event must fire); fallocate,
  * ftruncate and truncate have no call event to stop them and would release
@@ -150,10 +161,10 @@ PH_STARTUP int install_is_call(unsigned i)
 PH_STARTUP static int install_verify_derived(unsigned i, int probing)
 {
   const replace_symbol_t *s = &replace_symbols[i];
-  void *fn = install_resolved(s->name);
+  void *fn = install_resolved_at(i);
   if (fn == NULL)
     return 0;
-  if (strcmp(s->name, "syscall") == 0) {
+  if (install_is_syscall(i)) {
     int saved = errno;
     if (!probing)
       return 0;
@@ -177,16 +188,11 @@ PH_STARTUP static int install_verify_derived(unsigned i, int probing)
  * it free). */
 PH_STARTUP static int install_verify_malloc(void)
 {
-  void *(*p_malloc)(size_t) = (void *(*)(size_t))install_resolved("malloc");
-  void (*p_free)(void *) = (void (*)(void *))install_resolved("free");
-  const replace_symbol_t *m = &replace_symbols[0], *f = &replace_symbols[0];
+  void *(*p_malloc)(size_t) = (void *(*)(size_t))install_resolved_at(INSTALL_IX_malloc);
+  void (*p_free)(void *) = (void (*)(void *))install_resolved_at(INSTALL_IX_free);
+  const replace_symbol_t *m = &replace_symbols[INSTALL_IX_malloc];
+  const replace_symbol_t *f = &replace_symbols[INSTALL_IX_free];
 
-  for (unsigned i = 0; i < replace_symbols_count; i++) {
-    if (strcmp(replace_symbols[i].name, "free") == 0)
-      f = &replace_symbols[i];
-    else if (strcmp(replace_symbols[i].name, "malloc") == 0)
-      m = &replace_symbols[i];
-  }
   if (p_malloc == NULL || p_free != f->self)
     return 0;                  /* a block of ours must never reach glibc's free */
   if ((void *)p_malloc == m->self || (void *)p_malloc == m->entry)
@@ -228,7 +234,7 @@ PH_STARTUP void install_verify_calls(install_run_t *r)
     int code_ok = st->code != PINHEAP_CODE_PATCHED ||
                   (probing && install_probe_call(s->event, r->sites[r->alias[i]].entry));
     if (st->method == PINHEAP_INSTALL_CODE) {
-      void *fn = install_resolved(s->name);   /* and what the process resolves */
+      void *fn = install_resolved_at(i);   /* and what the process resolves */
       st->verified = code_ok && fn != NULL && install_probe_call(s->event, fn);
       r->missed += !st->verified;
       continue;
@@ -242,7 +248,7 @@ PH_STARTUP void install_verify_calls(install_run_t *r)
       r->uncalled++;              /* no object calls it (yet): nothing to call through */
       continue;
     }
-    void *fn = install_resolved(s->name);
+    void *fn = install_resolved_at(i);
     st->verified = probing && fn != NULL && install_probe_call(s->event, fn);
     r->missed += !st->verified;
   }
@@ -255,21 +261,23 @@ PH_STARTUP void install_verify_family(install_run_t *r)
 {
   install_sym_t *syms = r->syms;
   int malloc_ok = 0;
+  /* (the family's indices are fixed by symbols.h: a build's table holds
+   * every one of them, or none) */
+  if (r->n < INSTALL_IX_COUNT)
+    return;
   for (unsigned i = 0; i < r->n; i++) {
     if (replace_symbols[i].event != 0 || syms[i].method == PINHEAP_INSTALL_NONE)
       continue;
-    if (strcmp(replace_symbols[i].name, "malloc") == 0 && r->enabled) {
+    if (i == INSTALL_IX_malloc && r->enabled) {
       malloc_ok = install_verify_malloc();      /* a block, from pinheap */
       syms[i].verified = malloc_ok;
-    } else if (strcmp(replace_symbols[i].name, "malloc") == 0) {
+    } else if (i == INSTALL_IX_malloc) {
       /* disabled: pinheap's entry forwards to glibc, by design */
-      malloc_ok = install_resolved("malloc") == replace_symbols[i].self;
+      malloc_ok = install_resolved_at(i) == replace_symbols[i].self;
       syms[i].verified = malloc_ok;
     } else {
-      syms[i].verified = install_resolved(replace_symbols[i].name) == replace_symbols[i].self;
+      syms[i].verified = install_resolved_at(i) == replace_symbols[i].self;
     }
   }
-  for (unsigned i = 0; i < r->n; i++)
-    if (strcmp(replace_symbols[i].name, "free") == 0)
-      syms[i].verified &= malloc_ok;
+  syms[INSTALL_IX_free].verified &= malloc_ok;
 }

@@ -184,6 +184,32 @@ PH_STARTUP const char *patch_describe(const void *entry, char *buf, size_t len)
 /*  memory: protection, the trampoline page                                  */
 /* ======================================================================= */
 
+/* The executable segments of libc.so.6 (dladdr would cost a linear walk
+ * of libc's symbol table per lookup), with their protection. */
+typedef struct patch_libc_s {
+  uintptr_t lo[4], hi[4];
+  int prot[4];
+  int n;
+} patch_libc_t;
+
+/* libc's first executable segment, as patch_find found it (libc is never
+ * unloaded; its entries are there): the segment of an entry is read from
+ * here, without another walk of the objects (patch_seg_find).
+ * patch_libc_known: 1 once written (release), 2 while being written (a
+ * child forked then walks, as before). */
+PH_HOT_DATA static struct {
+  uintptr_t lo, hi;
+  int prot;
+} patch_libc_seen;
+PH_HOT_DATA static int patch_libc_known;
+
+/* The protection of a PT_LOAD segment's flags. */
+PH_STARTUP static int patch_prot_of(const ElfW(Phdr) *ph)
+{
+  return ((ph->p_flags & PF_R) ? PROT_READ : 0) | ((ph->p_flags & PF_W) ? PROT_WRITE : 0) |
+         ((ph->p_flags & PF_X) ? PROT_EXEC : 0);
+}
+
 typedef struct patch_seg_s {
   uintptr_t addr;
   uintptr_t lo, hi;       /* the PT_LOAD segment holding addr */
@@ -202,8 +228,7 @@ PH_STARTUP static int patch_seg_cb(struct dl_phdr_info *info, size_t size, void 
     if (s->addr >= lo && s->addr < hi) {
       s->lo = lo;
       s->hi = hi;
-      s->prot = ((ph->p_flags & PF_R) ? PROT_READ : 0) | ((ph->p_flags & PF_W) ? PROT_WRITE : 0) |
-                ((ph->p_flags & PF_X) ? PROT_EXEC : 0);
+      s->prot = patch_prot_of(ph);
       return 1;
     }
   }
@@ -221,6 +246,14 @@ PH_STARTUP static int patch_seg_find(const void *addr, patch_seg_t *s)
   memset(s, 0, sizeof(*s));
   s->addr = (uintptr_t)addr;
   s->prot = -1;
+  /* one of libc's executable segments, as patch_find saw it: no walk */
+  if (__atomic_load_n(&patch_libc_known, __ATOMIC_ACQUIRE) == 1 &&
+      s->addr >= patch_libc_seen.lo && s->addr < patch_libc_seen.hi) {
+    s->lo = patch_libc_seen.lo;
+    s->hi = patch_libc_seen.hi;
+    s->prot = patch_libc_seen.prot;
+    return s->prot;
+  }
   dl_iterate_phdr(patch_seg_cb, s);
   return s->prot;
 }
@@ -315,26 +348,19 @@ PH_STARTUP static void *patch_tramp_slot(const void *entry, void *target)
 /*  finding, applying, undoing                                              */
 /* ======================================================================= */
 
-/* The executable segments of libc.so.6 (dladdr would cost a linear walk
- * of libc's symbol table per lookup). */
-typedef struct patch_libc_s {
-  uintptr_t lo[4], hi[4];
-  int n;
-} patch_libc_t;
 
 PH_STARTUP static int patch_libc_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   patch_libc_t *l = arg;
-  const char *name = info->dlpi_name, *base = name != NULL ? strrchr(name, '/') : NULL;
   (void)size;
-  base = base != NULL ? base + 1 : name;
-  if (base == NULL || strncmp(base, "libc.so", 7) != 0)
+  if (!reloc_file_begins(info->dlpi_name, "libc.so"))
     return 0;
   for (int i = 0; i < info->dlpi_phnum && l->n < 4; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
       l->lo[l->n] = info->dlpi_addr + ph->p_vaddr;
       l->hi[l->n] = l->lo[l->n] + ph->p_memsz;
+      l->prot[l->n] = patch_prot_of(ph);
       l->n++;
     }
   }
@@ -398,11 +424,18 @@ PH_STARTUP int patch_find(patch_site_t *sites, size_t n)
 {
   void *libc = NULL;
   void *found[PATCH_FIND_MAX];
-  patch_libc_t range = { { 0 }, { 0 }, 0 };
+  patch_libc_t range = { { 0 }, { 0 }, { 0 }, 0 };
   Dl_info info;
   size_t k = 0;
 
   dl_iterate_phdr(patch_libc_cb, &range);
+  if (range.n > 0 && !__atomic_load_n(&patch_libc_known, __ATOMIC_ACQUIRE) &&
+      !__atomic_exchange_n(&patch_libc_known, 2, __ATOMIC_ACQ_REL)) {
+    patch_libc_seen.lo = range.lo[0];
+    patch_libc_seen.hi = range.hi[0];
+    patch_libc_seen.prot = range.prot[0];
+    __atomic_store_n(&patch_libc_known, 1, __ATOMIC_RELEASE);
+  }
   void **defs = patch_libc_defs(sites, n, &range, found, &libc);
 
   for (size_t i = 0; i < n; i++) {
@@ -508,14 +541,15 @@ PH_STARTUP static void patch_write_all(patch_write_t *w, size_t k)
   }
   lo &= ~(uintptr_t)(page - 1);
   hi = (hi + page - 1) & ~(uintptr_t)(page - 1);
+  /* (the raw system call: no lazy binding of libc's mprotect at start-up) */
   if (one && hi - lo <= 64 * page &&
-      mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) == 0) {
+      ph_syscall(SYS_mprotect, lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) == 0) {
     for (size_t i = 0; i < k; i++) {
       __atomic_store_n((uint64_t *)w[i].site->entry, w[i].val, __ATOMIC_SEQ_CST);
       w[i].site->state = PATCH_DONE;
       patch_unsay(w[i].site);
     }
-    if (mprotect((void *)lo, hi - lo, w[0].prot) != 0)
+    if (ph_syscall(SYS_mprotect, lo, hi - lo, w[0].prot) != 0)
       ph_warn("pinheap could not give libc's text its protection back after code patching", NULL);
     return;
   }

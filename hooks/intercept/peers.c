@@ -41,6 +41,7 @@
 
 #include "allocator/heap/chunk.h"     /* ph_lock */
 #include "hooks/intercept/patch.h"
+#include "hooks/intercept/reloc.h"
 #include "allocator/base/startup.h"
 
 enum { PEERS_MMAP, PEERS_MUNMAP, PEERS_MREMAP, PEERS_MADVISE, PEERS_SHMAT, PEERS_SHMDT,
@@ -249,7 +250,7 @@ PH_STARTUP void peers_find(const patch_site_t *found, size_t n)
   for (int i = 0; i < PEERS_N; i++) {
     for (size_t k = 0; k < n && sites[i].entry == NULL; k++)
       if (found[k].name != NULL && found[k].entry != NULL &&
-          strcmp(found[k].name, peers_names[i]) == 0)
+          reloc_streq(found[k].name, peers_names[i]))
         sites[i].entry = found[k].entry;
     if (sites[i].entry == NULL) {      /* code patching did not look for it */
       sites[i].name = peers_names[i];

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 
@@ -142,7 +143,7 @@ PH_STARTUP static unsigned reloc_name_find(const char *name, uint32_t h)
     unsigned v = reloc_buckets[i];
     if (v == 0)
       return RELOC_NO_NAME;
-    if (reloc_names[v - 1].hash == h && strcmp(reloc_names[v - 1].name, name) == 0)
+    if (reloc_names[v - 1].hash == h && reloc_streq(reloc_names[v - 1].name, name))
       return v - 1;
   }
 }
@@ -326,9 +327,10 @@ PH_STARTUP static int reloc_collect_slot(const reloc_view_t *v, void **slot, uns
   return 0;
 }
 
+/* (the raw system call: no lazy binding of libc's mprotect at start-up) */
 PH_STARTUP int reloc_relro_set(uintptr_t lo, uintptr_t hi, int prot)
 {
-  if (mprotect((void *)lo, hi - lo, prot) == 0)
+  if (ph_syscall(SYS_mprotect, lo, hi - lo, prot) == 0)
     return 0;
   reloc_stats.mprotect_failures++;
   char a[24], b[24], e[24];
@@ -449,7 +451,12 @@ PH_STARTUP static int reloc_pass_cb(struct dl_phdr_info *info, size_t size, void
 /* Recomputes every entry's counters and the totals from the records. */
 PH_STARTUP static void reloc_counts_update(void)
 {
-  memset(reloc_scratch.obj_bits, 0, sizeof(reloc_scratch.obj_bits[0]) * reloc_nnames);
+  /* only the words that objects below the high-water mark use (one for
+   * a small program, where the whole rows were 2,200 instructions) */
+  size_t words = (reloc_nobjects + 63) / 64;
+  for (size_t i = 0; i < reloc_nnames; i++)
+    for (size_t w = 0; w < words; w++)
+      reloc_scratch.obj_bits[i][w] = 0;
   for (size_t i = 0; i < reloc_nnames; i++) {
     reloc_names[i].entry->slots = 0;
     reloc_names[i].entry->objects = 0;

@@ -59,6 +59,7 @@
 #define PINHEAP_RELOC_H
 
 #include "allocator/api/api.h"
+#include "allocator/base/startup.h"
 
 #include <stddef.h>
 
@@ -109,6 +110,41 @@ typedef struct reloc_stats_s {
   unsigned long mprotect_failures; /* RELRO lifts or restores that failed */
   unsigned definitions;     /* symbol table entries rewritten (RELOC_PATCH_DEFINITIONS) */
 } reloc_stats_t;
+
+/** 1 when the strings a and b are equal (strcmp(a, b) == 0); inline,
+ *  without libc's string functions (start-up binds none it can spare). */
+PH_STARTUP static inline int reloc_streq(const char *a, const char *b)
+{
+  while (*a != '\0' && *a == *b)
+    a++, b++;
+  return *a == *b;
+}
+
+/** The last component of path (after its last '/'), as strrchr would
+ *  find it; inline, without libc's string functions. */
+PH_STARTUP static inline const char *reloc_file_of(const char *path)
+{
+  const char *base = path;
+  for (const char *c = path; *c != '\0'; c++)
+    if (*c == '/')
+      base = c + 1;
+  return base;
+}
+
+/** 1 when s begins with prefix (strncmp(s, prefix, strlen(prefix)) == 0). */
+PH_STARTUP static inline int reloc_begins(const char *s, const char *prefix)
+{
+  while (*prefix != '\0' && *s == *prefix)
+    s++, prefix++;
+  return *prefix == '\0';
+}
+
+/** 1 when the last component of path (a dlpi_name; NULL: no) begins
+ *  with prefix, as strncmp(basename, prefix, strlen(prefix)) == 0. */
+PH_STARTUP static inline int reloc_file_begins(const char *path, const char *prefix)
+{
+  return path != NULL && reloc_begins(reloc_file_of(path), prefix);
+}
 
 /** Adds a table and patches every loaded object with every installed
  *  table.  Installing the same table again (same pointer and n) only

@@ -191,20 +191,15 @@ PH_STARTUP PH_NOINLINE static ElfW(Sym) *reloc_sym_each_h(const reloc_view_t *v,
   ((all ? syms[i].st_value != 0 || syms[i].st_shndx == SHN_ABS ||                    \
               ELF64_ST_TYPE(syms[i].st_info) == STT_TLS                              \
         : syms[i].st_shndx != SHN_UNDEF && syms[i].st_value != 0) &&                 \
-   strcmp(v->strtab + syms[i].st_name, name) == 0 && fn(v, &syms[i], arg))
+   reloc_streq(v->strtab + syms[i].st_name, name) && fn(v, &syms[i], arg))
   if (v->gnu_hash != NULL) {
     const uint32_t *h = v->gnu_hash;
     uint32_t nbuckets = h[0], symoffset = h[1], bloom_words = h[2];
     const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(h + 4) + bloom_words);
     const uint32_t *chain = buckets + nbuckets;
-    if (nbuckets == 0 || bloom_words == 0)
-      return NULL;
     /* the Bloom filter first, as ld.so does: most objects a walk meets
      * define none of the names */
-    const unsigned bits = sizeof(ElfW(Addr)) * 8;
-    ElfW(Addr) word = ((const ElfW(Addr) *)(h + 4))[(hash / bits) & (bloom_words - 1)];
-    ElfW(Addr) mask = ((ElfW(Addr))1 << (hash % bits)) | ((ElfW(Addr))1 << ((hash >> h[3]) % bits));
-    if ((word & mask) != mask)
+    if (nbuckets == 0 || bloom_words == 0 || !reloc_bloom_may(v, hash))
       return NULL;
     uint32_t i = buckets[hash % nbuckets];
     if (i < symoffset)
@@ -296,6 +291,7 @@ typedef struct reloc_named_find_s {
   void **out;
   size_t n;
   int objects, unsure;
+  uint32_t hash[RELOC_MAX_NAMES];   /* reloc_gnu_hash(names[i]), once per walk */
 } reloc_named_find_t;
 
 PH_STARTUP int reloc_sym_default(const reloc_view_t *v, const char *name, uint32_t hash, void **out,
@@ -319,10 +315,7 @@ PH_STARTUP static int reloc_named_cb(struct dl_phdr_info *info, size_t size, voi
   reloc_view_t v;
   (void)size;
   if (f->object != NULL) {
-    const char *name = info->dlpi_name != NULL ? info->dlpi_name : "";
-    const char *base = strrchr(name, '/');
-    base = base != NULL ? base + 1 : name;
-    if (strncmp(base, f->object, strlen(f->object)) != 0)
+    if (!reloc_file_begins(info->dlpi_name != NULL ? info->dlpi_name : "", f->object))
       return 0;
   } else if (reloc_is_vdso(info)) {
     return 0;
@@ -333,18 +326,23 @@ PH_STARTUP static int reloc_named_cb(struct dl_phdr_info *info, size_t size, voi
     f->unsure |= f->object != NULL;
     return f->object != NULL;
   }
-  for (size_t i = 0; i < f->n; i++)
-    if (f->out[i] == NULL &&
-        reloc_sym_default(&v, f->names[i], reloc_gnu_hash(f->names[i]), &f->out[i], NULL) < 0)
+  for (size_t i = 0; i < f->n; i++) {
+    uint32_t h = i < RELOC_MAX_NAMES ? f->hash[i] : reloc_gnu_hash(f->names[i]);
+    if (f->out[i] == NULL && reloc_bloom_may(&v, h) &&
+        reloc_sym_default(&v, f->names[i], h, &f->out[i], NULL) < 0)
       f->unsure = 1;
+  }
   return f->object != NULL;    /* the first object of that name only */
 }
 
 PH_STARTUP int reloc_defs_named(const char *object, const char *const *names, void **out, size_t n)
 {
-  reloc_named_find_t f = { object, names, out, n, 0, 0 };
-  for (size_t i = 0; i < n; i++)
+  reloc_named_find_t f = { object, names, out, n, 0, 0, { 0 } };
+  for (size_t i = 0; i < n; i++) {
     out[i] = NULL;
+    if (i < RELOC_MAX_NAMES)
+      f.hash[i] = reloc_gnu_hash(names[i]);
+  }
   dl_iterate_phdr(reloc_named_cb, &f);
   if (f.unsure || (object != NULL && f.objects == 0))
     return -1;
@@ -464,6 +462,20 @@ PH_STARTUP static void reloc_defs_write(reloc_def_t *defs, size_t n, int restore
   }
 }
 
+/* A set of symbol addresses: twice the names it can hold, a power of two. */
+#define RELOC_DEFS_SEEN (4 * RELOC_MAX_NAMES)
+
+/* 1 when sym is in set already; else adds it and returns 0. */
+PH_STARTUP static int reloc_defs_seen(const ElfW(Sym) **set, const ElfW(Sym) *sym)
+{
+  unsigned i = (unsigned)(((uintptr_t)sym / sizeof(ElfW(Sym))) * 2654435761u) & (RELOC_DEFS_SEEN - 1);
+  for (; set[i] != NULL; i = (i + 1) & (RELOC_DEFS_SEEN - 1))
+    if (set[i] == sym)
+      return 1;
+  set[i] = sym;
+  return 0;
+}
+
 /* Points the definitions the process resolves table's names to at their
  * replacements: later symbol lookups (objects loaded later, whose
  * constructors run before any wrapper could patch their slots; lazy
@@ -479,19 +491,51 @@ PH_STARTUP static void reloc_defs_write(reloc_def_t *defs, size_t n, int restore
 PH_HOT_DATA static pthread_mutex_t reloc_defs_lock = PTHREAD_MUTEX_INITIALIZER;
 PH_COLD_BSS static reloc_def_find_t reloc_find;  /* reloc_defs_lock held: too big for a stack */
 
+/* The PT_LOAD segment of info holding addr, [lo, hi), remembered: the
+ * next address asked about is mostly in the same one (a defining
+ * object's functions in its text, their symbols in its .dynsym). */
+typedef struct reloc_seg_memo_s {
+  uintptr_t lo, hi;
+  int prot;
+} reloc_seg_memo_t;
+
+/* 1 when addr lies in one of info's PT_LOAD segments (m: it, after). */
+PH_STARTUP static int reloc_seg_memo(const struct dl_phdr_info *info, uintptr_t addr,
+                                     reloc_seg_memo_t *m)
+{
+  if (addr >= m->lo && addr < m->hi)
+    return 1;
+  for (ElfW(Half) k = 0; k < info->dlpi_phnum; k++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[k];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && addr >= lo && addr - lo < ph->p_memsz) {
+      m->lo = lo;
+      m->hi = lo + ph->p_memsz;
+      m->prot = ((ph->p_flags & PF_R) ? PROT_READ : 0) | ((ph->p_flags & PF_W) ? PROT_WRITE : 0) |
+                ((ph->p_flags & PF_X) ? PROT_EXEC : 0);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 PH_STARTUP void reloc_defs_hint(const struct dl_phdr_info *info, const char *const *names,
                                 void *const *addrs, const ElfW(Sym) *const *syms, size_t n)
 {
+  reloc_seg_memo_t code = { 0, 0, 0 }, tab = { 0, 0, 0 };
   if (n == 0 || reloc_is_self(info))
     return;                    /* pinheap's own definitions stay as they are */
   for (size_t i = 0; i < n && reloc_ndefs + reloc_nhints < RELOC_MAX_NAMES; i++) {
     reloc_def_t *h = &reloc_defs[reloc_ndefs + reloc_nhints];
     uintptr_t addr = (uintptr_t)addrs[i];
     /* what reloc_def_find_cb would find: a function, in this object (the
-     * first holding addr: objects do not overlap) */
-    if (ELF64_ST_TYPE(syms[i]->st_info) != STT_FUNC || !reloc_in_segment(info, addr) ||
-        reloc_def_segment(info, syms[i], h) != 0)
+     * first holding addr: objects do not overlap), its symbol in one of
+     * the object's segments (reloc_def_segment's fields) */
+    if (ELF64_ST_TYPE(syms[i]->st_info) != STT_FUNC || !reloc_seg_memo(info, addr, &code) ||
+        !reloc_seg_memo(info, (uintptr_t)syms[i], &tab))
       continue;
+    h->seg_lo = tab.lo & ~(reloc_page_size() - 1);
+    h->prot = tab.prot;
     h->name = names[i];
     h->sym = (ElfW(Sym) *)syms[i];
     h->old_value = syms[i]->st_value;
@@ -511,7 +555,7 @@ PH_STARTUP static void reloc_defs_hints_take(void)
     for (size_t j = 0; j < nh; j++) {
       reloc_def_t *h = &hints[(from + j) % nh];
       if (h->name == NULL || h->base + h->old_value != reloc_find.addr[i] ||
-          strcmp(h->name, reloc_find.name[i]) != 0)
+          (h->name != reloc_find.name[i] && !reloc_streq(h->name, reloc_find.name[i])))
         continue;
       reloc_def_t *d = &reloc_find.def[i];
       *d = *h;
@@ -570,15 +614,14 @@ PH_STARTUP void reloc_defs_patch(reloc_entry_t *table, size_t n)
   pthread_mutex_lock(&reloc_mutex);
   reloc_def_t *found = reloc_find.def;
   size_t keep = 0;
+  /* each symbol once: the ones rewritten before and the ones kept so far
+   * in a small set of symbol addresses (one probe each, where a scan of
+   * both lists per name was 4,500 instructions for libc's 32) */
+  const ElfW(Sym) *seen_set[RELOC_DEFS_SEEN] = { NULL };
+  for (size_t k = 0; k < reloc_ndefs; k++)
+    reloc_defs_seen(seen_set, reloc_defs[k].sym);
   for (size_t i = 0; i < reloc_find.n; i++) {
-    if (found[i].sym == NULL)
-      continue;
-    int seen = 0;
-    for (size_t k = 0; k < reloc_ndefs && !seen; k++)
-      seen = reloc_defs[k].sym == found[i].sym;
-    for (size_t k = 0; k < keep && !seen; k++)
-      seen = found[k].sym == found[i].sym;
-    if (seen)
+    if (found[i].sym == NULL || reloc_defs_seen(seen_set, found[i].sym))
       continue;
     if (reloc_ndefs + keep == RELOC_MAX_NAMES) {
       reloc_overflow("RELOC_MAX_NAMES (definitions)", RELOC_MAX_NAMES);
@@ -607,11 +650,16 @@ PH_STARTUP void reloc_defs_patch(reloc_entry_t *table, size_t n)
 PH_STARTUP void *reloc_def_value(const char *name)
 {
   void *v = NULL;
+  size_t k = 0;
   pthread_mutex_lock(&reloc_mutex);
-  for (size_t k = 0; k < reloc_ndefs && v == NULL; k++)
-    if (strcmp(reloc_defs[k].name, name) == 0)
-      v = (void *)(reloc_defs[k].base +
-                   __atomic_load_n(&reloc_defs[k].sym->st_value, __ATOMIC_ACQUIRE));
+  /* the installation asks with its table's own names: by address first */
+  while (k < reloc_ndefs && reloc_defs[k].name != name)
+    k++;
+  for (size_t j = 0; k == reloc_ndefs && j < reloc_ndefs; j++)
+    if (strcmp(reloc_defs[j].name, name) == 0)
+      k = j;
+  if (k < reloc_ndefs)
+    v = (void *)(reloc_defs[k].base + __atomic_load_n(&reloc_defs[k].sym->st_value, __ATOMIC_ACQUIRE));
   pthread_mutex_unlock(&reloc_mutex);
   return v;
 }

@@ -48,7 +48,7 @@ typedef struct reloc_startup_obj_s {
   uintptr_t addr;             /* dlpi_addr, dlpi_phdr, dlpi_phnum: its view */
   const ElfW(Phdr) *phdr;
   ElfW(Half) phnum;
-  int initial;                /* in the start-up closure */
+  int initial;                /* in the start-up closure (2: its DT_NEEDED entries marked) */
   int holds;                  /* holds the address asked about */
 } reloc_startup_obj_t;
 
@@ -104,6 +104,19 @@ PH_HIDDEN uint32_t reloc_gnu_hash(const char *name);
  *  1 with *out set (its one plain definition), 0 when v does not define
  *  it, -1 when dlsym's answer is not sure from the table (two definitions,
  *  an IFUNC, a hidden version); *sym_p (unless NULL): its symbol. */
+/** 0 when v's GNU Bloom filter says v defines no symbol of GNU hash
+ *  hash (as ld.so tests it first); 1 when it may (or v has no GNU hash
+ *  table).  Inline: the test of a name against most objects ends here. */
+PH_STARTUP static inline int reloc_bloom_may(const reloc_view_t *v, uint32_t hash)
+{
+  const uint32_t *h = v->gnu_hash;
+  if (h == NULL || h[2] == 0)
+    return 1;
+  const unsigned bits = sizeof(ElfW(Addr)) * 8;
+  ElfW(Addr) word = ((const ElfW(Addr) *)(h + 4))[(hash / bits) & (h[2] - 1)];
+  ElfW(Addr) mask = ((ElfW(Addr))1 << (hash % bits)) | ((ElfW(Addr))1 << ((hash >> h[3]) % bits));
+  return (word & mask) == mask;
+}
 PH_HIDDEN int reloc_sym_default(const reloc_view_t *v, const char *name, uint32_t hash, void **out,
                                 const ElfW(Sym) **sym_p);
 PH_HIDDEN void reloc_defs_patch(reloc_entry_t *table, size_t n);

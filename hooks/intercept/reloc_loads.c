@@ -162,6 +162,15 @@ void reloc_loads_fork_child(void)
 
 /* ---- loaded at start-up? ----------------------------------------------------- */
 
+/* strlen(s), without libc's (start-up binds no more of libc than it must) */
+PH_STARTUP static size_t reloc_len(const char *s)
+{
+  size_t n = 0;
+  while (s[n] != '\0')
+    n++;
+  return n;
+}
+
 PH_STARTUP static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
   reloc_startup_t *st = arg;
@@ -187,25 +196,32 @@ PH_STARTUP static int reloc_startup_cb(struct dl_phdr_info *info, size_t size, v
   return 0;
 }
 
-/* Does the loaded object called path answer to the name `want` (a DT_NEEDED
- * entry or an LD_PRELOAD word): the same path, or the same file name when
- * want has no slash (ld.so records the directory it found it in). */
-PH_STARTUP static int reloc_name_is(const char *path, const char *want, size_t want_len)
+/* Does the loaded object o answer to the name `want` (a DT_NEEDED entry
+ * or an LD_PRELOAD word): the same path, or the same file name when want
+ * has no slash (ld.so records the directory it found it in).  Compared
+ * from the ends: the file names differ there first. */
+PH_STARTUP static int reloc_name_is(const reloc_startup_obj_t *o, const char *want, size_t want_len,
+                                    int want_slash)
 {
+  const char *path = o->name;
   if (want_len == 0 || path[0] == '\0')
     return 0;
-  if (memchr(want, '/', want_len) == NULL) {
-    const char *slash = strrchr(path, '/');
-    path = slash != NULL ? slash + 1 : path;
-  }
-  return strlen(path) == want_len && memcmp(path, want, want_len) == 0;
+  size_t len = reloc_len(path);
+  if (len < want_len || (len > want_len && (!want_slash ? path[len - want_len - 1] != '/' : 1)))
+    return 0;
+  for (size_t i = 0; i < want_len; i++)
+    if (path[len - want_len + i] != want[i])
+      return 0;
+  return 1;
 }
 
 PH_STARTUP static int reloc_mark(reloc_startup_t *st, const char *want, size_t want_len)
 {
-  int changed = 0;
+  int changed = 0, slash = 0;
+  for (size_t i = 0; i < want_len && !slash; i++)
+    slash = want[i] == '/';
   for (size_t i = 0; i < st->n; i++) {
-    if (!st->obj[i].initial && reloc_name_is(st->obj[i].name, want, want_len)) {
+    if (!st->obj[i].initial && reloc_name_is(&st->obj[i], want, want_len, slash)) {
       st->obj[i].initial = 1;
       changed = 1;
     }
@@ -234,22 +250,26 @@ PH_STARTUP int reloc_startup_scan(reloc_startup_t *st, const void *addr)
   for (size_t i = 0; i < st->n && holder == st->n; i++)
     if (st->obj[i].holds)
       holder = i;
+  /* each object's DT_NEEDED entries once (load order is breadth first:
+   * what they mark mostly comes later in the list, met in the same
+   * round) */
   for (int changed = 1; changed && (st->full || !(holder < st->n && st->obj[holder].initial));) {
     changed = 0;
     for (size_t i = 0; i < st->n; i++) {
-      const reloc_startup_obj_t *o = &st->obj[i];
-      if (!o->initial || o->dyn == NULL || o->strtab == NULL)
+      reloc_startup_obj_t *o = &st->obj[i];
+      if (o->initial != 1 || o->dyn == NULL || o->strtab == NULL)
         continue;
+      o->initial = 2;
       for (const ElfW(Dyn) *d = o->dyn; d->d_tag != DT_NULL; d++) {
         if (d->d_tag != DT_NEEDED)
           continue;
         const char *want = o->strtab + d->d_un.d_val;
-        changed |= reloc_mark(st, want, strlen(want));
+        changed |= reloc_mark(st, want, reloc_len(want));
       }
     }
   }
   if (holder < st->n)
-    rc = st->obj[holder].initial;
+    rc = st->obj[holder].initial != 0;
   return rc;
 }
 
@@ -299,8 +319,8 @@ PH_STARTUP int reloc_startup_resolve_in(reloc_startup_t *st, const void *addr,
     const ElfW(Sym) *hs[RELOC_MAX_NAMES];
     size_t nh = 0;
     for (size_t i = 0; i < n; i++) {
-      if (done[i])
-        continue;
+      if (done[i] || !reloc_bloom_may(&v, hash[i]))
+        continue;              /* (v surely does not define it) */
       int r = reloc_sym_default(&v, names[i], hash[i], &out[i], &hs[nh]);
       if (r == 0)
         continue;

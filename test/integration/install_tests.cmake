@@ -46,3 +46,17 @@ add_test(NAME install
           ${PINHEAP_PREFIX} ${PINHEAP_PARAM_PREFIX})
 set_tests_properties(install PROPERTIES TIMEOUT 300 LABELS "install;noasan"
   FAIL_REGULAR_EXPRESSION "FAIL ")
+
+# The account composed on demand (hooks/intercept/install.c): threads asking
+# at once get one whole text (test/fixture/install_text_threads.c).
+add_executable(install_text_threads ${PROJECT_SOURCE_DIR}/test/fixture/install_text_threads.c)
+target_compile_definitions(install_text_threads PRIVATE PINHEAP_PREFIX=${PINHEAP_PREFIX})
+target_include_directories(install_text_threads PRIVATE ${PROJECT_BINARY_DIR}/include)
+target_compile_options(install_text_threads PRIVATE -fno-builtin)
+set_target_properties(install_text_threads PROPERTIES ENABLE_EXPORTS ON)
+target_link_libraries(install_text_threads PRIVATE -Wl,--no-as-needed mpifix ${CMAKE_DL_LIBS}
+                      Threads::Threads)
+add_test(NAME install_text_threads COMMAND install_text_threads)
+set_tests_properties(install_text_threads PROPERTIES
+  ENVIRONMENT "${PINHEAP_MODE_VAR}=on"
+  TIMEOUT 60 LABELS "install;noasan" FAIL_REGULAR_EXPRESSION "FAIL ")

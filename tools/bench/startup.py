@@ -22,7 +22,8 @@ each per round, the order rotated every round (A B C, B C A, ...):
   * --strace: syscalls per program (strace -c -f) and which ones differ;
   * --breakdown: inclusive instructions per start-up phase
     (callgrind_annotate --inclusive=yes; PHASES below names the function
-    that runs each phase).
+    that runs each phase), and how many dl_iterate_phdr walks and lazy PLT
+    bindings the core library made (the caller tree's call counts).
 
 usage: startup.py [--build DIR] [--baseline DIR] [--pairs N] [--cg-pairs N]
                   [--mode on|off|...] [--env K=V ...] [--breakdown] [--strace]
@@ -280,7 +281,31 @@ def breakdown(prog, env, prefix, tmp):
                 break
         else:
             rows.append((label, "-", 0))
-    return total, rows, p.stdout
+    return total, rows, call_counts(out, "libdemocore")
+
+
+def call_counts(out, core):
+    """From callgrind file out: how many dl_iterate_phdr walks and how many
+    lazy PLT bindings (_dl_runtime_resolve) the object whose path contains
+    core made: {"walks": N, "bindings": N} (callers' "(Nx)" in the caller
+    tree)."""
+    p = subprocess.run(["callgrind_annotate", "--tree=caller", "--threshold=100", out],
+                       capture_output=True, text=True)
+    counts = {"walks": 0, "bindings": 0}
+    for block in p.stdout.split("\n\n"):
+        lines = block.strip().splitlines()
+        star = [line for line in lines if re.search(r"\*  ", line)]
+        if not star:
+            continue
+        key = ("walks" if re.search(r":dl_iterate_phdr[ @]", star[0]) else
+               "bindings" if "_dl_runtime_resolve" in star[0] else None)
+        if key is None:
+            continue
+        for line in lines:
+            m = re.search(r"<.*\((\d+)x\) \[([^\]]*)\]", line)
+            if m is not None and core in m.group(2):
+                counts[key] += int(m.group(1))
+    return counts
 
 
 def strace_counts(prog, env, tmp):
@@ -529,6 +554,10 @@ def main_measure(a, cores, env, names, tmp, failures):
             fns = [bd[t][1][i][1] for t in bd]
             print("| %s | %s | %s |" % (label, next((f for f in fns if f != "-"), "-"),
                                         " | ".join("%d" % bd[t][1][i][2] for t in bd)))
+        print("| calls: dl_iterate_phdr walks by the core library | - | %s |" %
+              " | ".join("%d" % bd[t][2]["walks"] for t in bd))
+        print("| calls: lazy PLT bindings of the core library's imports | - | %s |" %
+              " | ".join("%d" % bd[t][2]["bindings"] for t in bd))
 
 
 if __name__ == "__main__":
