@@ -569,8 +569,11 @@ def targets_check(allocs, rows, callgrind, startup=None, subject="pinheap"):
     if startup:
         add("trivial program linked transitively: peak RSS over an empty core library's, MiB",
             (startup["rss_a_kb"] - startup["rss_b_kb"]) / 1024.0, TRIVIAL_RSS_MIB,
-            "%.2f MiB against %.2f; the start-up row's program" % (
-                startup["rss_a_kb"] / 1024.0, startup["rss_b_kb"] / 1024.0))
+            "%.2f MiB against %.2f; the start-up row's program%s" % (
+                startup["rss_a_kb"] / 1024.0, startup["rss_b_kb"] / 1024.0,
+                "; private (anonymous) %+.2f MiB, the rest shared page cache" % (
+                    (startup["anon_a_kb"] - startup["anon_b_kb"]) / 1024.0)
+                if startup.get("anon_a_kb", -1) >= 0 and startup.get("anon_b_kb", -1) >= 0 else ""))
         ins = ""
         if startup.get("instructions_a") is not None and startup.get("instructions_b") is not None:
             ins = "; instructions %+d over %d" % (startup["instructions_a"] - startup["instructions_b"],

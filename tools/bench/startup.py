@@ -105,9 +105,19 @@ void mpi_like_who(void)
       kb = atol(line + 6);
   if (f != NULL)
     fclose(f);
+  /* the private part: anonymous pages, copy-on-write copies of a file's
+   * included (each process pays them; the page cache is shared) */
+  long anon = -1;
+  f = fopen("/proc/self/smaps_rollup", "r");
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, "Anonymous:", 10) == 0)
+      anon = atol(line + 10);
+  if (f != NULL)
+    fclose(f);
   printf("pinheap=%s\n", en == NULL ? "none" : en() ? "1" : "0");
   printf("install=%s\n", it != NULL ? it() : "");
   printf("vm_hwm_kb=%ld\n", kb);
+  printf("anon_kb=%ld\n", anon);
 }
 """
 
@@ -372,7 +382,10 @@ def row(build, pairs=PAIRS_DEFAULT, archive=None, log=None):
     core library's, A here): added_ms (median of the per-round differences),
     a_ms, b_ms (medians), pairs, instructions_a/_b (one callgrind run each,
     PINHEAP_MODE=on; None without valgrind), rss_a_kb, rss_b_kb (VmHWM,
-    median of 5), install, leave_pinned.  Raises StartupError."""
+    median of 5), anon_a_kb, anon_b_kb (the anonymous pages of the same
+    runs, copy-on-write copies included: the private part, which every
+    process pays, where the rest is page cache shared by every process
+    mapping the same files), install, leave_pinned.  Raises StartupError."""
     if shutil.which("cc") is None:
         raise StartupError("cc is not installed")
     build = os.path.abspath(build)
@@ -393,8 +406,9 @@ def row(build, pairs=PAIRS_DEFAULT, archive=None, log=None):
             raise StartupError("the program with an empty core library found a pinheap: %s" % wb)
         runs = alternated(spawn_time, progs, env, pairs, warm=5)
         ta, tb = [r[0] for r in runs["B"]], [r[0] for r in runs["A"]]
-        rss = {t: statistics.median(int(who_all(progs[t], env).get("vm_hwm_kb", -1)) for _ in range(5))
-               for t in progs}
+        ws = {t: [who_all(progs[t], env) for _ in range(5)] for t in progs}
+        rss = {t: statistics.median(int(w.get("vm_hwm_kb", -1)) for w in ws[t]) for t in progs}
+        anon = {t: statistics.median(int(w.get("anon_kb", -1)) for w in ws[t]) for t in progs}
         ins = {t: None for t in progs}
         if shutil.which("valgrind") is not None:    # under valgrind pinheap stays off unless told
             ins = {t: v[0] for t, v in alternated(callgrind_total, progs,
@@ -402,7 +416,8 @@ def row(build, pairs=PAIRS_DEFAULT, archive=None, log=None):
         out = {"pairs": pairs, "added_ms": statistics.median(a - b for a, b in zip(ta, tb)) * 1e3,
                "a_ms": statistics.median(ta) * 1e3, "b_ms": statistics.median(tb) * 1e3,
                "instructions_a": ins["B"], "instructions_b": ins["A"],
-               "rss_a_kb": rss["B"], "rss_b_kb": rss["A"], "install": wa.get("install", ""),
+               "rss_a_kb": rss["B"], "rss_b_kb": rss["A"],
+               "anon_a_kb": anon["B"], "anon_b_kb": anon["A"], "install": wa.get("install", ""),
                "leave_pinned": "%s=1" % lp_var}
         if log:
             log("start-up: +%.3f ms (A %.3f, B %.3f ms, %d pairs), install: %s"
@@ -421,10 +436,20 @@ def row_markdown(r):
     return ("**Start-up** (a trivial program -> MPI-like library -> core library; A: pinheap in the "
             "core library, %s, installed by: %s; B: an empty core library; %d alternated pairs): "
             "A %.3f ms, B %.3f ms, **added %+.3f ms** (median of the per-pair differences)%s; "
-            "peak RSS %.2f MiB against %.2f MiB (%+.2f MiB)."
+            "peak RSS %.2f MiB against %.2f MiB (%+.2f MiB)%s."
             % (r["leave_pinned"], r["install"].strip().rstrip("."), r["pairs"], r["a_ms"], r["b_ms"],
                r["added_ms"], ins, r["rss_a_kb"] / 1024.0, r["rss_b_kb"] / 1024.0,
-               (r["rss_a_kb"] - r["rss_b_kb"]) / 1024.0))
+               (r["rss_a_kb"] - r["rss_b_kb"]) / 1024.0, anon_text(r)))
+
+
+def anon_text(r):
+    """The private part of the row's RSS difference, or "" (an older row)."""
+    if r.get("anon_a_kb", -1) < 0 or r.get("anon_b_kb", -1) < 0:
+        return ""
+    return ("; of it private to each process (anonymous pages, copy-on-write copies included) "
+            "%+.2f MiB, %d kB against %d, the rest page cache that every process mapping the "
+            "same files shares" % ((r["anon_a_kb"] - r["anon_b_kb"]) / 1024.0, r["anon_a_kb"],
+                                   r["anon_b_kb"]))
 
 
 def row_main(a):
