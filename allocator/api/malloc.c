@@ -21,7 +21,7 @@
     return r_;                             \
   } while (0)
 
-PH_HOT void *malloc(size_t size)
+PH_HOT_ENTRY void *malloc(size_t size)
 {
 #if PINHEAP_DEBUG >= 2
   FRONT_CHECKED("malloc", front_malloc(size));

@@ -64,7 +64,7 @@ static char dispatch_text[DECISION_TEXT_MAX + 16];  /* "enabled: why" */
 /*  enabled: pinheap's allocator; foreign pointers go back to glibc         */
 /* ======================================================================= */
 
-PH_HOT static void en_free(void *p)
+PH_HOT_ENTRY static void en_free(void *p)
 {
   /* NULL is in no arena: it takes the slow way to __libc_free(NULL). */
   if (ph_likely(front_free_fast(p)))
