@@ -47,6 +47,30 @@ static struct rseq *rs(void)
   return (struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
 }
 
+/* The two ends of a restartable sequence (asm goto, operands [cs], [cpu],
+ * [cur], label abort): its descriptor (start 1, commit end 2, abort 4),
+ * stored in the thread's rseq area, then the CPU checked at its start;
+ * the abort handler after the kernel's signature (RSEQ_SIG), out of line. */
+#define RSEQ_BEGIN                                                            \
+  ".pushsection __rseq_cs, \"aw\"\n\t"                                       \
+  ".balign 32\n\t"                                                           \
+  "3:\n\t"                                                                   \
+  ".long 0x0, 0x0\n\t"                                                       \
+  ".quad 1f, (2f - 1f), 4f\n\t"                                              \
+  ".popsection\n\t"                                                          \
+  "leaq 3b(%%rip), %%rax\n\t"                                                \
+  "movq %%rax, %[cs]\n\t"                                                    \
+  "1:\n\t"                                                                   \
+  "cmpl %[cpu], %[cur]\n\t"                                                  \
+  "jnz 4f\n\t"
+#define RSEQ_ABORT                                                            \
+  ".pushsection __rseq_failure, \"ax\"\n\t"                                  \
+  ".byte 0x0f, 0xb9, 0x3d\n\t"                                               \
+  ".long 0x53053053\n\t"                                                     \
+  "4:\n\t"                                                                   \
+  "jmp %l[abort]\n\t"                                                        \
+  ".popsection\n\t"
+
 /* Pops cpus[cpu].head if this thread still runs on cpu; the commit is the
  * store of the new head.  Returns the node, NULL if the list is empty, or
  * (node_t *)1 if the kernel aborted the sequence. */
@@ -54,17 +78,7 @@ static inline node_t *rseq_pop(slot_t *s, uint32_t cpu)
 {
   node_t *head;
   __asm__ __volatile__ goto(
-    ".pushsection __rseq_cs, \"aw\"\n\t"
-    ".balign 32\n\t"
-    "3:\n\t"
-    ".long 0x0, 0x0\n\t"
-    ".quad 1f, (2f - 1f), 4f\n\t"
-    ".popsection\n\t"
-    "leaq 3b(%%rip), %%rax\n\t"
-    "movq %%rax, %[cs]\n\t"
-    "1:\n\t"
-    "cmpl %[cpu], %[cur]\n\t"
-    "jnz 4f\n\t"
+    RSEQ_BEGIN
     "movq %[head], %%rax\n\t"
     "testq %%rax, %%rax\n\t"
     "jz %l[empty]\n\t"
@@ -73,12 +87,7 @@ static inline node_t *rseq_pop(slot_t *s, uint32_t cpu)
     "2:\n\t"
     "movq %%rax, %[out]\n\t"
     "jmp 5f\n\t"
-    ".pushsection __rseq_failure, \"ax\"\n\t"
-    ".byte 0x0f, 0xb9, 0x3d\n\t"
-    ".long 0x53053053\n\t"
-    "4:\n\t"
-    "jmp %l[abort]\n\t"
-    ".popsection\n\t"
+    RSEQ_ABORT
     "5:\n\t"
     : [out] "=m" (head)
     : [cs] "m" (rs()->rseq_cs), [cpu] "r" (cpu), [cur] "m" (rs()->cpu_id),
@@ -97,27 +106,12 @@ empty:
 static inline int rseq_push(slot_t *s, uint32_t cpu, node_t *n)
 {
   __asm__ __volatile__ goto(
-    ".pushsection __rseq_cs, \"aw\"\n\t"
-    ".balign 32\n\t"
-    "3:\n\t"
-    ".long 0x0, 0x0\n\t"
-    ".quad 1f, (2f - 1f), 4f\n\t"
-    ".popsection\n\t"
-    "leaq 3b(%%rip), %%rax\n\t"
-    "movq %%rax, %[cs]\n\t"
-    "1:\n\t"
-    "cmpl %[cpu], %[cur]\n\t"
-    "jnz 4f\n\t"
+    RSEQ_BEGIN
     "movq %[head], %%rax\n\t"
     "movq %%rax, (%[n])\n\t"
     "movq %[n], %[head]\n\t"       /* commit */
     "2:\n\t"
-    ".pushsection __rseq_failure, \"ax\"\n\t"
-    ".byte 0x0f, 0xb9, 0x3d\n\t"
-    ".long 0x53053053\n\t"
-    "4:\n\t"
-    "jmp %l[abort]\n\t"
-    ".popsection\n\t"
+    RSEQ_ABORT
     :
     : [cs] "m" (rs()->rseq_cs), [cpu] "r" (cpu), [cur] "m" (rs()->cpu_id),
       [head] "m" (s->head), [n] "r" (n)
